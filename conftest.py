@@ -1,0 +1,25 @@
+"""Test set-up for tests/ and the doctests in electra_tf/: quiet TensorFlow, and two logical
+CPU devices so MirroredStrategy can run two replicas on this machine. Devices must be
+configured before TensorFlow initialises them, so this runs at import, before any test
+module touches a tensor."""
+
+import os
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+_cpus = tf.config.list_physical_devices("CPU")
+tf.config.set_logical_device_configuration(
+    _cpus[0], [tf.config.LogicalDeviceConfiguration()] * 2)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_keras_state():
+    import keras
+    keras.utils.clear_session()
+    keras.config.set_dtype_policy("float32")
+    yield
+    keras.config.set_dtype_policy("float32")

@@ -1,0 +1,144 @@
+"""ELECTRA's dynamic masking: x^masked = REPLACE(x, m, [MASK]) (paper, Sec. 2).
+
+Runs in the input graph (tf.data `map`, or any tf.function), on batched or single
+sequences, and returns fixed-shape int32 tensors, so batches have static shapes for XLA and
+`tf.distribute`.
+
+Rules (official `pretrain_helpers.mask`):
+- never selected: special tokens ([CLS], [SEP], [MASK], ...) and padding;
+- per sequence, k = max(1, min(N, round(non_padding_length * mask_prob))) positions;
+- of those, `mask_token_rate` (0.85) become [MASK], `random_token_rate` (0.0) a random
+  token, the rest stay unchanged.
+
+Deliberate deviations from the official code, both so that exactly k distinct positions are
+predicted:
+- positions are drawn *without* replacement (Gumbel top-k over the candidates); the
+  official `tf.random.categorical` draw can pick one position twice;
+- k is also capped at the number of selectable tokens (a sequence of only special tokens
+  gets no prediction slots instead of slots pointing at [CLS]).
+
+Randomness is stateless (seeded per call, Philox), so a pipeline is reproducible from its
+seed and cheap under XLA.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import tensorflow as tf
+
+RNG_ALGORITHM = "philox"
+
+
+def mask_tokens(
+    token_ids,
+    padding_mask,
+    seed,
+    *,
+    mask_prob: float,
+    max_predictions: int,
+    mask_token_id: int,
+    special_token_ids: Sequence[int],
+    mask_token_rate: float = 0.85,
+    random_token_rate: float = 0.0,
+    vocab_size: int | None = None,
+) -> dict[str, tf.Tensor]:
+    """Selects and masks positions of `token_ids` ([B, L] or [L]).
+
+    Args:
+      token_ids: int token ids, original text.
+      padding_mask: 1 for real tokens, 0 for padding (same shape as `token_ids`).
+      seed: shape-[2] integer tensor; the same seed gives the same masking.
+      mask_prob: fraction of non-padding tokens to predict.
+      max_predictions: N, the fixed number of prediction slots per sequence.
+      mask_token_id: id of [MASK].
+      special_token_ids: ids never selected ([PAD], [CLS], [SEP], [MASK], [UNK] ...).
+      mask_token_rate / random_token_rate: how selected tokens are replaced.
+      vocab_size: needed only when `random_token_rate > 0`.
+
+    Returns:
+      dict of int32 tensors: `token_ids` (the masked input, same shape as the input),
+      `mask_positions`, `mask_ids` (original ids there) and `mask_weights` (1 for a real
+      slot, 0 for an unused one), each [B, N] (or [N]).
+
+    Example:
+    >>> out = mask_tokens([[2, 7, 8, 9, 3, 0]], [[1, 1, 1, 1, 1, 0]], seed=[1, 2],
+    ...                   mask_prob=0.5, max_predictions=3, mask_token_id=4,
+    ...                   special_token_ids=[0, 2, 3, 4])
+    >>> int(out["mask_weights"].numpy().sum())  # round(5 * 0.5) = 2 slots used
+    2
+    """
+    if random_token_rate > 0 and vocab_size is None:
+        raise ValueError("mask_tokens: random_token_rate > 0 needs vocab_size.")
+    token_ids = tf.cast(tf.convert_to_tensor(token_ids), tf.int32)
+    padding_mask = tf.cast(tf.convert_to_tensor(padding_mask), tf.int32)
+    unbatched = token_ids.shape.rank == 1
+    if unbatched:
+        token_ids, padding_mask = token_ids[tf.newaxis], padding_mask[tf.newaxis]
+    seed = tf.cast(tf.convert_to_tensor(seed), tf.int64)
+    select_seed, replace_seed, random_seed = tf.unstack(
+        tf.random.experimental.stateless_split(seed, 3, alg=RNG_ALGORITHM))
+
+    batch_size, seq_length = tf.shape(token_ids)[0], tf.shape(token_ids)[1]
+    specials = tf.constant(sorted(set(int(i) for i in special_token_ids)), tf.int32)
+    is_special = tf.reduce_any(token_ids[..., tf.newaxis] == specials, axis=-1)
+    selectable = (padding_mask > 0) & ~is_special
+
+    # k = max(1, min(N, round(length * p))), capped by what can be selected.
+    length = tf.cast(tf.reduce_sum(padding_mask, axis=-1), tf.float32)
+    num_to_predict = tf.cast(tf.round(length * mask_prob), tf.int32)
+    num_to_predict = tf.maximum(1, tf.minimum(max_predictions, num_to_predict))
+    num_selectable = tf.reduce_sum(tf.cast(selectable, tf.int32), axis=-1)
+    num_to_predict = tf.minimum(num_to_predict, num_selectable)
+
+    # Uniform random priorities; the top-k selectable ones form a uniform draw of k distinct
+    # positions. Non-selectable positions rank below every selectable one.
+    priority = tf.random.stateless_uniform(
+        [batch_size, seq_length], select_seed, alg=RNG_ALGORITHM)
+    priority = tf.where(selectable, priority, -1.0)
+    top_positions = tf.math.top_k(priority, k=max_predictions, sorted=True).indices
+    mask_weights = tf.sequence_mask(num_to_predict, max_predictions, dtype=tf.int32)
+    # Ascending positions for used slots; unused slots point at 0 with weight 0.
+    mask_positions = tf.sort(tf.where(mask_weights > 0, top_positions, seq_length), axis=-1)
+    mask_positions = tf.where(mask_weights > 0, mask_positions, 0)
+    mask_ids = tf.gather(token_ids, mask_positions, batch_dims=1) * mask_weights
+
+    draw = tf.random.stateless_uniform(
+        [batch_size, max_predictions], replace_seed, alg=RNG_ALGORITHM)
+    replacement = tf.where(draw < mask_token_rate, mask_token_id, mask_ids)
+    if random_token_rate > 0:
+        random_ids = tf.random.stateless_uniform(
+            [batch_size, max_predictions], random_seed, minval=0, maxval=vocab_size,
+            dtype=tf.int32, alg=RNG_ALGORITHM)
+        use_random = (draw >= mask_token_rate) & (draw < mask_token_rate + random_token_rate)
+        replacement = tf.where(use_random, random_ids, replacement)
+    masked_token_ids = scatter_at_positions(token_ids, mask_positions, replacement, mask_weights)
+
+    outputs = {
+        "token_ids": masked_token_ids,
+        "mask_positions": mask_positions,
+        "mask_ids": mask_ids,
+        "mask_weights": mask_weights,
+    }
+    if unbatched:
+        outputs = {key: value[0] for key, value in outputs.items()}
+    return outputs
+
+
+def scatter_at_positions(sequence, positions, updates, weights):
+    """Writes `updates[b, n]` into `sequence[b, positions[b, n]]` where `weights[b, n]` is 1.
+
+    Used positions are distinct, so adding into zeros is the same as assigning; unused slots
+    (weight 0) add nothing, even though they all point at position 0. XLA-friendly.
+    """
+    sequence = tf.convert_to_tensor(sequence)
+    weights = tf.cast(weights, sequence.dtype)
+    positions = tf.cast(positions, tf.int32)
+    batch_size, num_slots = tf.shape(positions)[0], tf.shape(positions)[1]
+    batch_index = tf.repeat(tf.range(batch_size), num_slots)
+    indices = tf.stack([batch_index, tf.reshape(positions, [-1])], axis=-1)
+    zeros = tf.zeros_like(sequence)
+    selected = tf.tensor_scatter_nd_add(zeros, indices, tf.reshape(weights, [-1]))
+    values = tf.tensor_scatter_nd_add(
+        zeros, indices, tf.reshape(tf.cast(updates, sequence.dtype) * weights, [-1]))
+    return tf.where(selected > 0, values, sequence)

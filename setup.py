@@ -1,0 +1,32 @@
+"""electra_tf: ELECTRA pre-training, fine-tuning and serving in TensorFlow/Keras."""
+
+from pathlib import Path
+
+from setuptools import setup
+
+setup(
+    name="electra_tf",
+    version="0.1.0",
+    description="ELECTRA pre-training, fine-tuning and serving in TensorFlow/Keras",
+    long_description=Path(__file__).with_name("README.md").read_text(encoding="utf-8"),
+    long_description_content_type="text/markdown",
+    python_requires=">=3.11",
+    packages=["electra_tf", "electra_tf.presets"],
+    # The presets live in configs/ at the top of the repository; installed, they are the
+    # data package electra_tf.presets.
+    package_dir={"electra_tf": "electra_tf", "electra_tf.presets": "configs"},
+    package_data={"electra_tf.presets": ["*.json"]},
+    install_requires=[
+        "tensorflow>=2.21,<2.22",
+        # 2.21.0 broke keras-hub's tokenizers; 2.21.1 is the fixed release.
+        "tensorflow-text>=2.21.1,<2.22",
+        # ElectraAdamW overrides a private hook of Keras 3's TensorFlow optimizer.
+        "keras>=3.15,<4",
+        "keras-hub>=0.32",
+        # TF 2.21 no longer installs it; tf.summary and the TensorBoard callback need it.
+        "tensorboard>=2.21",
+    ],
+    extras_require={
+        "test": ["pytest>=8"],
+    },
+)
