@@ -23,3 +23,11 @@ def _fresh_keras_state():
     keras.config.set_dtype_policy("float32")
     yield
     keras.config.set_dtype_policy("float32")
+
+
+@pytest.fixture(scope="session")
+def two_replicas():
+    """One MirroredStrategy over the two logical CPUs for the whole session: a second strategy
+    over the same devices would restart the collective instance keys and clash with the
+    first one's cached collectives."""
+    return tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])

@@ -2,16 +2,14 @@
 
 - `ReplacedTokenDetectionHead`: the discriminator's per-token "replaced?" logit,
   dense(hidden) -> GELU -> dense(1) (official `discriminator_predictions`).
-- `masked_lm_head`: the generator's head, evaluated at the masked positions only,
+- `MaskedLMHead`: the generator's head, evaluated at the masked positions only,
   dense(embedding_size) -> GELU -> LayerNorm -> matmul with the shared word-embedding table
-  + bias (official `generator_predictions`). This is exactly keras-hub's `MaskedLMHead` with
-  a tied `ReversibleEmbedding`, so we configure that rather than write it again.
+  + bias (official `generator_predictions`).
 """
 
 from __future__ import annotations
 
 import keras
-import keras_hub
 
 
 def truncated_normal(stddev: float) -> keras.initializers.Initializer:
@@ -25,7 +23,7 @@ class ReplacedTokenDetectionHead(keras.layers.Layer):
     Example:
     >>> import numpy as np
     >>> head = ReplacedTokenDetectionHead(hidden_size=8)
-    >>> head(np.zeros((2, 5, 8), "float32")).shape
+    >>> tuple(head(np.zeros((2, 5, 8), "float32")).shape)
     (2, 5)
     """
 
@@ -54,17 +52,38 @@ class ReplacedTokenDetectionHead(keras.layers.Layer):
                 "initializer_range": self.initializer_range}
 
 
-def masked_lm_head(word_embeddings, layer_norm_epsilon: float = 1e-12,
-                   initializer_range: float = 0.02, dtype=None) -> keras_hub.layers.MaskedLMHead:
-    """The generator head, tied to `word_embeddings` (a keras-hub `ReversibleEmbedding`).
+class MaskedLMHead(keras.layers.Layer):
+    """The generator's head at the masked positions only, tied to the word embeddings.
 
-    `intermediate_activation="gelu"` is Keras' exact (erf) GELU, as in the official code.
+    gather(sequence_output, mask_positions) -> dense(embedding_size) -> GELU (exact) ->
+    LayerNorm -> matmul with the word-embedding table (transposed) + output bias, in float32.
+
+    keras-hub's `MaskedLMHead` computes the same thing, but 0.32 builds it with
+    `autocast=False` and adds its float32 bias to a bfloat16/float16 tensor, which fails under
+    mixed precision; so this one is ours. Built by `Generator`, which owns its config.
     """
-    return keras_hub.layers.MaskedLMHead(
-        token_embedding=word_embeddings,
-        intermediate_activation="gelu",
-        layer_norm_epsilon=layer_norm_epsilon,
-        kernel_initializer=truncated_normal(initializer_range),
-        dtype=dtype,
-        name="generator_predictions",
-    )
+
+    def __init__(self, word_embeddings, layer_norm_epsilon: float = 1e-12,
+                 initializer_range: float = 0.02, **kwargs):
+        super().__init__(**kwargs)
+        self.word_embeddings = word_embeddings
+        self.dense = keras.layers.Dense(
+            word_embeddings.output_dim, activation="gelu",
+            kernel_initializer=truncated_normal(initializer_range), dtype=self.dtype_policy,
+            name="dense")
+        self.layer_norm = keras.layers.LayerNormalization(
+            epsilon=layer_norm_epsilon, dtype=self.dtype_policy, name="layer_norm")
+
+    def build(self, input_shape):
+        self.dense.build(input_shape)
+        self.layer_norm.build(tuple(input_shape[:-1]) + (self.word_embeddings.output_dim,))
+        self.output_bias = self.add_weight(
+            shape=(self.word_embeddings.input_dim,), initializer="zeros", name="output_bias")
+        self.built = True
+
+    def call(self, sequence_output, mask_positions):
+        positions = keras.ops.expand_dims(keras.ops.cast(mask_positions, "int32"), axis=-1)
+        x = keras.ops.take_along_axis(sequence_output, positions, axis=1)
+        x = self.layer_norm(self.dense(x))
+        logits = self.word_embeddings(x, reverse=True)
+        return keras.ops.cast(logits, "float32") + keras.ops.cast(self.output_bias, "float32")

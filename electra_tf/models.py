@@ -30,7 +30,7 @@ separate feature):
     discriminator/discriminator_predictions/{dense,dense_prediction}
     generator/embeddings_project          generator/embeddings_project
     generator/transformer_layer_<i>       generator/encoder/layer_<i>
-    generator/generator_predictions/{intermediate_dense,intermediate_layer_norm,output_bias}
+    generator/generator_predictions/{dense,layer_norm,output_bias}
                                           generator_predictions/{dense,LayerNorm,output_bias}
 """
 
@@ -40,7 +40,7 @@ import keras
 import keras_hub
 
 from electra_tf.config import ElectraConfig
-from electra_tf.heads import ReplacedTokenDetectionHead, masked_lm_head, truncated_normal
+from electra_tf.heads import MaskedLMHead, ReplacedTokenDetectionHead, truncated_normal
 
 
 @keras.saving.register_keras_serializable(package="electra_tf")
@@ -50,7 +50,7 @@ class ElectraEmbeddings(keras.layers.Layer):
     Example:
     >>> import numpy as np
     >>> embeddings = ElectraEmbeddings(vocab_size=100, embedding_size=16)
-    >>> embeddings(np.ones((2, 7), "int32"), np.zeros((2, 7), "int32")).shape
+    >>> tuple(embeddings(np.ones((2, 7), "int32"), np.zeros((2, 7), "int32")).shape)
     (2, 7, 16)
     """
 
@@ -216,8 +216,8 @@ class Discriminator(_EncoderModel):
     >>> discriminator = Discriminator.from_electra_config(config, embeddings)
     >>> batch = {"token_ids": np.ones((2, 8), "int32"), "segment_ids": np.zeros((2, 8), "int32"),
     ...          "padding_mask": np.ones((2, 8), "int32")}
-    >>> discriminator(batch)["logits"].shape
-    TensorShape([2, 8])
+    >>> tuple(discriminator(batch)["logits"].shape)
+    (2, 8)
     """
 
     def __init__(self, embeddings, hidden_size, **kwargs):
@@ -261,24 +261,24 @@ class Generator(_EncoderModel):
     >>> batch = {"token_ids": np.ones((2, 8), "int32"), "segment_ids": np.zeros((2, 8), "int32"),
     ...          "padding_mask": np.ones((2, 8), "int32"),
     ...          "mask_positions": np.array([[1, 2, 0], [3, 0, 0]], "int32")}
-    >>> generator(batch)["logits"].shape
-    TensorShape([2, 3, 8192])
+    >>> tuple(generator(batch)["logits"].shape)
+    (2, 3, 8192)
     """
 
     def __init__(self, embeddings, hidden_size, **kwargs):
         kwargs.setdefault("name", "generator")
         super().__init__(embeddings, hidden_size, **kwargs)
         with keras.name_scope(self.name):
-            self.head = masked_lm_head(
+            self.head = MaskedLMHead(
                 self.embeddings.word_embeddings, self.layer_norm_epsilon,
-                self.initializer_range, dtype=self.dtype_policy)
-            self.head.build((None, None, hidden_size), (None, None))
+                self.initializer_range, dtype=self.dtype_policy, name="generator_predictions")
+            self.head.build((None, None, hidden_size))
         self.built = True
 
     def call(self, inputs, training=None):
         sequence_output = self.encode(inputs, training=training)
         logits = self.head(sequence_output, mask_positions=inputs["mask_positions"])
-        return {"logits": keras.ops.cast(logits, "float32"), "sequence_output": sequence_output}
+        return {"logits": logits, "sequence_output": sequence_output}
 
     @classmethod
     def from_electra_config(cls, config: ElectraConfig, embeddings: ElectraEmbeddings,

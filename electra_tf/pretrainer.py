@@ -39,19 +39,16 @@ class ElectraPretrainer(keras.Model):
     """Joint ELECTRA pre-training of `generator` and `discriminator`.
 
     Example (a real, if tiny, training step):
-    >>> import numpy as np
     >>> from electra_tf.config import ElectraConfig
     >>> from electra_tf.optimization import create_optimizer
+    >>> from electra_tf.synthetic import masked_batch
     >>> config = ElectraConfig.load("electra_tiny", {"num_layers": 1, "vocab_size": 50})
     >>> pretrainer = ElectraPretrainer.from_electra_config(config)
     >>> pretrainer.compile(optimizer=create_optimizer(config))
-    >>> batch = {key: np.zeros((2, 16), "int32") for key in ("segment_ids",)}
-    >>> batch.update(token_ids=np.full((2, 16), 7, "int32"), padding_mask=np.ones((2, 16), "int32"),
-    ...              mask_positions=np.array([[1, 2]] * 2, "int32"),
-    ...              mask_ids=np.full((2, 2), 7, "int32"), mask_weights=np.ones((2, 2), "int32"))
-    >>> logs = pretrainer.train_on_batch(batch, return_dict=True)
-    >>> sorted(logs)[:3]
-    ['disc_accuracy', 'disc_auc', 'disc_loss']
+    >>> logs = pretrainer.train_on_batch(masked_batch(config, batch_size=2), return_dict=True)
+    >>> sorted(logs)
+    ['disc_accuracy', 'disc_auc', 'disc_loss', 'disc_precision', 'disc_recall', 'loss', \
+'masked_lm_accuracy', 'masked_lm_loss', 'sampled_masked_lm_accuracy']
     """
 
     def __init__(self, generator: Generator, discriminator: Discriminator | None = None,
@@ -133,6 +130,7 @@ class ElectraPretrainer(keras.Model):
         return outputs
 
     def train_step(self, data):
+        data, _, _ = keras.utils.unpack_x_y_sample_weight(data)  # no labels: they are made here
         with tf.GradientTape() as tape:
             outputs = self.compute_pretraining_outputs(data, self._next_seed(), training=True)
             scaled_loss = self.optimizer.scale_loss(outputs["loss"])
@@ -141,6 +139,7 @@ class ElectraPretrainer(keras.Model):
         return self._update_metrics(data, outputs)
 
     def test_step(self, data):
+        data, _, _ = keras.utils.unpack_x_y_sample_weight(data)
         outputs = self.compute_pretraining_outputs(data, self._next_seed(), training=False)
         return self._update_metrics(data, outputs)
 
@@ -159,21 +158,23 @@ class ElectraPretrainer(keras.Model):
         return list(self._trackers.values())
 
     def _update_metrics(self, batch, outputs):
+        # Every replica feeds its trackers the *global* batch (summed scalars, gathered
+        # per-token vectors), so the results Keras averages over replicas are all the same
+        # global value: reported metrics match a single-device run exactly.
         t = self._trackers
-        mask_weights = tf.cast(batch["mask_weights"], tf.float32)
-        # Each replica adds its local mean weighted by its local count; the trackers' variables
-        # are summed over replicas, so results are means over the global batch.
+        slot_weights = _gather(batch["mask_weights"], tf.float32)
         _update_mean(t["masked_lm_loss"], *outputs["local_mlm_loss"])
+        predicted_ids = tf.argmax(outputs["mlm_logits"], axis=-1, output_type=tf.int32)
         t["masked_lm_accuracy"].update_state(
-            batch["mask_ids"], outputs["mlm_logits"], sample_weight=mask_weights)
+            _gather(tf.equal(predicted_ids, batch["mask_ids"]), tf.float32), slot_weights)
         if self.objective == "electra":
             t["sampled_masked_lm_accuracy"].update_state(
-                tf.cast(tf.equal(outputs["sampled_ids"], batch["mask_ids"]), tf.float32),
-                sample_weight=mask_weights)
+                _gather(tf.equal(outputs["sampled_ids"], batch["mask_ids"]), tf.float32),
+                slot_weights)
             _update_mean(t["disc_loss"], *outputs["local_disc_loss"])
-            token_weights = tf.reshape(tf.cast(batch["padding_mask"], tf.float32), [-1])
-            labels = tf.reshape(outputs["replaced_token_labels"], [-1])
-            probabilities = tf.reshape(tf.sigmoid(outputs["disc_logits"]), [-1])
+            token_weights = _gather(batch["padding_mask"], tf.float32)
+            labels = _gather(outputs["replaced_token_labels"], tf.float32)
+            probabilities = _gather(tf.sigmoid(outputs["disc_logits"]), tf.float32)
             for name in ("disc_accuracy", "disc_precision", "disc_recall", "disc_auc"):
                 t[name].update_state(labels, probabilities, sample_weight=token_weights)
         return self.metric_results()
@@ -221,7 +222,7 @@ class ElectraPretrainer(keras.Model):
 def _make_trackers(objective):
     trackers = {
         "masked_lm_loss": keras.metrics.Mean(name="masked_lm_loss"),
-        "masked_lm_accuracy": keras.metrics.SparseCategoricalAccuracy(name="masked_lm_accuracy"),
+        "masked_lm_accuracy": keras.metrics.Mean(name="masked_lm_accuracy"),
     }
     if objective == "electra":
         trackers.update(
@@ -236,15 +237,30 @@ def _make_trackers(objective):
 
 
 def _update_mean(tracker, total, count):
+    """Adds the global mean, weighted by the global count, to a Mean tracker."""
+    total, count = _sum_over_replicas(total), _sum_over_replicas(count)
     tracker.update_state(total / tf.maximum(count, 1.0), sample_weight=count)
 
 
 def _share_of_global_mean(total, count):
     """This replica's share of the global mean: total / (count summed over all replicas)."""
+    return total / tf.maximum(tf.stop_gradient(_sum_over_replicas(count)), 1.0)
+
+
+def _sum_over_replicas(value):
     context = tf.distribute.get_replica_context()
-    if context is not None and context.num_replicas_in_sync > 1:
-        count = context.all_reduce(tf.distribute.ReduceOp.SUM, count)
-    return total / tf.maximum(tf.stop_gradient(count), 1.0)
+    if context is None or context.num_replicas_in_sync == 1:
+        return value
+    return context.all_reduce(tf.distribute.ReduceOp.SUM, value)
+
+
+def _gather(values, dtype):
+    """Flattens `values` and concatenates them over replicas (a no-op on one replica)."""
+    flat = tf.reshape(tf.cast(values, dtype), [-1])
+    context = tf.distribute.get_replica_context()
+    if context is None or context.num_replicas_in_sync == 1:
+        return flat
+    return context.all_gather(flat, axis=0)
 
 
 def _check_batch(batch):
