@@ -18,7 +18,6 @@ import dataclasses
 import json
 import os
 import tempfile
-from importlib import resources
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -252,12 +251,14 @@ def _parse_value(key: str, raw: str) -> Any:
 # --- files --------------------------------------------------------------------------------------
 
 def _presets_dir() -> Path:
-    # An editable checkout reads configs/ directly; an installed package ships it as
-    # electra_tf.presets (see setup.py's package_dir).
-    checkout = Path(__file__).resolve().parent.parent / "configs"
-    if checkout.is_dir():
-        return checkout
-    return Path(str(resources.files("electra_tf.presets")))
+    # An installed package ships configs/ as electra_tf/presets (setup.py's package_dir);
+    # a source checkout (or editable install) reads configs/ directly.
+    package = Path(__file__).resolve().parent
+    for candidate in (package / "presets", package.parent / "configs"):
+        if candidate.is_dir():
+            return candidate
+    raise ConfigError(f"no presets found: neither {package / 'presets'} nor "
+                      f"{package.parent / 'configs'} exists. Reinstall electra_tf.")
 
 
 def _resolve(name_or_path: str) -> Path:

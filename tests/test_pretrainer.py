@@ -6,7 +6,7 @@ import tensorflow as tf
 from electra_tf.config import ElectraConfig
 from electra_tf.optimization import create_optimizer
 from electra_tf.pretrainer import ElectraPretrainer
-from electra_tf.synthetic import masked_batch
+from electra_tf.synthetic import markov_sequences, masked_batch, remasked_each_step
 
 SEQ = 32
 REQUIRED_METRICS = {"masked_lm_loss", "masked_lm_accuracy", "sampled_masked_lm_accuracy", "disc_loss",
@@ -50,18 +50,22 @@ def test_rtd_loss_alone_sends_no_gradient_into_generator_weights():
 
 
 def test_tiny_model_drives_both_losses_down_on_a_fixed_batch():
+    # The batch is fixed but re-masked every step, and evaluated on maskings never trained on:
+    # the discriminator can only do well by reading the corrupted tokens, not by memorising
+    # which positions were replaced.
     config = tiny(dropout=0.0)
     keras.utils.set_random_seed(0)
     pretrainer = ElectraPretrainer.from_electra_config(config)
     pretrainer.compile(optimizer=create_optimizer(config))
-    batch = masked_batch(config, 16, seed=4)
-    before = pretrainer.evaluate(dataset(batch), return_dict=True, verbose=0)
-    pretrainer.fit(dataset(batch, 300), verbose=0)
-    after = pretrainer.evaluate(dataset(batch), return_dict=True, verbose=0)
-    assert after["masked_lm_loss"] < 0.5 * before["masked_lm_loss"]
+    fixed = tf.data.Dataset.from_tensors(markov_sequences(16, SEQ, config.vocab_size, seed=4))
+    held_out = remasked_each_step(config, fixed.repeat(4), seed=99).cache()
+    before = pretrainer.evaluate(held_out, return_dict=True, verbose=0)
+    pretrainer.fit(remasked_each_step(config, fixed.repeat(400), seed=1), verbose=0)
+    after = pretrainer.evaluate(held_out, return_dict=True, verbose=0)
+    assert after["masked_lm_loss"] < 0.7 * before["masked_lm_loss"]
     assert after["disc_loss"] < 0.6 * before["disc_loss"]
-    assert after["masked_lm_accuracy"] > 0.5
-    assert after["disc_auc"] > 0.85
+    assert after["masked_lm_accuracy"] > 0.15
+    assert after["disc_auc"] > 0.6
 
 
 def test_train_step_compiles_with_xla():
