@@ -17,9 +17,10 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Any, Mapping
+
+from electra_tf.files import atomic_write_text
 
 OBJECTIVES = ("electra", "mlm")
 
@@ -161,7 +162,7 @@ class ElectraConfig:
     def save(self, path: str | os.PathLike) -> None:
         """Writes the config plus its derived values (for humans) atomically."""
         payload = {**self.to_dict(), "_derived": self.derived()}
-        _atomic_write_text(Path(path), json.dumps(payload, indent=2) + "\n")
+        atomic_write_text(path, json.dumps(payload, indent=2) + "\n")
 
 
 def preset_names() -> list[str]:
@@ -275,14 +276,3 @@ def _resolve(name_or_path: str) -> Path:
         )
     return preset
 
-
-def _atomic_write_text(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as file:
-            file.write(text)
-        os.replace(temp_name, path)
-    except BaseException:
-        Path(temp_name).unlink(missing_ok=True)
-        raise
