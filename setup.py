@@ -25,6 +25,13 @@ setup(
         "keras-hub>=0.32",
         # TF 2.21 no longer installs it; tf.summary and the TensorBoard callback need it.
         "tensorboard>=2.21",
+        # Ships a real English Wikipedia dump sample (MediaWiki XML): the embedded default
+        # corpus. Only the data file is read; gensim is never imported.
+        "gensim>=4.4,<5",
+        # MediaWiki markup -> plain text for Wikipedia dumps.
+        "mwparserfromhell>=0.6",
+        # Sentence splitting with its model inside the wheel (NLTK's punkt needs a download).
+        "blingfire>=0.1.8",
     ],
     extras_require={
         "test": ["pytest>=8"],
