@@ -244,7 +244,16 @@ def _worker(worker_id, num_workers, vocab_path, max_seq_length, num_shards, seed
     """Markup removal, sentence splitting, tokenization and packing for documents k = id mod W."""
     try:
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-        import tensorflow as tf
+        # TensorFlow's start-up chatter goes to file descriptor 2 before any log setting
+        # applies; W workers would repeat it W times over the progress line.
+        saved_stderr = os.dup(2)
+        with open(os.devnull, "w") as devnull:
+            os.dup2(devnull.fileno(), 2)
+            try:
+                import tensorflow as tf
+            finally:
+                os.dup2(saved_stderr, 2)
+                os.close(saved_stderr)
 
         from electra_tf.corpus import to_sentences
         from electra_tf.data import serialize_example, shard_name

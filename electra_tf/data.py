@@ -45,7 +45,9 @@ def serialize_example(token_ids: list[int], segment_ids: list[int]) -> bytes:
         "token_ids": tf.train.Feature(int64_list=tf.train.Int64List(value=token_ids)),
         "segment_ids": tf.train.Feature(int64_list=tf.train.Int64List(value=segment_ids)),
     }
-    return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
+    example = tf.train.Example(features=tf.train.Features(feature=feature))
+    # Map entries are otherwise ordered per process (hash seeds): same data, different bytes.
+    return example.SerializeToString(deterministic=True)
 
 
 def _parse(serialized):
@@ -144,13 +146,8 @@ def pretraining_dataset(data_dir: str | Path, config: ElectraConfig, tokenizer: 
     `input_context` (a `tf.distribute.InputContext`) shards files across input pipelines
     (workers); `batch_size` is then this pipeline's batch.
     """
-    files = check_shards(data_dir, tokenizer, config.max_seq_length)
-    if input_context is not None and input_context.num_input_pipelines > 1:
-        count = input_context.num_input_pipelines
-        if len(files) < count:
-            raise DataError(f"{data_dir} has {len(files)} shard(s) for {count} workers: each "
-                            f"worker needs its own files. Rebuild with --num_shards >= {count}.")
-        files = files[input_context.input_pipeline_id::count]
+    files = files_for_pipeline(check_shards(data_dir, tokenizer, config.max_seq_length),
+                               input_context, data_dir)
     file_dataset = tf.data.Dataset.from_tensor_slices(files)
     if repeat:
         file_dataset = file_dataset.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
@@ -159,6 +156,17 @@ def pretraining_dataset(data_dir: str | Path, config: ElectraConfig, tokenizer: 
         num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
     examples = examples.map(_parse, num_parallel_calls=tf.data.AUTOTUNE)
     return _to_batches(examples, config, tokenizer, batch_size, seed, repeat)
+
+
+def files_for_pipeline(files: list[str], input_context, data_dir) -> list[str]:
+    """This input pipeline's share of the shards: every count-th file, disjoint across workers."""
+    if input_context is None or input_context.num_input_pipelines == 1:
+        return files
+    count = input_context.num_input_pipelines
+    if len(files) < count:
+        raise DataError(f"{data_dir} has {len(files)} shard(s) for {count} workers: each "
+                        f"worker needs its own files. Rebuild with --num_shards >= {count}.")
+    return files[input_context.input_pipeline_id::count]
 
 
 def _to_batches(examples, config, tokenizer, batch_size, seed, repeat):

@@ -23,9 +23,9 @@ class Progress:
     """
 
     def __init__(self, label: str, total: float | None, unit: str = "MB", scale: float = 1.0,
-                 stream=sys.stderr, interval: float | None = None):
+                 stream="stderr", interval: float | None = None):
         self.label, self.total, self.unit, self.scale = label, total, unit, scale
-        self.stream = stream
+        self.stream = sys.stderr if stream == "stderr" else stream  # resolved now, not at import
         self.tty = bool(stream is not None and getattr(stream, "isatty", lambda: False)())
         self.interval = interval if interval is not None else (0.5 if self.tty else 10.0)
         self.started = time.monotonic()

@@ -1,0 +1,137 @@
+import json
+from pathlib import Path
+
+import pytest
+import tensorflow as tf
+
+from electra_tf import build_data
+from electra_tf.data import read_metadata
+from electra_tf.files import file_sha256
+from tests.corpus_fixtures import ARTICLE, write_prose_file, write_sentence_file, write_wiki_dump
+
+
+def run(*argv):
+    return build_data.main([str(a) for a in argv])
+
+
+def records(path):
+    return [r.numpy() for r in tf.data.TFRecordDataset(str(path))]
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("corpus")
+    write_sentence_file(folder / "sentences.txt", repeat=10)
+    write_prose_file(folder / "prose.txt", repeat=5)
+    write_wiki_dump(folder / "wiki.xml.bz2", [("River", 0, ARTICLE, False)] * 3)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def built(corpus, small_vocab, tmp_path_factory):
+    output = tmp_path_factory.mktemp("built") / "data"
+    assert run("--input", corpus / "*.txt", corpus / "wiki.xml.bz2", "--vocab", small_vocab,
+               "--output_dir", output, "--max_seq_length", 32, "--num_shards", 3,
+               "--num_workers", 2, "--seed", 5) == 0
+    return output
+
+
+def test_shards_and_metadata_agree(built, capsys):
+    metadata = read_metadata(built)
+    assert metadata["documents"] == 4 * 10 + 4 * 5 + 3
+    assert metadata["max_seq_length"] == 32
+    total = 0
+    for shard in metadata["shards"]:
+        path = built / shard["file"]
+        assert len(records(path)) == shard["examples"] > 0
+        assert path.stat().st_size == shard["bytes"] and file_sha256(path) == shard["sha256"]
+        total += shard["examples"]
+    assert total == metadata["examples"]
+    assert 0.0 <= metadata["padding_fraction"] < 0.5
+    assert sorted(p.name for p in built.iterdir()) == sorted(
+        ["metadata.json"] + [s["file"] for s in metadata["shards"]])  # no temp files left
+
+
+def test_deterministic_for_a_seed(built, corpus, small_vocab, tmp_path):
+    again = tmp_path / "again"
+    assert run("--input", corpus / "*.txt", corpus / "wiki.xml.bz2", "--vocab", small_vocab,
+               "--output_dir", again, "--max_seq_length", 32, "--num_shards", 3,
+               "--num_workers", 2, "--seed", 5) == 0
+    for shard in read_metadata(built)["shards"]:
+        assert (again / shard["file"]).read_bytes() == (built / shard["file"]).read_bytes()
+
+
+def test_refuses_existing_output_unless_told(corpus, small_vocab, tmp_path, capsys):
+    output = tmp_path / "out"
+    args = ["--input", corpus / "sentences.txt", "--vocab", small_vocab, "--output_dir", output,
+            "--max_seq_length", 32, "--num_shards", 2, "--num_workers", 1]
+    assert run(*args) == 0
+    before = (output / "metadata.json").read_text()
+    assert run(*args) == 2
+    assert "--overwrite" in capsys.readouterr().err
+    assert (output / "metadata.json").read_text() == before
+    assert run(*args, "--seed", 9, "--overwrite") == 0
+    assert json.loads((output / "metadata.json").read_text())["seed"] == 9
+
+
+def test_nothing_usable_fails_clearly_and_keeps_existing_data(corpus, small_vocab, tmp_path, capsys):
+    output = tmp_path / "out"
+    assert run("--input", corpus / "sentences.txt", "--vocab", small_vocab, "--output_dir", output,
+               "--num_shards", 1, "--num_workers", 1) == 0
+    before = sorted((p.name, p.read_bytes()) for p in output.iterdir())
+    (tmp_path / "empty.txt").write_bytes(b"")
+    (tmp_path / "blob.bin").write_bytes(b"\x00\x01" * 5000)
+    code = run("--input", tmp_path / "empty.txt", tmp_path / "blob.bin", tmp_path / "missing.txt",
+               "--vocab", small_vocab, "--output_dir", output, "--num_workers", 1, "--overwrite")
+    assert code == 2
+    error = capsys.readouterr().err
+    assert "no usable text" in error and "empty file: 1" in error and "binary file: 1" in error
+    assert "missing path" in error
+    assert sorted((p.name, p.read_bytes()) for p in output.iterdir()) == before
+
+
+def test_only_missing_inputs(tmp_path, small_vocab, capsys):
+    assert run("--input", tmp_path / "nope*.txt", "--vocab", small_vocab, "--output_dir", tmp_path / "o") == 2
+    assert "glob matched nothing" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
+
+
+def test_vocabulary_without_special_tokens_is_rejected(corpus, tmp_path, capsys):
+    vocab = tmp_path / "bad_vocab.txt"
+    vocab.write_text("[PAD]\n[UNK]\nthe\nriver\n")
+    assert run("--input", corpus / "sentences.txt", "--vocab", vocab, "--output_dir", tmp_path / "o",
+               "--num_workers", 1) == 2
+    error = capsys.readouterr().err
+    assert "bad_vocab.txt lacks [CLS], [SEP], [MASK]" in error
+    assert not list((tmp_path / "o").glob("*"))
+
+
+def test_bad_files_among_good_ones_are_counted_in_the_summary(corpus, small_vocab, tmp_path, capsys):
+    (tmp_path / "empty.txt").write_bytes(b"")
+    (tmp_path / "latin1.txt").write_bytes("The caf\xe9 by the river is open.\n".encode("latin-1"))
+    assert run("--input", corpus / "sentences.txt", tmp_path / "empty.txt", tmp_path / "latin1.txt",
+               tmp_path / "missing.txt", "--vocab", small_vocab, "--output_dir", tmp_path / "o",
+               "--num_workers", 1, "--num_shards", 1) == 0
+    summary = capsys.readouterr().out
+    for reason in ("empty file", "lines with invalid UTF-8 (bytes replaced)", "missing path"):
+        assert reason in summary
+    assert read_metadata(tmp_path / "o")["skipped"]["empty file"] == 1
+
+
+def test_learns_a_vocabulary_when_none_is_given(corpus, tmp_path):
+    output = tmp_path / "o"
+    assert run("--input", corpus / "sentences.txt", "--vocab_size", 300, "--output_dir", output,
+               "--num_workers", 1, "--num_shards", 1) == 0
+    metadata = read_metadata(output)
+    assert Path(metadata["vocab_file"]) == output / "vocab.txt"
+    assert (output / "vocab.txt").read_text().splitlines()[:5] == ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+
+
+def test_embedded_wikipedia_sample_by_default(small_vocab, tmp_path, capsys):
+    output = tmp_path / "wiki"
+    assert run("--vocab", small_vocab, "--output_dir", output, "--num_workers", 2, "--num_shards", 2) == 0
+    metadata = read_metadata(output)
+    assert metadata["documents"] > 100 and metadata["examples"] > 3000
+    assert "shortened.bz2" in metadata["inputs"][0]
+    captured = capsys.readouterr()
+    assert "MB/s" in captured.err and "padding fraction" in captured.out
