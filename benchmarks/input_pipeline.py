@@ -1,0 +1,97 @@
+"""Input pipeline throughput vs. what a training step consumes, on this machine.
+
+    python benchmarks/input_pipeline.py                      # builds data from the embedded sample
+    python benchmarks/input_pipeline.py --data_dir DIR --vocab DIR/vocab.txt
+
+Prints the pipeline's examples/s and tokens/s (reading, parsing, padding, batching and
+ELECTRA masking, as pre-training uses it) and the examples/s one training step of the config
+consumes on the same cores, with and without XLA. The target is a pipeline at least 20x faster
+than the step, so pre-training is never input-bound.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+
+def measure(dataset, batches: int, warmup: int = 10):
+    iterator = iter(dataset)
+    for _ in range(warmup):
+        next(iterator)
+    examples = tokens = 0
+    started = time.perf_counter()
+    for _ in range(batches):
+        batch = next(iterator)
+        examples += int(batch["token_ids"].shape[0])
+        tokens += int(batch["padding_mask"].numpy().sum())
+    elapsed = time.perf_counter() - started
+    return examples / elapsed, tokens / elapsed
+
+
+def step_rate(config, batches, jit_compile: bool, steps: int) -> float:
+    import keras
+
+    from electra_tf.optimization import create_optimizer
+    from electra_tf.pretrainer import ElectraPretrainer
+
+    keras.utils.clear_session()
+    pretrainer = ElectraPretrainer.from_electra_config(config)
+    pretrainer.compile(optimizer=create_optimizer(config), jit_compile=jit_compile)
+    pretrainer.fit(batches.take(3), verbose=0)  # trace and compile
+    started = time.perf_counter()
+    pretrainer.fit(batches.take(steps), verbose=0)
+    return steps * config.train_batch_size / (time.perf_counter() - started)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data_dir", help="a build_data folder (default: build one from the embedded sample)")
+    parser.add_argument("--vocab", help="its vocabulary (default: DATA_DIR/vocab.txt)")
+    parser.add_argument("--config", default="electra_tiny")
+    parser.add_argument("--batches", type=int, default=300)
+    parser.add_argument("--steps", type=int, default=30)
+    args = parser.parse_args()
+
+    import tensorflow as tf
+
+    from electra_tf import build_data
+    from electra_tf.config import ElectraConfig
+    from electra_tf.data import pretraining_dataset
+    from electra_tf.tokenization import ElectraTokenizer
+
+    data_dir = args.data_dir
+    if data_dir is None:
+        data_dir = os.path.join(tempfile.mkdtemp(prefix="electra_bench_"), "data")
+        print(f"Building data from the embedded Wikipedia sample into {data_dir} ...", flush=True)
+        if build_data.main(["--output_dir", data_dir]) != 0:
+            return 1
+    tokenizer = ElectraTokenizer(args.vocab or os.path.join(data_dir, "vocab.txt"))
+    config = ElectraConfig.load(args.config, {"vocab_size": tokenizer.vocabulary_size})
+    dataset = pretraining_dataset(data_dir, config, tokenizer, config.train_batch_size, seed=0)
+
+    examples_per_s, tokens_per_s = measure(dataset, args.batches)
+    cached = dataset.take(8).cache().repeat()
+    list(cached.take(8))
+    eager_rate = step_rate(config, cached, jit_compile=False, steps=args.steps)
+    xla_rate = step_rate(config, cached, jit_compile=True, steps=args.steps)
+    fastest = max(eager_rate, xla_rate)
+
+    cores = len(os.sched_getaffinity(0))
+    print(f"\nMachine: {cores} CPU cores, TensorFlow {tf.__version__}; config {args.config}, "
+          f"batch {config.train_batch_size} x {config.max_seq_length}")
+    print(f"Input pipeline (read, parse, pad, batch, mask): {examples_per_s:,.0f} examples/s, "
+          f"{tokens_per_s:,.0f} tokens/s")
+    print(f"Training step consumes: {eager_rate:,.0f} examples/s (no XLA), {xla_rate:,.0f} examples/s (XLA)")
+    ratio = examples_per_s / fastest
+    print(f"Pipeline / fastest step: {ratio:.1f}x (target >= 20x): {'OK' if ratio >= 20 else 'BELOW TARGET'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
