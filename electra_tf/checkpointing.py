@@ -1,0 +1,118 @@
+"""Exact resume: model, optimizer (and its step counter), random state and input position.
+
+Keras' `fit` makes its own iterator over a dataset, out of reach of a checkpoint. So the run
+owns the tf.data iterator (`ResumableInput`) and gives `fit` a thin generator dataset that
+pulls from it. A checkpoint then holds:
+- the model's variables, including the sampling and dropout seed generators' state;
+- the optimizer's variables, including `iterations`, the global step;
+- the iterator's position, and the batches it already handed out that no step has consumed
+  yet (prefetched by tf.data or the strategy): they are replayed first after a restore, so
+  the resumed run sees exactly the batches the uninterrupted run would have.
+
+`tf.train.CheckpointManager` writes a checkpoint's files first and the `checkpoint` index
+last, so a run killed mid-save leaves the previous checkpoint as the latest, intact.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import threading
+
+import tensorflow as tf
+
+
+class ResumableInput:
+    """Wraps a tf.data pipeline so its position can be checkpointed while `fit` reads it."""
+
+    def __init__(self, dataset: tf.data.Dataset):
+        self.spec = dict(dataset.element_spec)
+        self.iterator = iter(dataset)
+        self._lock = threading.Lock()
+        self._handed_out = collections.deque()  # batches yielded, not yet consumed by a step
+        self._replay: list = []
+        self.tokens_consumed = 0
+        # Dynamic-length stacks of in-flight batches, saved with the checkpoint.
+        self.in_flight = {
+            key: tf.Variable(tf.zeros([0, *spec.shape], spec.dtype), shape=[None, *spec.shape],
+                             trainable=False, name=f"in_flight_{key}")
+            for key, spec in self.spec.items()}
+
+    def dataset(self) -> tf.data.Dataset:
+        """What `fit` reads: the pipeline's batches, in order, through this object."""
+        dataset = tf.data.Dataset.from_generator(self._generate, output_signature=self.spec)
+        options = tf.data.Options()
+        # Batches are already this input pipeline's own; a strategy must not re-shard them.
+        options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
+        return dataset.with_options(options)
+
+    def _generate(self):
+        while True:
+            with self._lock:
+                if self._replay:
+                    batch = self._replay.pop(0)
+                else:
+                    try:
+                        batch = next(self.iterator)
+                    except StopIteration:
+                        return
+                self._handed_out.append(batch)
+            yield batch
+
+    def consumed(self, steps: int = 1) -> None:
+        """Called after each training step: the oldest handed-out batch was used."""
+        with self._lock:
+            for _ in range(min(steps, len(self._handed_out))):
+                batch = self._handed_out.popleft()
+                if "padding_mask" in batch:
+                    self.tokens_consumed += int(tf.reduce_sum(batch["padding_mask"]))
+
+    @contextlib.contextmanager
+    def frozen(self):
+        """Holds the input still while a checkpoint is written, with in-flight batches staged."""
+        with self._lock:
+            pending = list(self._replay) + list(self._handed_out)
+            for key, variable in self.in_flight.items():
+                if pending:
+                    variable.assign(tf.stack([batch[key] for batch in pending]))
+                else:
+                    variable.assign(tf.zeros([0, *self.spec[key].shape], self.spec[key].dtype))
+            yield
+
+    def restored(self) -> int:
+        """After a restore: replays the in-flight batches first; returns how many."""
+        with self._lock:
+            count = int(next(iter(self.in_flight.values())).shape[0])
+            self._replay = [{key: variable[i] for key, variable in self.in_flight.items()}
+                            for i in range(count)]
+            self._handed_out.clear()
+            return count
+
+
+class RunCheckpoint:
+    """Checkpoint + CheckpointManager over the pretrainer, its optimizer and the input."""
+
+    def __init__(self, directory, pretrainer, resumable_input: ResumableInput, keep: int = 3):
+        self.pretrainer = pretrainer
+        self.input = resumable_input
+        self.checkpoint = tf.train.Checkpoint(
+            model=pretrainer, optimizer=pretrainer.optimizer,
+            data_iterator=resumable_input.iterator, in_flight=resumable_input.in_flight)
+        self.manager = tf.train.CheckpointManager(self.checkpoint, str(directory), max_to_keep=keep)
+
+    @property
+    def step(self) -> int:
+        return int(self.pretrainer.optimizer.iterations)
+
+    def restore_latest(self) -> int | None:
+        """Restores the latest checkpoint if any; returns its step."""
+        latest = self.manager.latest_checkpoint
+        if latest is None:
+            return None
+        self.checkpoint.restore(latest).assert_existing_objects_matched()
+        self.input.restored()
+        return self.step
+
+    def save(self) -> str:
+        with self.input.frozen():
+            return self.manager.save(checkpoint_number=self.step)
