@@ -3,7 +3,7 @@
 Keras' `fit` makes its own iterator over a dataset, out of reach of a checkpoint. So the run
 owns the tf.data iterator (`ResumableInput`) and gives `fit` a thin generator dataset that
 pulls from it. A checkpoint then holds:
-- the model's variables, including the sampling and dropout seed generators' state;
+- every model variable, including the sampling and dropout seed generators' state;
 - the optimizer's variables, including `iterations`, the global step;
 - the iterator's position, and the batches it already handed out that no step has consumed
   yet (prefetched by tf.data or the strategy): they are replayed first after a restore, so
@@ -79,10 +79,13 @@ class ResumableInput:
                     variable.assign(tf.zeros([0, *self.spec[key].shape], self.spec[key].dtype))
             yield
 
+    def in_flight_count(self) -> int:
+        return int(tf.shape(next(iter(self.in_flight.values())))[0])
+
     def restored(self) -> int:
         """After a restore: replays the in-flight batches first; returns how many."""
         with self._lock:
-            count = int(next(iter(self.in_flight.values())).shape[0])
+            count = self.in_flight_count()
             self._replay = [{key: variable[i] for key, variable in self.in_flight.items()}
                             for i in range(count)]
             self._handed_out.clear()
@@ -95,8 +98,10 @@ class RunCheckpoint:
     def __init__(self, directory, pretrainer, resumable_input: ResumableInput, keep: int = 3):
         self.pretrainer = pretrainer
         self.input = resumable_input
+        # The model's variables are listed explicitly: tf.train.Checkpoint(model=...) misses a
+        # Keras 3 model's layer lists and its seed-generator states (sampling and dropout).
         self.checkpoint = tf.train.Checkpoint(
-            model=pretrainer, optimizer=pretrainer.optimizer,
+            model_variables=list(pretrainer.variables), optimizer=pretrainer.optimizer,
             data_iterator=resumable_input.iterator, in_flight=resumable_input.in_flight)
         self.manager = tf.train.CheckpointManager(self.checkpoint, str(directory), max_to_keep=keep)
 

@@ -186,6 +186,8 @@ def main(argv=None) -> int:
 
         resumable = ResumableInput(make_dataset(config.seed))
         held_out = [batch for batch in make_dataset(config.seed + 1).take(args.eval_batches)]
+        # Initial weights and every dropout seed generator follow the config's seed.
+        keras.utils.set_random_seed(config.seed)
         with strategy.scope():
             pretrainer = ElectraPretrainer.from_electra_config(config)
             pretrainer.compile(optimizer=create_optimizer(config), jit_compile=runtime.xla)
@@ -249,7 +251,7 @@ def main(argv=None) -> int:
         for key, value in metrics.items():
             tf.summary.scalar(f"final_eval/{key}", value)
     writer.flush()
-    export_path = export_discriminator(pretrainer, Path(args.export_dir), name)
+    export_path = export_discriminator(pretrainer, Path(args.export_dir), model_dir.name)
     _print_summary(model_dir, checkpoint, export_path, metrics, args.eval_batches, time.monotonic() - started)
     return 0
 

@@ -71,3 +71,16 @@ ONLY_MARKUP = """{{Infobox|a=b}}
 | x || y
 |}
 [[Category:Empty]]"""
+
+
+def build_test_shards(folder: Path, vocab: Path, max_seq_length: int, num_shards: int, repeat: int) -> Path:
+    """Shards of the test corpus, built by build_data in one worker process."""
+    from electra_tf import build_data
+
+    text = write_sentence_file(folder / "corpus.txt", repeat=repeat)
+    output = folder / "data"
+    code = build_data.main(["--input", str(text), "--vocab", str(vocab), "--output_dir", str(output),
+                            "--max_seq_length", str(max_seq_length), "--num_shards", str(num_shards),
+                            "--num_workers", "1"])
+    assert code == 0
+    return output

@@ -5,12 +5,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from electra_tf import build_data
 from electra_tf.config import ElectraConfig
 from electra_tf.data import (DataError, explain_read_error, files_for_pipeline, pretraining_dataset,
                              raw_text_dataset, resolve_data)
 from electra_tf.tokenization import ElectraTokenizer
-from tests.corpus_fixtures import write_sentence_file
+from tests.corpus_fixtures import build_test_shards, write_sentence_file
 
 SEQ = 32
 
@@ -27,12 +26,7 @@ def config(tokenizer):
 
 @pytest.fixture(scope="module")
 def data_dir(small_vocab, tmp_path_factory):
-    folder = tmp_path_factory.mktemp("pipeline")
-    text = write_sentence_file(folder / "corpus.txt", repeat=20)
-    output = folder / "data"
-    assert build_data.main(["--input", str(text), "--vocab", str(small_vocab), "--output_dir", str(output),
-                            "--max_seq_length", str(SEQ), "--num_shards", "4", "--num_workers", "1"]) == 0
-    return output
+    return build_test_shards(tmp_path_factory.mktemp("pipeline"), small_vocab, SEQ, num_shards=4, repeat=20)
 
 
 def take(dataset, count):

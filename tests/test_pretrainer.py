@@ -191,3 +191,26 @@ def test_a_batch_without_masking_fields_is_explained():
     del batch["mask_positions"]
     with pytest.raises(KeyError, match="missing \\['mask_positions'\\].*mask_tokens"):
         pretrainer.compute_pretraining_outputs(batch, tf.constant([0, 0], tf.int64))
+
+
+def test_float16_loss_scaling_skips_a_non_finite_step_and_recovers():
+    keras.config.set_dtype_policy("mixed_float16")
+    config = tiny(dropout=0.0)
+    pretrainer = ElectraPretrainer.from_electra_config(config)
+    # A loss scale far beyond float16's range: the first steps' gradients overflow to inf.
+    optimizer = keras.optimizers.LossScaleOptimizer(create_optimizer(config), initial_scale=2.0 ** 40)
+    pretrainer.compile(optimizer=optimizer)
+    batch = masked_batch(config, 4, seed=12)
+    before = [w.numpy().copy() for w in pretrainer.trainable_weights]
+    pretrainer.train_on_batch(batch)
+    assert int(optimizer.iterations) == 0  # skipped: no update counted
+    assert float(optimizer.dynamic_scale) == 2.0 ** 39  # and the scale was halved
+    for w, b in zip(pretrainer.trainable_weights, before):
+        np.testing.assert_array_equal(w.numpy(), b)
+    for _ in range(40):
+        logs = pretrainer.train_on_batch(batch, return_dict=True)
+        if int(optimizer.iterations) > 1:  # step 0 has learning rate 0 (warmup factor 0)
+            break
+    assert int(optimizer.iterations) >= 2 and float(optimizer.dynamic_scale) < 2.0 ** 39
+    assert np.isfinite(logs["masked_lm_loss"])
+    assert any((w.numpy() != b).any() for w, b in zip(pretrainer.trainable_weights, before))

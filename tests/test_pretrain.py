@@ -1,0 +1,172 @@
+"""The pre-training run end to end: subprocesses for kill/resume, event files for TensorBoard."""
+
+import glob
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from electra_tf import pretrain
+from tests.corpus_fixtures import build_test_shards
+
+REPO = Path(__file__).resolve().parents[1]
+STEPS = 160
+
+
+@pytest.fixture(scope="module")
+def data_dir(small_vocab, tmp_path_factory):
+    return build_test_shards(tmp_path_factory.mktemp("pretrain_data"), small_vocab, 32, num_shards=2, repeat=40)
+
+
+def command(data_dir, model_dir, export_dir, *extra):
+    return [sys.executable, "-m", "electra_tf.pretrain", "--data", str(data_dir), "--model_dir", str(model_dir),
+            "--export_dir", str(export_dir), "--steps", str(STEPS), "--batch_size", "8",
+            "--set", "num_layers=1", "--set", "max_seq_length=32", "--set", "dropout=0.1",
+            "--checkpoint_every", "20", "--log_every", "5", "--sample_every", "20", "--eval_batches", "2",
+            *extra]
+
+
+def environment():
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")])
+    return env
+
+
+def scalars(log_dir, tag, newest_file_only=False):
+    """{step: value} for a scalar tag in the TensorBoard event files under log_dir."""
+    files = sorted(glob.glob(str(Path(log_dir) / "events.out.tfevents.*")), key=os.path.getmtime)
+    if newest_file_only:
+        files = files[-1:]
+    values = {}
+    for path in files:
+        for event in tf.compat.v1.train.summary_iterator(path):
+            for value in event.summary.value:
+                if value.tag == tag:
+                    values[event.step] = float(tf.make_ndarray(value.tensor))
+    return values
+
+
+def texts(log_dir, tag):
+    found = []
+    for path in glob.glob(str(Path(log_dir) / "events.out.tfevents.*")):
+        for event in tf.compat.v1.train.summary_iterator(path):
+            for value in event.summary.value:
+                if value.tag == tag:
+                    found.append(tf.make_ndarray(value.tensor).item().decode())
+    return found
+
+
+@pytest.fixture(scope="module")
+def reference_run(data_dir, tmp_path_factory):
+    """An uninterrupted run: the yardstick for the resumed one."""
+    root = tmp_path_factory.mktemp("reference")
+    result = subprocess.run(command(data_dir, root / "model", root / "exports"), env=environment(),
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return root, result.stdout
+
+
+def test_run_prints_progress_summary_and_exports(reference_run):
+    root, stdout = reference_run
+    assert f"step {STEPS}/{STEPS}" in stdout and "examples/s" in stdout and "ETA" in stdout
+    assert f"tensorboard --logdir {root / 'model'}" in stdout
+    assert (root / "exports" / "model" / "discriminator.keras").is_file()  # named after --config stem
+    assert (root / "model" / "config.json").is_file() and "disc_auc" in stdout
+
+
+def test_event_files_hold_scalars_and_the_sample_panel(reference_run):
+    log_dir = reference_run[0] / "model" / "logs" / "train"
+    for tag in ("train/loss", "train/masked_lm_loss", "train/masked_lm_accuracy",
+                "train/sampled_masked_lm_accuracy", "train/disc_loss", "train/disc_accuracy",
+                "train/disc_precision", "train/disc_recall", "train/disc_auc", "train/learning_rate",
+                "speed/examples_per_second", "speed/tokens_per_second", "speed/step_time_seconds"):
+        values = scalars(log_dir, tag)
+        assert sorted(values) == list(range(5, STEPS + 1, 5)), tag
+    learning_rates = scalars(log_dir, "train/learning_rate")
+    assert learning_rates[5] < learning_rates[15]  # warmup
+    panels = texts(log_dir, "samples/replaced_token_detection")
+    assert len(panels) == STEPS // 20 + 1
+    assert "~~" in panels[-1] and "**" in panels[-1] and "discriminator caught" in panels[-1]
+    config_text = texts(log_dir, "run/config")[0]
+    assert '"disc_weight": 50.0' in config_text
+
+
+def test_sigkill_then_rerun_resumes_exactly(data_dir, reference_run, tmp_path):
+    model_dir = tmp_path / "model"
+    argv = command(data_dir, model_dir, tmp_path / "exports")
+    process = subprocess.Popen(argv, env=environment(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    index = model_dir / "checkpoints" / "checkpoint"
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and process.poll() is None:
+        if index.is_file() and "ckpt-40" in index.read_text():
+            break
+        time.sleep(0.02)
+    assert process.poll() is None, "the run ended before it could be killed"
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    killed_at = max(scalars(model_dir / "logs" / "train", "train/loss"))
+    assert killed_at < STEPS
+
+    resumed = subprocess.run(argv, env=environment(), capture_output=True, text=True, timeout=600)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    resumed_from = int(resumed.stdout.split("resumed from step ")[1].split()[0])
+    assert 40 <= resumed_from < STEPS and resumed_from % 20 == 0
+    assert f"step {STEPS}/{STEPS}" in resumed.stdout
+
+    # Every checkpoint the index lists loads, and the step counter continued to the end.
+    state = tf.train.get_checkpoint_state(str(model_dir / "checkpoints"))
+    assert state.model_checkpoint_path.endswith(f"ckpt-{STEPS}")
+    for path in state.all_model_checkpoint_paths:
+        reader = tf.train.load_checkpoint(path)
+        assert reader.get_tensor("optimizer/_iterations/.ATTRIBUTES/VARIABLE_VALUE") == int(path.rsplit("-", 1)[1])
+        keys = reader.get_variable_to_shape_map()
+        assert sum("model_variables" in key for key in keys) > 40  # weights and seed states
+
+    # The loss continues where it was: after the resume point the resumed run logs the same
+    # losses as the uninterrupted run (same weights, optimizer state, random state and batches).
+    reference = scalars(reference_run[0] / "model" / "logs" / "train", "train/loss")
+    after = scalars(model_dir / "logs" / "train", "train/loss", newest_file_only=True)
+    assert min(after) == resumed_from + 5
+    for step, value in after.items():
+        np.testing.assert_allclose(value, reference[step], rtol=1e-4, err_msg=f"step {step}")
+    assert after[STEPS] < reference[5] * 0.9  # and it is the trained loss, not a restart
+
+
+def test_rerun_with_a_different_config_is_refused(data_dir, reference_run, capsys):
+    root = reference_run[0]
+    argv = command(data_dir, root / "model", root / "exports")[3:]
+    code = pretrain.main(argv + ["--set", "learning_rate=0.1"])
+    assert code == 2
+    assert "different config (learning_rate" in capsys.readouterr().err
+
+
+def test_divergence_stops_naming_the_step(data_dir, tmp_path, capsys):
+    # Weights drawn with a huge initializer overflow within the first steps.
+    argv = command(data_dir, tmp_path / "model", tmp_path / "exports", "--set", "initializer_range=1e30")[3:]
+    assert pretrain.main(argv) == 3
+    error = capsys.readouterr().err
+    step = int(re.search(r"non-finite at step (\d+) \(float32\)", error).group(1))
+    assert 1 <= step < 20 and "last good checkpoint is intact: none yet" in error
+    assert not (tmp_path / "model" / "checkpoints" / "checkpoint").exists()  # nothing saved after it
+    assert not (tmp_path / "exports").exists()
+
+
+def test_help_documents_every_option():
+    result = subprocess.run([sys.executable, "-m", "electra_tf.pretrain", "--help"], env=environment(),
+                            capture_output=True, text=True, timeout=120)
+    for option in ("--config", "--set", "--data", "--model_dir", "--steps", "--batch_size", "--strategy",
+                   "--mixed_precision", "--xla", "--no-xla", "--checkpoint_every", "--keep_checkpoints",
+                   "--seed", "--export_dir", "--profile_steps"):
+        assert option in result.stdout, option
+
+
+def test_bad_config_value_is_reported_without_a_traceback(capsys):
+    assert pretrain.main(["--set", "mask_prob=2"]) == 2
+    assert "'mask_prob' = 2.0: must be in (0, 1)" in capsys.readouterr().err

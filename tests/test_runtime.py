@@ -1,0 +1,41 @@
+import json
+
+import pytest
+
+from electra_tf.runtime import resolve_runtime
+
+
+def test_cpu_defaults():
+    runtime = resolve_runtime(gpus=0, environ={})
+    assert (runtime.strategy_name, runtime.precision, runtime.xla) == ("one_device", "float32", False)
+    assert any("XLA off" in note for note in runtime.notes)
+
+
+def test_gpu_defaults():
+    one = resolve_runtime(gpus=1, environ={})
+    assert (one.strategy_name, one.precision, one.xla) == ("one_device", "mixed_float16", True)
+    several = resolve_runtime(gpus=4, environ={})
+    assert (several.strategy_name, several.precision, several.xla) == ("mirrored", "mixed_float16", True)
+
+
+def test_cluster_and_tpu_from_the_environment():
+    cluster = {"cluster": {"worker": ["host1:2222", "host2:2222"]}, "task": {"type": "worker", "index": 0}}
+    assert resolve_runtime(gpus=0, environ={"TF_CONFIG": json.dumps(cluster)}).strategy_name == "multi_worker"
+    tpu = resolve_runtime(gpus=0, environ={"TPU_NAME": "local"})
+    assert (tpu.strategy_name, tpu.precision, tpu.xla) == ("tpu", "mixed_bfloat16", True)
+    with pytest.raises(ValueError, match="TF_CONFIG"):
+        resolve_runtime(gpus=0, environ={"TF_CONFIG": "{not json"})
+
+
+def test_explicit_choices_win_except_impossible_xla():
+    runtime = resolve_runtime("mirrored", "mixed_bfloat16", xla=True, gpus=0, environ={})
+    assert (runtime.strategy_name, runtime.precision, runtime.xla) == ("mirrored", "mixed_bfloat16", False)
+    assert any("does not compile with XLA" in note for note in runtime.notes)
+    assert resolve_runtime("one_device", "float32", xla=True, gpus=0, environ={}).xla is True
+
+
+def test_rejects_unknown_choices():
+    with pytest.raises(ValueError, match="--strategy"):
+        resolve_runtime("parameter_server", gpus=0, environ={})
+    with pytest.raises(ValueError, match="--mixed_precision"):
+        resolve_runtime("auto", "float8", gpus=0, environ={})
