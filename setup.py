@@ -32,6 +32,9 @@ setup(
         "mwparserfromhell>=0.6",
         # Sentence splitting with its model inside the wheel (NLTK's punkt needs a download).
         "blingfire>=0.1.8",
+        # TF Serving's PredictRequest/PredictionLog protos and gRPC stub: warmup records in
+        # every export, and the gRPC client. Same minor version as TensorFlow.
+        "tensorflow-serving-api>=2.21,<2.22",
     ],
     extras_require={
         "test": ["pytest>=8"],

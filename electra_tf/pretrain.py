@@ -2,7 +2,7 @@
 
 With no arguments: the tiny config on the bundled Wikipedia sample (vocabulary and shards are
 built once into runs/data/ and reused), about 10 minutes on 2 CPU cores, ending with the
-discriminator exported under exports/ and a summary.
+discriminator exported for TensorFlow Serving under exports/<run>/<version>/ and a summary.
 
     python -m electra_tf.pretrain --config electra_small --data runs/data/owt128 \\
         --model_dir runs/small --strategy mirrored --mixed_precision mixed_float16
@@ -251,23 +251,14 @@ def main(argv=None) -> int:
         for key, value in metrics.items():
             tf.summary.scalar(f"final_eval/{key}", value)
     writer.flush()
-    export_path = export_discriminator(pretrainer, Path(args.export_dir), model_dir.name)
+    if pretrainer.discriminator is not None:
+        from electra_tf.export import export_discriminator
+        export_path = export_discriminator(pretrainer.discriminator, tokenizer, config.max_seq_length,
+                             Path(args.export_dir), model_dir.name)
+    else:
+        export_path = "none (objective mlm has no discriminator; the model is in the checkpoints)"
     _print_summary(model_dir, checkpoint, export_path, metrics, args.eval_batches, time.monotonic() - started)
     return 0
-
-
-def export_discriminator(pretrainer, export_dir: Path, name: str) -> Path:
-    """The discriminator (generator dropped) as a .keras file, written atomically.
-
-    Until the TF Serving export lands, this is the deliverable of a pre-training run.
-    """
-    model = pretrainer.discriminator or pretrainer.generator
-    target = export_dir / name / "discriminator.keras"
-    target.parent.mkdir(parents=True, exist_ok=True)
-    temporary = target.with_name(f".{target.stem}.tmp.keras")
-    model.save(temporary)
-    os.replace(temporary, target)
-    return target
 
 
 def _write_run_description(writer, config, runtime, data_description, step):
@@ -289,7 +280,7 @@ def _print_summary(model_dir, checkpoint, export_path, metrics, eval_batches, el
     print(f"\nDone in {elapsed / 60:.1f} min at step {checkpoint.step}.")
     print(f"  config:        {model_dir / 'config.json'}")
     print(f"  checkpoints:   {model_dir / 'checkpoints'} (latest {checkpoint.manager.latest_checkpoint})")
-    print(f"  discriminator: {export_path}")
+    print(f"  discriminator: {export_path} (TensorFlow Serving SavedModel)")
     print(f"  TensorBoard:   tensorboard --logdir {model_dir}")
     print(f"Final metrics on {eval_batches} batches with fresh masking:")
     for key in ("masked_lm_accuracy", "masked_lm_loss", "sampled_masked_lm_accuracy", "disc_auc",

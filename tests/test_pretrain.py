@@ -77,7 +77,7 @@ def test_run_prints_progress_summary_and_exports(reference_run):
     root, stdout = reference_run
     assert f"step {STEPS}/{STEPS}" in stdout and "examples/s" in stdout and "ETA" in stdout
     assert f"tensorboard --logdir {root / 'model'}" in stdout
-    assert (root / "exports" / "model" / "discriminator.keras").is_file()  # named after --config stem
+    assert (root / "exports" / "model" / "1" / "saved_model.pb").is_file()  # named after the model dir
     assert (root / "model" / "config.json").is_file() and "disc_auc" in stdout
 
 

@@ -1,0 +1,246 @@
+"""`python -m electra_tf.export`: the discriminator as a SavedModel for TensorFlow Serving.
+
+    python -m electra_tf.export --model_dir runs/electra_tiny [--checkpoint ckpt-2000] \\
+        [--export_dir exports] [--name electra_tiny]
+
+writes `EXPORT_DIR/NAME/<version>/` (saved_model.pb, variables/, assets.extra/), the layout
+TF Serving watches: the next integer version, built in a temporary folder and renamed, so a
+server never sees a half-written version and an existing version is never overwritten. The
+generator is not exported.
+
+Signatures (TF Serving `signature_name`):
+- `serving_default`: `text` (string [batch]) -> tokenized in the graph with the run's
+  vocabulary (the same WordPiece as training), `[CLS] text [SEP]`, truncated to
+  max_seq_length - 2 word pieces, padded to max_seq_length.
+- `encode_ids`: `token_ids`, `segment_ids`, `padding_mask` (int32 [batch, length]) for clients
+  that tokenize themselves; longer inputs are cut to max_seq_length.
+Both return `replaced_probability` (float32 [batch, length], 0 on padding), `tokens` (string,
+"" on padding), `token_ids`, `padding_mask`, `cls_hidden_state` ([batch, hidden]) and
+`hidden_states` ([batch, length, hidden]).
+
+Fine-tuned classifiers export through the same path (`export_text_classifier`): the same
+two signatures, returning `probabilities` [batch, classes], `label` (the most probable name)
+and `label_names`.
+
+Bad input is defined, not an error: invalid UTF-8 bytes are replaced by U+FFFD before
+tokenization; an empty string gives `[CLS] [SEP]`; a long text is truncated; an empty batch
+gives empty outputs. The graph holds only core TensorFlow and tf-text ops (no py_function,
+no RoundRobinTrim), so the TF Serving model server (2.20+) runs it without Python.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+
+TEXT_SIGNATURE = "serving_default"
+IDS_SIGNATURE = "encode_ids"
+WARMUP_TEXTS = ("ELECTRA detects replaced tokens.", "", "A longer sentence to warm up the model "
+                "server, so that the first real request does not pay for graph initialisation.")
+
+
+def text_packer(tokenizer, max_seq_length: int):
+    """text [batch] -> (token_ids, segment_ids, padding_mask) [batch, max_seq_length], in graph."""
+    import tensorflow as tf
+
+    cls_id, sep_id, pad_id = tokenizer.cls_id, tokenizer.sep_id, tokenizer.pad_id
+
+    def pack(text):
+        # Invalid UTF-8 would stop the tokenizer's normalisation ops: replace it first.
+        text = tf.strings.unicode_transcode(text, "UTF-8", "UTF-8", errors="replace",
+                                            replacement_char=0xFFFD)
+        pieces = tokenizer.tokenize(text)[:, : max_seq_length - 2]
+        edge = tf.RaggedTensor.from_tensor(tf.ones([tf.shape(text)[0], 1], tf.int32))
+        packed = tf.concat([edge * cls_id, tf.cast(pieces, tf.int32), edge * sep_id], axis=1)
+        token_ids = packed.to_tensor(default_value=pad_id, shape=[None, max_seq_length])
+        padding_mask = tf.sequence_mask(packed.row_lengths(), max_seq_length, dtype=tf.int32)
+        return token_ids, tf.zeros_like(token_ids), padding_mask
+
+    return pack
+
+
+TEXT_INPUT = [("text", [None], "string")]
+ID_INPUTS = [(name, [None, None], "int32") for name in ("token_ids", "segment_ids", "padding_mask")]
+
+
+def discriminator_endpoints(discriminator, tokenizer, max_seq_length: int) -> dict:
+    """{signature: (fn, inputs)} for the pre-trained discriminator."""
+    import tensorflow as tf
+
+    vocabulary = tf.constant(tokenizer.vocabulary)
+    pack = text_packer(tokenizer, max_seq_length)
+
+    def outputs(token_ids, segment_ids, padding_mask):
+        result = discriminator({"token_ids": token_ids, "segment_ids": segment_ids,
+                                "padding_mask": padding_mask}, training=False)
+        mask = tf.cast(padding_mask, tf.float32)
+        hidden = tf.cast(result["sequence_output"], tf.float32)
+        return {
+            "replaced_probability": tf.sigmoid(result["logits"]) * mask,
+            "tokens": tf.where(padding_mask > 0, tf.gather(vocabulary, token_ids), ""),
+            "token_ids": token_ids,
+            "padding_mask": padding_mask,
+            "cls_hidden_state": hidden[:, 0, :],
+            "hidden_states": hidden * mask[..., tf.newaxis],
+        }
+
+    return {TEXT_SIGNATURE: (lambda text: outputs(*pack(text)), TEXT_INPUT),
+            IDS_SIGNATURE: (_cut_to(max_seq_length, outputs), ID_INPUTS)}
+
+
+def classifier_endpoints(classifier, tokenizer, max_seq_length: int, label_names) -> dict:
+    """{signature: (fn, inputs)} for a fine-tuned classifier mapping the three id tensors
+    to logits [batch, classes]: text in, class probabilities and label names out."""
+    import tensorflow as tf
+
+    names = tf.constant(list(label_names))
+    pack = text_packer(tokenizer, max_seq_length)
+
+    def outputs(token_ids, segment_ids, padding_mask):
+        logits = classifier({"token_ids": token_ids, "segment_ids": segment_ids,
+                             "padding_mask": padding_mask}, training=False)
+        probabilities = tf.nn.softmax(tf.cast(logits, tf.float32), axis=-1)
+        batch = tf.shape(probabilities)[0]
+        return {
+            "probabilities": probabilities,
+            "label": tf.gather(names, tf.argmax(probabilities, axis=-1)),
+            # Repeated per row: every output of a batched model server has the batch first.
+            "label_names": tf.tile(names[tf.newaxis], [batch, 1]),
+        }
+
+    return {TEXT_SIGNATURE: (lambda text: outputs(*pack(text)), TEXT_INPUT),
+            IDS_SIGNATURE: (_cut_to(max_seq_length, outputs), ID_INPUTS)}
+
+
+def _cut_to(length: int, outputs):
+    """The ids endpoint: inputs longer than the model's length are cut to it."""
+    return lambda token_ids, segment_ids, padding_mask: outputs(
+        token_ids[:, :length], segment_ids[:, :length], padding_mask[:, :length])
+
+
+def write_saved_model(model, endpoints: dict, path: Path) -> None:
+    """Writes a SavedModel with `endpoints` as signatures, plus warmup requests, to `path`."""
+    import keras
+    import tensorflow as tf
+
+    archive = keras.export.ExportArchive()
+    archive.track(model)
+    for name, (fn, inputs) in endpoints.items():
+        archive.add_endpoint(name, fn, input_signature=[
+            tf.TensorSpec(shape, dtype, name=input_name) for input_name, shape, dtype in inputs])
+    archive.write_out(str(path), verbose=False)
+    write_warmup_requests(path)
+
+
+def write_warmup_requests(path: Path, model_name: str = "electra") -> None:
+    """assets.extra/tf_serving_warmup_requests: PredictionLog records the server replays at load."""
+    import tensorflow as tf
+    from tensorflow_serving.apis import model_pb2, predict_pb2, prediction_log_pb2
+
+    folder = Path(path) / "assets.extra"
+    folder.mkdir(parents=True, exist_ok=True)
+    with tf.io.TFRecordWriter(str(folder / "tf_serving_warmup_requests")) as writer:
+        for batch in ([WARMUP_TEXTS[0]], list(WARMUP_TEXTS)):
+            request = predict_pb2.PredictRequest(
+                model_spec=model_pb2.ModelSpec(name=model_name, signature_name=TEXT_SIGNATURE))
+            request.inputs["text"].CopyFrom(tf.make_tensor_proto(batch, dtype=tf.string))
+            log = prediction_log_pb2.PredictionLog(
+                predict_log=prediction_log_pb2.PredictLog(request=request))
+            writer.write(log.SerializeToString())
+
+
+def next_version(model_root: Path) -> int:
+    versions = [int(p.name) for p in model_root.iterdir() if p.is_dir() and p.name.isdigit()] \
+        if model_root.is_dir() else []
+    return max(versions, default=0) + 1
+
+
+def publish(model, endpoints: dict, export_dir: Path, name: str) -> Path:
+    """Writes EXPORT_DIR/NAME/<next version>/ atomically; returns that folder."""
+    model_root = Path(export_dir) / name
+    model_root.mkdir(parents=True, exist_ok=True)
+    temporary = model_root / f".tmp-{os.getpid()}"
+    shutil.rmtree(temporary, ignore_errors=True)
+    try:
+        write_saved_model(model, endpoints, temporary)
+        while True:
+            target = model_root / str(next_version(model_root))
+            try:
+                os.rename(temporary, target)  # fails if another export took this version
+                return target
+            except OSError:
+                if not target.exists():
+                    raise
+    finally:
+        shutil.rmtree(temporary, ignore_errors=True)
+
+
+def export_discriminator(discriminator, tokenizer, max_seq_length: int, export_dir: Path, name: str) -> Path:
+    return publish(discriminator, discriminator_endpoints(discriminator, tokenizer, max_seq_length),
+                   export_dir, name)
+
+
+def export_text_classifier(classifier, tokenizer, max_seq_length: int, label_names, export_dir: Path,
+                           name: str) -> Path:
+    return publish(classifier, classifier_endpoints(classifier, tokenizer, max_seq_length, label_names),
+                   export_dir, name)
+
+
+def load_discriminator(model_dir: Path, checkpoint: str | None = None):
+    """(discriminator, tokenizer, config) restored from a pre-training model_dir."""
+    import tensorflow as tf
+
+    from electra_tf.config import ElectraConfig
+    from electra_tf.pretrainer import ElectraPretrainer
+    from electra_tf.tokenization import ElectraTokenizer
+
+    config_path = model_dir / "config.json"
+    if not config_path.is_file():
+        raise FileNotFoundError(f"{config_path} is missing: {model_dir} is not a pre-training model_dir.")
+    values = json.loads(config_path.read_text())
+    values.pop("_derived", None)
+    config = ElectraConfig.from_dict(values, source=str(config_path))
+    tokenizer = ElectraTokenizer(model_dir / "vocab.txt")
+    checkpoints = model_dir / "checkpoints"
+    if checkpoint is None:
+        path = tf.train.latest_checkpoint(str(checkpoints))
+        if path is None:
+            raise FileNotFoundError(f"no checkpoint in {checkpoints}.")
+    else:
+        path = str(checkpoints / checkpoint) if not Path(checkpoint).is_absolute() else checkpoint
+        if not tf.io.gfile.exists(path + ".index"):
+            raise FileNotFoundError(f"checkpoint {path} does not exist.")
+    pretrainer = ElectraPretrainer.from_electra_config(config)
+    if pretrainer.discriminator is None:
+        raise ValueError(f"{model_dir} was trained with objective='mlm': there is no discriminator.")
+    # Same variable list as RunCheckpoint; the optimizer and input state are not needed here.
+    tf.train.Checkpoint(model_variables=list(pretrainer.variables)).restore(path).expect_partial()
+    return pretrainer.discriminator, tokenizer, config
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m electra_tf.export", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model_dir", required=True, help="a pre-training model_dir")
+    parser.add_argument("--checkpoint", default=None, help="e.g. ckpt-2000 (default: the latest)")
+    parser.add_argument("--export_dir", default="exports")
+    parser.add_argument("--name", default=None, help="model name (default: the model_dir's name)")
+    args = parser.parse_args(argv)
+    model_dir = Path(args.model_dir)
+    try:
+        discriminator, tokenizer, config = load_discriminator(model_dir, args.checkpoint)
+    except (FileNotFoundError, ValueError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    target = export_discriminator(discriminator, tokenizer, config.max_seq_length,
+                                  Path(args.export_dir), args.name or model_dir.name)
+    print(f"Exported the discriminator to {target}\n  saved_model_cli show --dir {target} --all")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

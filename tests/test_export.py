@@ -1,0 +1,183 @@
+"""The TF Serving export: layout, signatures, equality with Keras, a TensorFlow-only consumer."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from electra_tf import export, pretrain
+from tests.corpus_fixtures import build_test_shards
+
+SEQ = 32
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def trained(small_vocab, tmp_path_factory):
+    """A short real pre-training run, exported on finish."""
+    root = tmp_path_factory.mktemp("export")
+    data = build_test_shards(root, small_vocab, SEQ, num_shards=1, repeat=10)
+    assert pretrain.main(["--data", str(data), "--model_dir", str(root / "run"), "--export_dir",
+                          str(root / "exports"), "--steps", "12", "--batch_size", "4", "--set", "num_layers=1",
+                          "--set", f"max_seq_length={SEQ}", "--log_every", "6", "--eval_batches", "1"]) == 0
+    return root
+
+
+@pytest.fixture(scope="module")
+def exported(trained):
+    return trained / "exports" / "run" / "1"
+
+
+@pytest.fixture(scope="module")
+def keras_discriminator(trained):
+    return export.load_discriminator(trained / "run")
+
+
+def run_python(code):
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def test_layout_versions_and_warmup(trained, exported, keras_discriminator):
+    assert (exported / "saved_model.pb").is_file() and (exported / "variables").is_dir()
+    discriminator, tokenizer, config = keras_discriminator
+    second = export.export_discriminator(discriminator, tokenizer, SEQ, trained / "exports", "run")
+    assert second.name == "2"
+    assert sorted(p.name for p in (trained / "exports" / "run").iterdir()) == ["1", "2"]  # no temp left
+    from tensorflow_serving.apis import prediction_log_pb2
+    records = list(tf.data.TFRecordDataset(str(exported / "assets.extra" / "tf_serving_warmup_requests")))
+    assert len(records) == 2
+    log = prediction_log_pb2.PredictionLog.FromString(records[1].numpy())
+    assert log.predict_log.request.model_spec.signature_name == "serving_default"
+    assert list(log.predict_log.request.inputs["text"].tensor_shape.dim)[0].size == 3
+
+
+def test_export_cli_from_a_model_dir(trained, capsys):
+    assert export.main(["--model_dir", str(trained / "run"), "--export_dir", str(trained / "cli"),
+                        "--checkpoint", "ckpt-12"]) == 0
+    assert (trained / "cli" / "run" / "1" / "saved_model.pb").is_file()
+    assert export.main(["--model_dir", str(trained / "nope")]) == 2
+    assert "is not a pre-training model_dir" in capsys.readouterr().err
+
+
+def test_outputs_equal_the_keras_model(exported, keras_discriminator):
+    discriminator, tokenizer, _ = keras_discriminator
+    loaded = tf.saved_model.load(str(exported))
+    texts = ["The river rises in the northern hills.", "Bees visit the orchard."]
+    served = loaded.signatures["serving_default"](text=tf.constant(texts))
+    token_ids, mask = served["token_ids"], served["padding_mask"]
+    expected_ids = tokenizer.tokenize(texts).to_list()
+    for row, ids in enumerate(expected_ids):
+        assert token_ids[row, : len(ids) + 2].numpy().tolist() == [tokenizer.cls_id, *ids, tokenizer.sep_id]
+    keras_out = discriminator({"token_ids": token_ids, "segment_ids": tf.zeros_like(token_ids),
+                               "padding_mask": mask})
+    expected = tf.sigmoid(keras_out["logits"]) * tf.cast(mask, tf.float32)
+    np.testing.assert_allclose(served["replaced_probability"], expected, atol=1e-5)
+    np.testing.assert_allclose(served["cls_hidden_state"], keras_out["sequence_output"][:, 0], atol=1e-5)
+    by_ids = loaded.signatures["encode_ids"](token_ids=token_ids, segment_ids=tf.zeros_like(token_ids),
+                                             padding_mask=mask)
+    np.testing.assert_allclose(by_ids["replaced_probability"], expected, atol=1e-5)
+    assert served["tokens"][0, 0].numpy() == b"[CLS]" and served["tokens"][0, -1].numpy() == b""
+
+
+def test_a_tensorflow_only_process_serves_both_signatures(exported):
+    code = f"""
+import json, sys
+import tensorflow as tf, tensorflow_text
+model = tf.saved_model.load({str(exported)!r})
+text = model.signatures["serving_default"](text=tf.constant(["The library opened in 1902."]))
+ids = model.signatures["encode_ids"](token_ids=text["token_ids"], segment_ids=tf.zeros_like(text["token_ids"]),
+                                     padding_mask=text["padding_mask"])
+print(json.dumps({{"text": sorted(text), "close": bool(abs(float(tf.reduce_max(tf.abs(
+    text["replaced_probability"] - ids["replaced_probability"])))) < 1e-6),
+    "foreign": sorted(m for m in sys.modules if m.split(".")[0] in ("electra_tf", "keras_hub"))}}))
+"""
+    result = run_python(code)
+    assert result["text"] == ["cls_hidden_state", "hidden_states", "padding_mask", "replaced_probability",
+                              "token_ids", "tokens"]
+    assert result["close"] and result["foreign"] == []
+
+
+def test_saved_model_cli_lists_both_signatures(exported):
+    cli = Path(sys.executable).with_name("saved_model_cli")
+    result = subprocess.run([str(cli), "show", "--dir", str(exported), "--all"], capture_output=True, text=True,
+                            timeout=300, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+    assert result.returncode == 0, result.stderr[-2000:]
+    for needle in ("signature_def['serving_default']", "signature_def['encode_ids']", "inputs['text']",
+                   "inputs['token_ids']", "outputs['replaced_probability']"):
+        assert needle in result.stdout, needle
+
+
+def test_graph_holds_only_core_and_tf_text_ops(exported):
+    code = f"""
+import json
+import tensorflow as tf
+from tensorflow.core.protobuf import saved_model_pb2
+from tensorflow.python.framework import op_def_registry
+saved = saved_model_pb2.SavedModel.FromString(open({str(exported / "saved_model.pb")!r}, "rb").read())
+used, functions = set(), set()
+for graph in (m.graph_def for m in saved.meta_graphs):
+    used |= {{n.op for n in graph.node}}
+    for function in graph.library.function:
+        functions.add(function.signature.name)
+        used |= {{n.op for n in function.node_def}}
+used -= functions
+not_core = {{op for op in used if op_def_registry.get(op) is None}}
+import tensorflow_text  # registers the tf-text ops, as the model server links them
+unknown = {{op for op in not_core if op_def_registry.get(op) is None}}
+print(json.dumps({{"unknown": sorted(unknown), "text": sorted(not_core - unknown), "used": sorted(used)}}))
+"""
+    result = run_python(code)
+    assert result["unknown"] == []
+    forbidden = {"PyFunc", "PyFuncStateless", "EagerPyFunc", "RoundRobinTrim", "RoundRobinGenerateMasks"}
+    assert not forbidden & set(result["used"])
+    assert "FastWordpieceTokenizeWithOffsets" in result["text"]
+
+
+def test_bad_input_has_defined_behaviour(exported):
+    serve = tf.saved_model.load(str(exported)).signatures["serving_default"]
+    out = serve(text=tf.constant(["", b"caf\xe9 \xff\xfe bytes", "river " * 5000]))
+    tokens = out["tokens"].numpy()
+    assert tokens[0, :3].tolist() == [b"[CLS]", b"[SEP]", b""]                    # empty string
+    assert b"[UNK]" in tokens[1].tolist() and out["padding_mask"][1].numpy().sum() > 2  # bytes replaced
+    assert out["padding_mask"][2].numpy().sum() == SEQ and tokens[2, -1] == b"[SEP]"  # truncated
+    empty = serve(text=tf.constant([], tf.string))
+    assert empty["replaced_probability"].shape == (0, SEQ) and empty["tokens"].shape == (0, SEQ)
+
+
+def test_a_fine_tuned_classifier_exports_through_the_same_path(keras_discriminator, tmp_path):
+    import keras
+
+    discriminator, tokenizer, _ = keras_discriminator
+
+    class Classifier(keras.Model):  # the shape of a fine-tuning model: [CLS] -> dense
+        def __init__(self, encoder):
+            super().__init__()
+            self.encoder = encoder
+            self.dense = keras.layers.Dense(3)
+
+        def call(self, inputs, training=False):
+            return self.dense(self.encoder.encode(inputs, training=training)[:, 0])
+
+    classifier = Classifier(discriminator)
+    probe = {"token_ids": tf.ones([1, SEQ], tf.int32), "segment_ids": tf.zeros([1, SEQ], tf.int32),
+             "padding_mask": tf.ones([1, SEQ], tf.int32)}
+    classifier(probe)
+    path = export.export_text_classifier(classifier, tokenizer, SEQ, ["sport", "tech", "politics"], tmp_path, "topics")
+    serve = tf.saved_model.load(str(path)).signatures["serving_default"]
+    out = serve(text=tf.constant(["The river rises.", "Bees visit the orchard."]))
+    assert out["probabilities"].shape == (2, 3)
+    np.testing.assert_allclose(out["probabilities"].numpy().sum(-1), 1.0, rtol=1e-5)
+    assert out["label_names"].numpy()[0].tolist() == [b"sport", b"tech", b"politics"]
+    assert out["label"].numpy()[0] in (b"sport", b"tech", b"politics")
+    token_ids, segment_ids, padding_mask = export.text_packer(tokenizer, SEQ)(tf.constant(["The river rises."]))
+    expected = tf.nn.softmax(classifier({"token_ids": token_ids, "segment_ids": segment_ids,
+                                         "padding_mask": padding_mask}))
+    np.testing.assert_allclose(out["probabilities"][:1], expected, atol=1e-5)
