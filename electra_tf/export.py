@@ -13,7 +13,8 @@ Signatures (TF Serving `signature_name`):
   vocabulary (the same WordPiece as training), `[CLS] text [SEP]`, truncated to
   max_seq_length - 2 word pieces, padded to max_seq_length.
 - `encode_ids`: `token_ids`, `segment_ids`, `padding_mask` (int32 [batch, length]) for clients
-  that tokenize themselves; longer inputs are cut to max_seq_length.
+  that tokenize themselves; longer inputs are cut to max_seq_length; an id outside the
+  vocabulary is an error naming the valid range.
 Both return `replaced_probability` (float32 [batch, length], 0 on padding), `tokens` (string,
 "" on padding), `token_ids`, `padding_mask`, `cls_hidden_state` ([batch, hidden]) and
 `hidden_states` ([batch, length, hidden]).
@@ -89,7 +90,7 @@ def discriminator_endpoints(discriminator, tokenizer, max_seq_length: int) -> di
         }
 
     return {TEXT_SIGNATURE: (lambda text: outputs(*pack(text)), TEXT_INPUT),
-            IDS_SIGNATURE: (_cut_to(max_seq_length, outputs), ID_INPUTS)}
+            IDS_SIGNATURE: (_ids_endpoint(max_seq_length, tokenizer.vocabulary_size, outputs), ID_INPUTS)}
 
 
 def classifier_endpoints(classifier, tokenizer, max_seq_length: int, label_names) -> dict:
@@ -113,13 +114,22 @@ def classifier_endpoints(classifier, tokenizer, max_seq_length: int, label_names
         }
 
     return {TEXT_SIGNATURE: (lambda text: outputs(*pack(text)), TEXT_INPUT),
-            IDS_SIGNATURE: (_cut_to(max_seq_length, outputs), ID_INPUTS)}
+            IDS_SIGNATURE: (_ids_endpoint(max_seq_length, tokenizer.vocabulary_size, outputs), ID_INPUTS)}
 
 
-def _cut_to(length: int, outputs):
-    """The ids endpoint: inputs longer than the model's length are cut to it."""
-    return lambda token_ids, segment_ids, padding_mask: outputs(
-        token_ids[:, :length], segment_ids[:, :length], padding_mask[:, :length])
+def _ids_endpoint(length: int, vocabulary_size: int, outputs):
+    """The ids endpoint: inputs longer than the model's length are cut to it; ids outside the
+    vocabulary are refused with a clear message instead of failing inside an embedding lookup."""
+    import tensorflow as tf
+
+    def endpoint(token_ids, segment_ids, padding_mask):
+        check = tf.debugging.assert_less(
+            token_ids, vocabulary_size, message=f"token_ids must be in [0, {vocabulary_size})")
+        with tf.control_dependencies([check, tf.debugging.assert_non_negative(
+                token_ids, message="token_ids must be non-negative")]):
+            token_ids = tf.identity(token_ids[:, :length])
+        return outputs(token_ids, segment_ids[:, :length], padding_mask[:, :length])
+    return endpoint
 
 
 def write_saved_model(model, endpoints: dict, path: Path) -> None:

@@ -148,6 +148,10 @@ def test_bad_input_has_defined_behaviour(exported):
     assert tokens[0, :3].tolist() == [b"[CLS]", b"[SEP]", b""]                    # empty string
     assert b"[UNK]" in tokens[1].tolist() and out["padding_mask"][1].numpy().sum() > 2  # bytes replaced
     assert out["padding_mask"][2].numpy().sum() == SEQ and tokens[2, -1] == b"[SEP]"  # truncated
+    by_ids = tf.saved_model.load(str(exported)).signatures["encode_ids"]
+    ones = tf.ones([1, 4], tf.int32)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="token_ids must be in \\[0, "):
+        by_ids(token_ids=ones * 10**6, segment_ids=ones * 0, padding_mask=ones)
     empty = serve(text=tf.constant([], tf.string))
     assert empty["replaced_probability"].shape == (0, SEQ) and empty["tokens"].shape == (0, SEQ)
 
