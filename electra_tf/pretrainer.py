@@ -135,7 +135,10 @@ class ElectraPretrainer(keras.Model):
             outputs = self.compute_pretraining_outputs(data, self._next_seed(), training=True)
             scaled_loss = self.optimizer.scale_loss(outputs["loss"])
         variables = self.trainable_variables
-        self.optimizer.apply(tape.gradient(scaled_loss, variables), variables)
+        gradients = tape.gradient(scaled_loss, variables)
+        if isinstance(self.optimizer, keras.optimizers.LossScaleOptimizer):
+            gradients = agree_on_finiteness(gradients)
+        self.optimizer.apply(gradients, variables)
         return self._update_metrics(data, outputs)
 
     def test_step(self, data):
@@ -234,6 +237,23 @@ def _make_trackers(objective):
             disc_auc=keras.metrics.AUC(name="disc_auc", num_thresholds=200),
         )
     return trackers
+
+
+def agree_on_finiteness(gradients):
+    """Makes every replica's gradients non-finite if any replica's are.
+
+    Keras' LossScaleOptimizer decides to skip a step from the first replica's local gradients,
+    before they are summed; an overflow on another replica alone would then be applied. One
+    scalar all-reduce makes the decision the same everywhere. No-op on one replica.
+    """
+    context = tf.distribute.get_replica_context()
+    if context is None or context.num_replicas_in_sync == 1:
+        return gradients
+    present = [g for g in gradients if g is not None]
+    finite = tf.reduce_all([tf.reduce_all(tf.math.is_finite(g)) for g in present])
+    overflowing = context.all_reduce(tf.distribute.ReduceOp.SUM, 1.0 - tf.cast(finite, tf.float32))
+    poison = tf.where(overflowing > 0, float("nan"), 0.0)
+    return [None if g is None else g + tf.cast(poison, g.dtype) for g in gradients]
 
 
 def _update_mean(tracker, total, count):

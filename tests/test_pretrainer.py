@@ -214,3 +214,32 @@ def test_float16_loss_scaling_skips_a_non_finite_step_and_recovers():
     assert int(optimizer.iterations) >= 2 and float(optimizer.dynamic_scale) < 2.0 ** 39
     assert np.isfinite(logs["masked_lm_loss"])
     assert any((w.numpy() != b).any() for w, b in zip(pretrainer.trainable_weights, before))
+
+
+def test_replicas_agree_to_skip_when_only_one_overflows(two_replicas):
+    from electra_tf.pretrainer import agree_on_finiteness
+
+    def step():
+        first = tf.distribute.get_replica_context().replica_id_in_sync_group == 0
+        gradient = tf.where(first, tf.constant([1.0, 2.0]), tf.constant([np.inf, 2.0]))
+        return agree_on_finiteness([gradient, None])[0]
+
+    results = two_replicas.experimental_local_results(tf.function(lambda: two_replicas.run(step))())
+    assert all(not np.isfinite(r.numpy()).all() for r in results)  # both skip, not just replica 1
+
+    def healthy():
+        return agree_on_finiteness([tf.constant([1.0, 2.0])])[0]
+
+    results = two_replicas.experimental_local_results(tf.function(lambda: two_replicas.run(healthy))())
+    assert all((r.numpy() == [1.0, 2.0]).all() for r in results)
+
+
+def test_mixed_float16_trains_under_two_replicas(two_replicas):
+    keras.config.set_dtype_policy("mixed_float16")
+    config = tiny(dropout=0.0)
+    with two_replicas.scope():
+        pretrainer = ElectraPretrainer.from_electra_config(config)
+        pretrainer.compile(optimizer=create_optimizer(config))
+    history = pretrainer.fit(dataset(masked_batch(config, 8, seed=13), 3), verbose=0).history
+    assert isinstance(pretrainer.optimizer, keras.optimizers.LossScaleOptimizer)
+    assert np.isfinite(history["masked_lm_loss"]).all()
