@@ -34,6 +34,7 @@ import time
 import traceback
 from pathlib import Path
 
+from electra_tf.build_vocab import DEFAULT_VOCAB_SIZE
 from electra_tf.corpus import (InputError, Skips, embedded_sample_path, expand_inputs,
                                iter_raw_documents, total_input_bytes)
 from electra_tf.files import atomic_write_text, file_sha256
@@ -50,8 +51,8 @@ def parse_args(argv=None):
                              "(default: the embedded Wikipedia sample)")
     parser.add_argument("--vocab", default=None,
                         help="vocab.txt to tokenize with (default: learn one from the input)")
-    parser.add_argument("--vocab_size", type=int, default=8192,
-                        help="size of a learned vocabulary (only without --vocab; default 8192)")
+    parser.add_argument("--vocab_size", type=int, default=DEFAULT_VOCAB_SIZE,
+                        help=f"size of a learned vocabulary (only without --vocab; default {DEFAULT_VOCAB_SIZE})")
     parser.add_argument("--output_dir", required=True, help="folder for shards and metadata.json")
     parser.add_argument("--max_seq_length", type=int, default=128)
     parser.add_argument("--num_shards", type=int, default=8)
@@ -257,7 +258,7 @@ def _worker(worker_id, num_workers, vocab_path, max_seq_length, num_shards, seed
 
         from electra_tf.corpus import to_sentences
         from electra_tf.data import serialize_example, shard_name
-        from electra_tf.packing import ExamplePacker
+        from electra_tf.packing import ExamplePacker, pack_sentences
         from electra_tf.tokenization import ElectraTokenizer
 
         tf.config.set_visible_devices([], "GPU")
@@ -275,9 +276,8 @@ def _worker(worker_id, num_workers, vocab_path, max_seq_length, num_shards, seed
                 continue
             stats["documents"] += 1
             stats["sentences"] += len(sentences)
-            token_ids = tokenizer.tokenize(sentences).to_list()
-            key = f"{seed}/{Path(document.source).name}/{document.index}"
-            for ids, segments in packer.pack_document(token_ids, key):
+            for ids, segments in pack_sentences(packer, tokenizer, sentences, seed, document.source,
+                                                document.index):
                 # Round-robin over shards, offset by worker, so shards fill evenly.
                 shard = (stats["examples"] * num_workers + worker_id) % num_shards
                 if shard not in writers:

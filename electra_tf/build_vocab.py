@@ -19,6 +19,9 @@ from electra_tf.corpus import InputError, Skips, embedded_sample_path, expand_in
 from electra_tf.files import atomic_write_text
 from electra_tf.progress import Progress
 
+# Right for a small corpus such as the bundled sample (BERT's is 30522).
+DEFAULT_VOCAB_SIZE = 8192
+
 
 def collect_sentences(inputs: list[str], skips: Skips, max_documents: int | None = None,
                       progress_label: str = "reading text") -> list[str]:
@@ -68,9 +71,9 @@ def main(argv=None) -> int:
     parser.add_argument("--input", nargs="+", default=None,
                         help="text files, MediaWiki dumps, globs or folders "
                              "(default: the embedded Wikipedia sample)")
-    parser.add_argument("--vocab_size", type=int, default=8192,
-                        help="largest vocabulary to learn (default 8192: right for a small corpus; "
-                             "BERT's is 30522)")
+    parser.add_argument("--vocab_size", type=int, default=DEFAULT_VOCAB_SIZE,
+                        help=f"largest vocabulary to learn (default {DEFAULT_VOCAB_SIZE}: right for "
+                             "a small corpus; BERT's is 30522)")
     parser.add_argument("--output", required=True, help="vocab.txt to write")
     parser.add_argument("--max_documents", type=int, default=None,
                         help="learn from the first N documents only")

@@ -212,7 +212,7 @@ def raw_text_dataset(inputs: list[str], config: ElectraConfig, tokenizer: Electr
                      batch_size: int, seed: int = 0, repeat: bool = True) -> tf.data.Dataset:
     """Masked batches straight from text files or wiki dumps, tokenized and packed on the fly."""
     from electra_tf.corpus import InputError, Skips, expand_inputs, iter_raw_documents, to_sentences
-    from electra_tf.packing import ExamplePacker
+    from electra_tf.packing import ExamplePacker, pack_sentences
 
     skips = Skips()
     files = expand_inputs(inputs, skips)
@@ -226,9 +226,8 @@ def raw_text_dataset(inputs: list[str], config: ElectraConfig, tokenizer: Electr
                 sentences = to_sentences(document, skips)
                 if not sentences:
                     continue
-                token_ids = tokenizer.tokenize(sentences).to_list()
-                key = f"{seed}/{Path(document.source).name}/{document.index}"
-                for ids, segments in packer.pack_document(token_ids, key):
+                for ids, segments in pack_sentences(packer, tokenizer, sentences, seed,
+                                                    document.source, document.index):
                     yield {"token_ids": ids, "segment_ids": segments}
 
     spec = {"token_ids": tf.TensorSpec([None], tf.int32),

@@ -87,6 +87,11 @@ def replaced_token_detection_loss(disc_logits, labels, padding_mask):
     return tf.reduce_sum(per_token * weights), tf.reduce_sum(weights)
 
 
-def electra_loss(mlm_loss, disc_loss, gen_weight=1.0, disc_weight=50.0):
-    """L = gen_weight * L_MLM + disc_weight * L_Disc (paper: 1 and lambda = 50)."""
+def electra_loss(mlm_loss, disc_loss=None, gen_weight=1.0, disc_weight=50.0):
+    """L = gen_weight * L_MLM + disc_weight * L_Disc (paper: 1 and lambda = 50).
+
+    `disc_loss=None` is the BERT-style baseline: the MLM term alone.
+    """
+    if disc_loss is None:
+        return gen_weight * mlm_loss
     return gen_weight * mlm_loss + disc_weight * disc_loss

@@ -18,11 +18,23 @@ seed — which makes parallel building deterministic whatever the number of work
 from __future__ import annotations
 
 import random
+from pathlib import Path
 from typing import Iterable
 
 SINGLE_SEGMENT_RATE = 0.1
 SHORT_TARGET_RATE = 0.05
 MIN_SHORT_TARGET = 5
+
+
+def pack_sentences(packer: "ExamplePacker", tokenizer, sentences: list[str], seed: int, source: str,
+                   index: int):
+    """The examples of one document of sentences, tokenized in one batch.
+
+    The random stream is keyed by (seed, file name, document index): that key is what makes
+    an example depend only on its document, however the work is split across processes.
+    """
+    token_ids = tokenizer.tokenize(sentences).to_list()
+    return packer.pack_document(token_ids, f"{seed}/{Path(source).name}/{index}")
 
 
 class ExamplePacker:

@@ -124,8 +124,8 @@ def prepare_data(args, config: ElectraConfig, model_dir: Path):
     else:
         vocab = args.vocab or str(model_dir / "vocab.txt")
         if not Path(vocab).is_file():
-            from electra_tf.build_vocab import build_vocabulary
-            build_vocabulary(list(location), 8192, Path(vocab))
+            from electra_tf.build_vocab import DEFAULT_VOCAB_SIZE, build_vocabulary
+            build_vocabulary(list(location), DEFAULT_VOCAB_SIZE, Path(vocab))
         description = f"raw text, packed on the fly: {' '.join(location)}"
     return kind, location, ElectraTokenizer(vocab), description
 
@@ -202,8 +202,9 @@ def main(argv=None) -> int:
     log_dir = model_dir / "logs"
     writer = tf.summary.create_file_writer(str(log_dir / "train"))
     _write_run_description(writer, config, runtime, data_description, checkpoint.step)
-    print(f"ELECTRA pre-training: {name}, {pretrainer.discriminator.count_params() if pretrainer.discriminator else pretrainer.generator.count_params():,} "
-          f"parameters kept; {total:,} steps of {config.train_batch_size} x {config.max_seq_length}.")
+    kept = pretrainer.discriminator or pretrainer.generator  # the MLM baseline keeps its generator
+    print(f"ELECTRA pre-training: {name}, {kept.count_params():,} parameters kept; "
+          f"{total:,} steps of {config.train_batch_size} x {config.max_seq_length}.")
     print(f"  data: {data_description}; vocabulary {tokenizer.vocabulary_size:,} tokens")
     print(f"  runtime: {runtime.strategy_name} ({runtime.num_replicas} replica(s)), {runtime.precision}, "
           f"XLA {'on' if runtime.xla else 'off'}" + (f" [{'; '.join(runtime.notes)}]" if runtime.notes else ""))

@@ -105,7 +105,7 @@ class ElectraPretrainer(keras.Model):
         outputs = {"mlm_logits": mlm_logits, "local_mlm_loss": (mlm_sum, mlm_count),
                    "masked_lm_loss": _share_of_global_mean(mlm_sum, mlm_count)}
         if self.objective == "mlm":
-            outputs["loss"] = self.gen_weight * outputs["masked_lm_loss"]
+            outputs["loss"] = losses.electra_loss(outputs["masked_lm_loss"], gen_weight=self.gen_weight)
             return outputs
 
         sampled_ids = losses.sample_replacements(
@@ -184,9 +184,8 @@ class ElectraPretrainer(keras.Model):
 
     def metric_results(self):
         results = {name: tracker.result() for name, tracker in self._trackers.items()}
-        results["loss"] = self.gen_weight * results["masked_lm_loss"]
-        if self.objective == "electra":
-            results["loss"] += self.disc_weight * results["disc_loss"]
+        results["loss"] = losses.electra_loss(results["masked_lm_loss"], results.get("disc_loss"),
+                                              self.gen_weight, self.disc_weight)
         return results
 
     # --- serialization ----------------------------------------------------------------------------
