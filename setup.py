@@ -35,6 +35,9 @@ setup(
         # TF Serving's PredictRequest/PredictionLog protos and gRPC stub: warmup records in
         # every export, and the gRPC client. Same minor version as TensorFlow.
         "tensorflow-serving-api>=2.21,<2.22",
+        # Pearson/Spearman correlation for STS-B-style regression metrics (Spearman with tied
+        # ranks done right). Already installed with gensim; listed because we import it.
+        "scipy>=1.10",
     ],
     extras_require={
         "test": ["pytest>=8"],

@@ -1,4 +1,4 @@
-"""Keras callbacks of a pre-training run: what it shows, saves and refuses.
+"""Keras callbacks of pre-training and fine-tuning runs: what they show, save and refuse.
 
 - `TrainingMonitor`: every `log_every` steps, console progress (step, rate, ETA, key metrics)
   and step-keyed TensorBoard scalars (every metric, learning rate, loss scale, examples/s,
@@ -9,6 +9,9 @@
 - `ReplacementSamples`: every `every` steps, a TensorBoard text panel showing one sentence
   with the generator's replacements and the discriminator's verdicts.
 - `StepProfiler`: TensorFlow profiler trace over a range of steps.
+
+Fine-tuning (`python -m electra_tf.finetune`): `FinetuningProgress` (rate, ETA, loss) and
+`EpochEvaluator` (official metrics per epoch, keeps the best epoch's weights).
 """
 
 from __future__ import annotations
@@ -211,3 +214,70 @@ class StepProfiler(keras.callbacks.Callback):
         if self.active:
             tf.profiler.experimental.stop()
             self.active = False
+
+
+# --- fine-tuning ----------------------------------------------------------------------
+
+class FinetuningProgress(keras.callbacks.Callback):
+    """Console progress (examples/s, ETA, running loss) and step-keyed TensorBoard scalars
+    (train loss, learning rate) every `log_every` steps."""
+
+    def __init__(self, writer, total_steps: int, batch_size: int, log_every: int = 20, stream=None):
+        super().__init__()
+        from electra_tf.progress import Progress
+
+        self.writer, self.total_steps, self.log_every = writer, total_steps, log_every
+        self.batch_size = batch_size
+        self.progress = Progress("fine-tuning", total=total_steps * batch_size, unit="examples",
+                                 stream=stream or sys.stdout, interval=0.0)
+
+    def on_train_batch_end(self, batch, logs=None):
+        step = int(self.model.optimizer.iterations)
+        if step % self.log_every and step != self.total_steps:
+            return
+        loss = float((logs or {}).get("loss", float("nan")))
+        with self.writer.as_default(step=step):
+            tf.summary.scalar("train/loss", loss)
+            tf.summary.scalar("train/learning_rate", float(self.model.optimizer.learning_rate))
+        self.progress.update(step * self.batch_size, f"step {step}/{self.total_steps} | loss {loss:.4f}")
+
+
+class EpochEvaluator(keras.callbacks.Callback):
+    """After every epoch: the task's official metrics on the eval set (TensorBoard and
+    console); when `score` improves, the weights are kept (and `on_best` is called with the
+    epoch), so training ends holding the best epoch's model."""
+
+    def __init__(self, writer, eval_inputs, eval_labels, metric_names, num_classes: int, on_best=None,
+                 stream=None):
+        super().__init__()
+        self.writer, self.eval_inputs, self.eval_labels = writer, eval_inputs, np.asarray(eval_labels)
+        self.metric_names, self.num_classes, self.on_best = metric_names, num_classes, on_best
+        self.stream = stream or sys.stdout
+        self.history: list[dict] = []
+        self.best: dict | None = None
+        self.best_weights = None
+
+    def on_epoch_end(self, epoch, logs=None):
+        from electra_tf import metrics
+
+        outputs = self.model.predict(self.eval_inputs, verbose=0)
+        values = metrics.compute(self.metric_names, outputs, self.eval_labels, self.num_classes)
+        record = {"epoch": epoch + 1, "train_loss": float((logs or {}).get("loss", float("nan"))), **values}
+        self.history.append(record)
+        with self.writer.as_default(step=int(self.model.optimizer.iterations)):
+            for name, value in values.items():
+                tf.summary.scalar(f"eval/{name}", value)
+        self.writer.flush()
+        improved = self.best is None or values["score"] > self.best["score"]
+        shown = " | ".join(f"{name} {value:.4f}" for name, value in values.items())
+        print(f"epoch {epoch + 1}: eval {shown}{' (best so far)' if improved else ''}",
+              file=self.stream, flush=True)
+        if improved:
+            self.best = record
+            self.best_weights = [w.copy() for w in self.model.get_weights()]
+            if self.on_best is not None:
+                self.on_best(record)
+
+    def restore_best(self):
+        if self.best_weights is not None:
+            self.model.set_weights(self.best_weights)

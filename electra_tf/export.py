@@ -20,8 +20,10 @@ Both return `replaced_probability` (float32 [batch, length], 0 on padding), `tok
 `hidden_states` ([batch, length, hidden]).
 
 Fine-tuned classifiers export through the same path (`export_text_classifier`): the same
-two signatures, returning `probabilities` [batch, classes], `label` (the most probable name)
-and `label_names`.
+two signatures (the text one takes `text` and `text_pair` for pair tasks), returning
+`probabilities` [batch, classes], `label` (the most probable name) and `label_names`, or
+`score` for regression. assets.extra/ also keeps config.json and vocab.txt (and task.json
+for classifiers), which TF Serving ignores and `electra_tf.pretrained` reads.
 
 Bad input is defined, not an error: invalid UTF-8 bytes are replaced by U+FFFD before
 tokenization; an empty string gives `[CLS] [SEP]`; a long text is truncated; an empty batch
@@ -32,7 +34,6 @@ no RoundRobinTrim), so the TF Serving model server (2.20+) runs it without Pytho
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import sys
@@ -44,27 +45,8 @@ WARMUP_TEXTS = ("ELECTRA detects replaced tokens.", "", "A longer sentence to wa
                 "server, so that the first real request does not pay for graph initialisation.")
 
 
-def text_packer(tokenizer, max_seq_length: int):
-    """text [batch] -> (token_ids, segment_ids, padding_mask) [batch, max_seq_length], in graph."""
-    import tensorflow as tf
-
-    cls_id, sep_id, pad_id = tokenizer.cls_id, tokenizer.sep_id, tokenizer.pad_id
-
-    def pack(text):
-        # Invalid UTF-8 would stop the tokenizer's normalisation ops: replace it first.
-        text = tf.strings.unicode_transcode(text, "UTF-8", "UTF-8", errors="replace",
-                                            replacement_char=0xFFFD)
-        pieces = tokenizer.tokenize(text)[:, : max_seq_length - 2]
-        edge = tf.RaggedTensor.from_tensor(tf.ones([tf.shape(text)[0], 1], tf.int32))
-        packed = tf.concat([edge * cls_id, tf.cast(pieces, tf.int32), edge * sep_id], axis=1)
-        token_ids = packed.to_tensor(default_value=pad_id, shape=[None, max_seq_length])
-        padding_mask = tf.sequence_mask(packed.row_lengths(), max_seq_length, dtype=tf.int32)
-        return token_ids, tf.zeros_like(token_ids), padding_mask
-
-    return pack
-
-
 TEXT_INPUT = [("text", [None], "string")]
+TEXT_PAIR_INPUTS = TEXT_INPUT + [("text_pair", [None], "string")]
 ID_INPUTS = [(name, [None, None], "int32") for name in ("token_ids", "segment_ids", "padding_mask")]
 
 
@@ -73,7 +55,6 @@ def discriminator_endpoints(discriminator, tokenizer, max_seq_length: int) -> di
     import tensorflow as tf
 
     vocabulary = tf.constant(tokenizer.vocabulary)
-    pack = text_packer(tokenizer, max_seq_length)
 
     def outputs(token_ids, segment_ids, padding_mask):
         result = discriminator({"token_ids": token_ids, "segment_ids": segment_ids,
@@ -89,32 +70,55 @@ def discriminator_endpoints(discriminator, tokenizer, max_seq_length: int) -> di
             "hidden_states": hidden * mask[..., tf.newaxis],
         }
 
-    return {TEXT_SIGNATURE: (lambda text: outputs(*pack(text)), TEXT_INPUT),
+    return {TEXT_SIGNATURE: (_text_endpoint(tokenizer, max_seq_length, outputs), TEXT_INPUT),
             IDS_SIGNATURE: (_ids_endpoint(max_seq_length, tokenizer.vocabulary_size, outputs), ID_INPUTS)}
 
 
-def classifier_endpoints(classifier, tokenizer, max_seq_length: int, label_names) -> dict:
-    """{signature: (fn, inputs)} for a fine-tuned classifier mapping the three id tensors
-    to logits [batch, classes]: text in, class probabilities and label names out."""
+def classifier_endpoints(classifier, tokenizer, max_seq_length: int, label_names=None,
+                         score_range=None, text_pair: bool = False) -> dict:
+    """{signature: (fn, inputs)} for a fine-tuned `ElectraClassifier` (ids -> logits).
+
+    Classification (`label_names`): `probabilities` [batch, classes], `label` (the most
+    probable name) and `label_names` (repeated per row: every output of a batched model
+    server has the batch first). Regression (`score_range` = (low, high), the range the
+    targets were scaled from): `score` [batch] on the original scale. With `text_pair` the
+    text signature takes `text` and `text_pair`.
+    """
     import tensorflow as tf
 
-    names = tf.constant(list(label_names))
-    pack = text_packer(tokenizer, max_seq_length)
+    if (label_names is None) == (score_range is None):
+        raise ValueError("give exactly one of label_names (classification) or score_range (regression).")
 
     def outputs(token_ids, segment_ids, padding_mask):
-        logits = classifier({"token_ids": token_ids, "segment_ids": segment_ids,
-                             "padding_mask": padding_mask}, training=False)
-        probabilities = tf.nn.softmax(tf.cast(logits, tf.float32), axis=-1)
-        batch = tf.shape(probabilities)[0]
+        logits = tf.cast(classifier({"token_ids": token_ids, "segment_ids": segment_ids,
+                                     "padding_mask": padding_mask}, training=False), tf.float32)
+        if score_range is not None:
+            low, high = score_range
+            return {"score": logits[:, 0] * (high - low) + low}
+        names = tf.constant(list(label_names))
+        probabilities = tf.nn.softmax(logits, axis=-1)
         return {
             "probabilities": probabilities,
             "label": tf.gather(names, tf.argmax(probabilities, axis=-1)),
-            # Repeated per row: every output of a batched model server has the batch first.
-            "label_names": tf.tile(names[tf.newaxis], [batch, 1]),
+            "label_names": tf.tile(names[tf.newaxis], [tf.shape(probabilities)[0], 1]),
         }
 
-    return {TEXT_SIGNATURE: (lambda text: outputs(*pack(text)), TEXT_INPUT),
+    return {TEXT_SIGNATURE: (_text_endpoint(tokenizer, max_seq_length, outputs, text_pair),
+                             TEXT_PAIR_INPUTS if text_pair else TEXT_INPUT),
             IDS_SIGNATURE: (_ids_endpoint(max_seq_length, tokenizer.vocabulary_size, outputs), ID_INPUTS)}
+
+
+def _text_endpoint(tokenizer, max_seq_length: int, outputs, text_pair: bool = False):
+    """Strings in, through the same packing as training (`preprocessing.pack_texts`)."""
+    from electra_tf.preprocessing import pack_texts
+
+    def endpoint(text, text_pair=None):
+        inputs = pack_texts(tokenizer, max_seq_length, text, text_pair)
+        return outputs(inputs["token_ids"], inputs["segment_ids"], inputs["padding_mask"])
+
+    if text_pair:
+        return lambda text, text_pair: endpoint(text, text_pair)
+    return lambda text: endpoint(text)
 
 
 def _ids_endpoint(length: int, vocabulary_size: int, outputs):
@@ -169,14 +173,20 @@ def next_version(model_root: Path) -> int:
     return max(versions, default=0) + 1
 
 
-def publish(model, endpoints: dict, export_dir: Path, name: str) -> Path:
-    """Writes EXPORT_DIR/NAME/<next version>/ atomically; returns that folder."""
+def publish(model, endpoints: dict, export_dir: Path, name: str, config=None, tokenizer=None,
+            task: dict | None = None) -> Path:
+    """Writes EXPORT_DIR/NAME/<next version>/ atomically; returns that folder. With `config`
+    and `tokenizer`, assets.extra/ also keeps config.json, vocab.txt (and task.json)."""
+    from electra_tf.pretrained import write_export_metadata
+
     model_root = Path(export_dir) / name
     model_root.mkdir(parents=True, exist_ok=True)
     temporary = model_root / f".tmp-{os.getpid()}"
     shutil.rmtree(temporary, ignore_errors=True)
     try:
         write_saved_model(model, endpoints, temporary)
+        if config is not None:
+            write_export_metadata(temporary, config, tokenizer, task)
         while True:
             target = model_root / str(next_version(model_root))
             try:
@@ -189,64 +199,40 @@ def publish(model, endpoints: dict, export_dir: Path, name: str) -> Path:
         shutil.rmtree(temporary, ignore_errors=True)
 
 
-def export_discriminator(discriminator, tokenizer, max_seq_length: int, export_dir: Path, name: str) -> Path:
-    return publish(discriminator, discriminator_endpoints(discriminator, tokenizer, max_seq_length),
-                   export_dir, name)
+def export_discriminator(discriminator, tokenizer, config, export_dir: Path, name: str) -> Path:
+    return publish(discriminator, discriminator_endpoints(discriminator, tokenizer, config.max_seq_length),
+                   export_dir, name, config, tokenizer)
 
 
-def export_text_classifier(classifier, tokenizer, max_seq_length: int, label_names, export_dir: Path,
-                           name: str) -> Path:
-    return publish(classifier, classifier_endpoints(classifier, tokenizer, max_seq_length, label_names),
-                   export_dir, name)
-
-
-def load_discriminator(model_dir: Path, checkpoint: str | None = None):
-    """(discriminator, tokenizer, config) restored from a pre-training model_dir."""
-    import tensorflow as tf
-
-    from electra_tf.config import ElectraConfig
-    from electra_tf.pretrainer import ElectraPretrainer
-    from electra_tf.tokenization import ElectraTokenizer
-
-    config_path = model_dir / "config.json"
-    if not config_path.is_file():
-        raise FileNotFoundError(f"{config_path} is missing: {model_dir} is not a pre-training model_dir.")
-    values = json.loads(config_path.read_text())
-    values.pop("_derived", None)
-    config = ElectraConfig.from_dict(values, source=str(config_path))
-    tokenizer = ElectraTokenizer(model_dir / "vocab.txt")
-    checkpoints = model_dir / "checkpoints"
-    if checkpoint is None:
-        path = tf.train.latest_checkpoint(str(checkpoints))
-        if path is None:
-            raise FileNotFoundError(f"no checkpoint in {checkpoints}.")
-    else:
-        path = str(checkpoints / checkpoint) if not Path(checkpoint).is_absolute() else checkpoint
-        if not tf.io.gfile.exists(path + ".index"):
-            raise FileNotFoundError(f"checkpoint {path} does not exist.")
-    pretrainer = ElectraPretrainer.from_electra_config(config)
-    if pretrainer.discriminator is None:
-        raise ValueError(f"{model_dir} was trained with objective='mlm': there is no discriminator.")
-    # Same variable list as RunCheckpoint; the optimizer and input state are not needed here.
-    tf.train.Checkpoint(model_variables=list(pretrainer.variables)).restore(path).expect_partial()
-    return pretrainer.discriminator, tokenizer, config
+def export_text_classifier(classifier, tokenizer, config, export_dir: Path, name: str,
+                           label_names=None, score_range=None, text_pair: bool = False) -> Path:
+    """`config.max_seq_length` is the length the classifier was fine-tuned at."""
+    endpoints = classifier_endpoints(classifier, tokenizer, config.max_seq_length, label_names,
+                                     score_range, text_pair)
+    task = {"label_names": list(label_names) if label_names is not None else None,
+            "score_range": list(score_range) if score_range is not None else None,
+            "text_pair": text_pair}
+    return publish(classifier, endpoints, export_dir, name, config, tokenizer, task)
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m electra_tf.export", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model_dir", required=True, help="a pre-training model_dir")
+    parser.add_argument("--model_dir", required=True,
+                        help="a pre-training model_dir (or a .keras file / earlier export)")
     parser.add_argument("--checkpoint", default=None, help="e.g. ckpt-2000 (default: the latest)")
     parser.add_argument("--export_dir", default="exports")
     parser.add_argument("--name", default=None, help="model name (default: the model_dir's name)")
     args = parser.parse_args(argv)
+    from electra_tf.pretrained import PretrainedError, load_pretrained
+
     model_dir = Path(args.model_dir)
     try:
-        discriminator, tokenizer, config = load_discriminator(model_dir, args.checkpoint)
-    except (FileNotFoundError, ValueError) as error:
+        pretrained = load_pretrained(model_dir, args.checkpoint)
+    except PretrainedError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    target = export_discriminator(discriminator, tokenizer, config.max_seq_length,
+    target = export_discriminator(pretrained.discriminator, pretrained.tokenizer, pretrained.config,
                                   Path(args.export_dir), args.name or model_dir.name)
     print(f"Exported the discriminator to {target}\n  saved_model_cli show --dir {target} --all")
     return 0

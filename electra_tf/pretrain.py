@@ -254,8 +254,8 @@ def main(argv=None) -> int:
     writer.flush()
     if pretrainer.discriminator is not None:
         from electra_tf.export import export_discriminator
-        export_path = export_discriminator(pretrainer.discriminator, tokenizer, config.max_seq_length,
-                             Path(args.export_dir), model_dir.name)
+        export_path = export_discriminator(pretrainer.discriminator, tokenizer, config,
+                                           Path(args.export_dir), model_dir.name)
     else:
         export_path = "none (objective mlm has no discriminator; the model is in the checkpoints)"
     _print_summary(model_dir, checkpoint, export_path, metrics, args.eval_batches, time.monotonic() - started)

@@ -11,6 +11,8 @@ import pytest
 import tensorflow as tf
 
 from electra_tf import export, pretrain
+from electra_tf.preprocessing import pack_texts
+from electra_tf.pretrained import load_pretrained, model_weights
 from tests.corpus_fixtures import build_test_shards
 
 SEQ = 32
@@ -35,7 +37,8 @@ def exported(trained):
 
 @pytest.fixture(scope="module")
 def keras_discriminator(trained):
-    return export.load_discriminator(trained / "run")
+    pretrained = load_pretrained(trained / "run")
+    return pretrained.discriminator, pretrained.tokenizer, pretrained.config
 
 
 def run_python(code):
@@ -48,7 +51,7 @@ def run_python(code):
 def test_layout_versions_and_warmup(trained, exported, keras_discriminator):
     assert (exported / "saved_model.pb").is_file() and (exported / "variables").is_dir()
     discriminator, tokenizer, config = keras_discriminator
-    second = export.export_discriminator(discriminator, tokenizer, SEQ, trained / "exports", "run")
+    second = export.export_discriminator(discriminator, tokenizer, config, trained / "exports", "run")
     assert second.name == "2"
     assert sorted(p.name for p in (trained / "exports" / "run").iterdir()) == ["1", "2"]  # no temp left
     from tensorflow_serving.apis import prediction_log_pb2
@@ -63,12 +66,16 @@ def test_export_cli_from_a_model_dir(trained, capsys):
     assert export.main(["--model_dir", str(trained / "run"), "--export_dir", str(trained / "cli"),
                         "--checkpoint", "ckpt-12"]) == 0
     assert (trained / "cli" / "run" / "1" / "saved_model.pb").is_file()
+    capsys.readouterr()
     assert export.main(["--model_dir", str(trained / "nope")]) == 2
-    assert "is not a pre-training model_dir" in capsys.readouterr().err
+    assert "nope does not exist" in capsys.readouterr().err
+    (trained / "empty").mkdir()
+    assert export.main(["--model_dir", str(trained / "empty")]) == 2
+    assert "holds no discriminator" in capsys.readouterr().err
 
 
 def test_outputs_equal_the_keras_model(exported, keras_discriminator):
-    discriminator, tokenizer, _ = keras_discriminator
+    discriminator, tokenizer, config = keras_discriminator
     loaded = tf.saved_model.load(str(exported))
     texts = ["The river rises in the northern hills.", "Bees visit the orchard."]
     served = loaded.signatures["serving_default"](text=tf.constant(texts))
@@ -159,7 +166,7 @@ def test_bad_input_has_defined_behaviour(exported):
 def test_a_fine_tuned_classifier_exports_through_the_same_path(keras_discriminator, tmp_path):
     import keras
 
-    discriminator, tokenizer, _ = keras_discriminator
+    discriminator, tokenizer, config = keras_discriminator
 
     class Classifier(keras.Model):  # the shape of a fine-tuning model: [CLS] -> dense
         def __init__(self, encoder):
@@ -174,14 +181,26 @@ def test_a_fine_tuned_classifier_exports_through_the_same_path(keras_discriminat
     probe = {"token_ids": tf.ones([1, SEQ], tf.int32), "segment_ids": tf.zeros([1, SEQ], tf.int32),
              "padding_mask": tf.ones([1, SEQ], tf.int32)}
     classifier(probe)
-    path = export.export_text_classifier(classifier, tokenizer, SEQ, ["sport", "tech", "politics"], tmp_path, "topics")
+    path = export.export_text_classifier(classifier, tokenizer, config, tmp_path, "topics",
+                                         label_names=["sport", "tech", "politics"])
     serve = tf.saved_model.load(str(path)).signatures["serving_default"]
     out = serve(text=tf.constant(["The river rises.", "Bees visit the orchard."]))
     assert out["probabilities"].shape == (2, 3)
     np.testing.assert_allclose(out["probabilities"].numpy().sum(-1), 1.0, rtol=1e-5)
     assert out["label_names"].numpy()[0].tolist() == [b"sport", b"tech", b"politics"]
     assert out["label"].numpy()[0] in (b"sport", b"tech", b"politics")
-    token_ids, segment_ids, padding_mask = export.text_packer(tokenizer, SEQ)(tf.constant(["The river rises."]))
-    expected = tf.nn.softmax(classifier({"token_ids": token_ids, "segment_ids": segment_ids,
-                                         "padding_mask": padding_mask}))
+    expected = tf.nn.softmax(classifier(pack_texts(tokenizer, SEQ, tf.constant(["The river rises."]))))
     np.testing.assert_allclose(out["probabilities"][:1], expected, atol=1e-5)
+
+
+def test_an_export_is_a_pretrained_source(exported, keras_discriminator):
+    """Fine-tuning can start from a served model: weights matched by name, config and
+    vocabulary from assets.extra/."""
+    discriminator, tokenizer, config = keras_discriminator
+    assert (exported / "assets.extra" / "config.json").is_file()
+    for source in (exported, exported.parent):  # a version folder, or the model folder
+        restored = load_pretrained(source)
+        assert restored.config == config and restored.tokenizer.vocabulary == tokenizer.vocabulary
+        for mine, theirs in zip(model_weights(restored.discriminator), model_weights(discriminator)):
+            assert mine.path == theirs.path
+            np.testing.assert_array_equal(mine.numpy(), theirs.numpy())

@@ -62,3 +62,52 @@ def test_clipping_applies_to_the_sum_over_replicas(two_replicas):
 def test_rejects_keras_clipping_arguments():
     with pytest.raises(ValueError, match="clip_global_norm"):
         ElectraAdamW(learning_rate=1e-3, global_clipnorm=1.0)
+
+
+def test_weight_decay_in_update_step_matches_keras_adamw():
+    """Moving decay into update_step (to scale it per layer) leaves plain AdamW unchanged."""
+    initial = np.array([[0.5, -1.0], [2.0, 0.25]], "float32")
+    gradients = [np.array([[0.1, -0.3], [0.2, 0.05]], "float32") * k for k in (1.0, -2.0, 0.5)]
+    results = []
+    for optimizer in (keras.optimizers.AdamW(learning_rate=0.01, weight_decay=0.1, epsilon=1e-6),
+                      ElectraAdamW(learning_rate=0.01, weight_decay=0.1, epsilon=1e-6,
+                                   clip_global_norm=None)):
+        variable = keras.Variable(initial, name="kernel")
+        for gradient in gradients:
+            optimizer.apply([tf.constant(gradient)], [variable])
+        results.append(variable.numpy())
+    np.testing.assert_allclose(results[1], results[0], rtol=1e-6)
+
+
+@pytest.mark.parametrize("schedule,top_layer_power", [("official", 2), ("corrected", 1)])
+def test_layerwise_decay_scales_update_and_weight_decay(schedule, top_layer_power):
+    decay, lr, weight_decay, num_layers = 0.5, 0.1, 0.01, 3
+    paths = {"embeddings": "embeddings", "top": f"transformer_layer_{num_layers - 1}",
+             "head": "task_specific"}
+    variables = {}
+    for role, scope in paths.items():
+        with keras.name_scope(scope):
+            variables[role] = keras.Variable(np.full((2,), 2.0, "float32"), name="kernel")
+    optimizer = ElectraAdamW(learning_rate=lr, weight_decay=weight_decay, epsilon=1e-12,
+                             clip_global_norm=None, layerwise_lr_decay=decay,
+                             num_layers=num_layers, layer_decay_schedule=schedule)
+    optimizer.apply([tf.constant([1.0, -1.0])] * 3, list(variables.values()))
+    powers = {"head": 0, "top": top_layer_power, "embeddings": num_layers + top_layer_power}
+    for role, variable in variables.items():
+        rate = lr * decay ** powers[role]
+        # First Adam step moves each coordinate by the rate (m / sqrt(v) = sign(g)); decay
+        # removes rate * weight_decay of the old value.
+        expected = 2.0 - 2.0 * rate * weight_decay - rate * np.array([1.0, -1.0])
+        np.testing.assert_allclose(variable.numpy(), expected, rtol=1e-6, err_msg=role)
+
+
+def test_layerwise_decay_needs_num_layers_and_a_known_schedule():
+    with pytest.raises(ValueError, match="num_layers"):
+        ElectraAdamW(learning_rate=1e-3, layerwise_lr_decay=0.8)
+    with pytest.raises(ValueError, match="layer_decay_schedule"):
+        ElectraAdamW(learning_rate=1e-3, layerwise_lr_decay=0.8, num_layers=2,
+                     layer_decay_schedule="bert")
+    optimizer = ElectraAdamW(learning_rate=1e-3, layerwise_lr_decay=0.8, num_layers=2,
+                             layer_decay_schedule="corrected")
+    clone = keras.optimizers.deserialize(keras.optimizers.serialize(optimizer))
+    assert (clone.layerwise_lr_decay, clone.num_layers, clone.layer_decay_schedule) == (0.8, 2, "corrected")
