@@ -149,7 +149,8 @@ def read_task_files(train_path, eval_path, columns: Columns | None = None,
         return Examples([r.text for r in rows], [r.text_pair for r in rows] if pairs else None,
                         [encode(path, r) for r in rows], str(path))
 
-    name = glue.name if glue else train_path.stem
+    generic = train_path.stem.lower() in ("train", "training", "dev", "eval", "data")
+    name = glue.name if glue else (train_path.parent.resolve().name if generic else train_path.stem)
     return TaskData(examples(train_path, train_rows), examples(eval_path, eval_rows), space, name)
 
 

@@ -1,0 +1,130 @@
+"""`python -m electra_tf.finetune` end to end: outputs, exports served by a TensorFlow-only
+process, GLUE layouts, the random-init baseline, and bad input."""
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+from electra_tf import finetune, pretrain
+from electra_tf.pretrained import load_pretrained, model_weights
+from tests.corpus_fixtures import DOCUMENTS, build_test_shards
+from tests.test_export import run_python
+
+SEQ = 32
+TOPICS = ["nature", "town", "nature", "town"]  # river, library, bees, market
+
+
+@pytest.fixture(scope="module")
+def pretrained_dir(small_vocab, tmp_path_factory):
+    root = tmp_path_factory.mktemp("finetune")
+    data = build_test_shards(root, small_vocab, SEQ, num_shards=1, repeat=10)
+    assert pretrain.main(["--data", str(data), "--model_dir", str(root / "run"), "--export_dir", str(root / "x"),
+                          "--steps", "8", "--batch_size", "4", "--set", "num_layers=1",
+                          "--set", f"max_seq_length={SEQ}", "--log_every", "4", "--eval_batches", "1"]) == 0
+    return root / "run"
+
+
+def topic_csv(path, rows=None):
+    rows = rows or [(s, TOPICS[i]) for i, document in enumerate(DOCUMENTS) for s in document]
+    lines = ["text,label"] + [f'"{text}",{label}' for text, label in rows]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def run(pretrained_dir, output_dir, *extra, train=None, eval_file=None):
+    return finetune.main(["--pretrained", str(pretrained_dir), "--train", str(train), "--eval", str(eval_file),
+                          "--output_dir", str(output_dir), "--batch_size", "4", "--log_every", "2", *extra])
+
+
+def test_classification_end_to_end(pretrained_dir, tmp_path, capsys):
+    data = topic_csv(tmp_path / "topics.csv")
+    assert run(pretrained_dir, tmp_path / "out", "--epochs", "2", "--learning_rate", "1e-3",
+               train=data, eval_file=data) == 0
+    printed = capsys.readouterr().out
+    assert "examples/s" in printed and "ETA" in printed and "epoch 2: eval accuracy" in printed
+    summary = json.loads((tmp_path / "out" / "metrics.json").read_text())
+    assert set(summary["eval"]) == {"accuracy", "f1", "score"} and summary["best_epoch"] in (1, 2)
+    assert summary["labels"] == ["nature", "town"] and len(summary["epochs"]) == 2
+    assert summary["eval"]["accuracy"] == max(e["accuracy"] for e in summary["epochs"])
+    assert list((tmp_path / "out" / "logs").glob("events.out.tfevents.*"))
+
+    # The best checkpoint is a .keras file fine-tuning can start from again.
+    again = load_pretrained(tmp_path / "out" / "best.keras")
+    assert again.config.num_layers == 1 and again.tokenizer.vocabulary_size > 100
+
+    # A fresh process with only TensorFlow and tf-text answers text requests, and agrees
+    # with the Keras model.
+    export_dir = tmp_path / "out" / "export" / "topics" / "1"
+    assert export_dir.is_dir()
+    texts = ["Bees visit the orchard.", "The library opened in 1902."]
+    served = run_python(
+        "import json, tensorflow as tf, tensorflow_text\n"
+        f"serve = tf.saved_model.load({str(export_dir)!r}).signatures['serving_default']\n"
+        f"out = serve(text=tf.constant({texts!r}))\n"
+        "print(json.dumps({'p': out['probabilities'].numpy().tolist(),"
+        " 'label': [x.decode() for x in out['label'].numpy()]}))")
+    import keras
+
+    from electra_tf import classifiers  # noqa: F401
+    model = keras.saving.load_model(tmp_path / "out" / "best.keras")
+    expected = keras.ops.softmax(model.predict(texts, verbose=0)).numpy()
+    np.testing.assert_allclose(served["p"], expected, atol=1e-5)
+    assert served["label"] == [summary["labels"][i] for i in expected.argmax(-1)]
+
+
+def test_glue_pair_regression_and_random_init(pretrained_dir, tmp_path):
+    header = "index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\tsentence2\tscore\n"
+    sentences = [s for document in DOCUMENTS for s in document]
+    rows = [f"{i}\tg\tf\ty\t{i}\tn\tn\t{a}\t{b}\t{(i % 6) * 0.9:.3f}\n"
+            for i, (a, b) in enumerate(zip(sentences, sentences[1:]))]
+    stsb = tmp_path / "dev.tsv"
+    stsb.write_text(header + "".join(rows), encoding="utf-8")
+    assert run(pretrained_dir, tmp_path / "sts", "--task", "STS-B", "--epochs", "1", "--random_init",
+               train=stsb, eval_file=stsb) == 0
+    summary = json.loads((tmp_path / "sts" / "metrics.json").read_text())
+    assert set(summary["eval"]) == {"pearson", "spearman", "score"} and summary["random_init"]
+    assert summary["score_range"] == [0.0, 5.0]
+    export_dir = tmp_path / "sts" / "export" / "stsb" / "1"
+    served = run_python(
+        "import json, tensorflow as tf, tensorflow_text\n"
+        f"serve = tf.saved_model.load({str(export_dir)!r}).signatures['serving_default']\n"
+        "out = serve(text=tf.constant(['A man.', 'A cat.']), text_pair=tf.constant(['A man.', 'A dog.']))\n"
+        "print(json.dumps({k: v.numpy().tolist() for k, v in out.items()}))")
+    assert list(served) == ["score"] and len(served["score"]) == 2
+
+    # --random_init really starts from fresh weights: one epoch cannot bring the word
+    # embeddings near the pre-trained ones.
+    pretrained = model_weights(load_pretrained(pretrained_dir).discriminator)
+    tuned = model_weights(load_pretrained(tmp_path / "sts" / "best.keras").discriminator)
+    assert pretrained[0].path == tuned[0].path == "embeddings/word_embeddings/embeddings"
+    assert np.abs(pretrained[0].numpy() - tuned[0].numpy()).max() > 0.05
+
+
+def test_bad_input_is_a_clear_error(pretrained_dir, tmp_path, capsys):
+    data = topic_csv(tmp_path / "train.csv")
+    unseen = topic_csv(tmp_path / "dev.csv", [("The river rises.", "nature"), ("A new label.", "sport")])
+    assert run(pretrained_dir, tmp_path / "a", train=data, eval_file=unseen) == 2
+    assert "dev.csv, line 3: label 'sport'" in capsys.readouterr().err
+
+    assert run(pretrained_dir, tmp_path / "b", "--text_column", "sentence", train=data, eval_file=data) == 2
+    assert "no column 'sentence'" in capsys.readouterr().err
+
+    empty = tmp_path / "empty_model"
+    empty.mkdir()
+    assert run(empty, tmp_path / "c", train=data, eval_file=data) == 2
+    assert "holds no discriminator" in capsys.readouterr().err
+
+    mlm = tmp_path / "mlm_model"
+    shutil.copytree(pretrained_dir, mlm)
+    config = json.loads((mlm / "config.json").read_text())
+    (mlm / "config.json").write_text(json.dumps({**config, "objective": "mlm"}))
+    assert run(mlm, tmp_path / "d", train=data, eval_file=data) == 2
+    assert "objective='mlm'" in capsys.readouterr().err
+
+    (tmp_path / "used").mkdir()
+    (tmp_path / "used" / "metrics.json").write_text("{}")
+    assert run(pretrained_dir, tmp_path / "used", train=data, eval_file=data) == 2
+    assert "is not empty" in capsys.readouterr().err
+    assert (tmp_path / "used" / "metrics.json").read_text() == "{}"  # nothing lost
