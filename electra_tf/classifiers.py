@@ -61,6 +61,8 @@ class _TaskModel(keras.Model):
             .prefetch(tf.data.AUTOTUNE)
 
     def fit(self, x=None, y=None, validation_data=None, **kwargs):
+        if isinstance(x, tf.data.Dataset):
+            kwargs.setdefault("shuffle", False)  # a dataset shuffles itself; Keras would warn
         return super().fit(self._preprocessed(x), y, validation_data=self._preprocessed(validation_data),
                            **kwargs)
 
@@ -72,6 +74,18 @@ class _TaskModel(keras.Model):
             x = tf.data.Dataset.from_tensor_slices(tuple(x) if isinstance(x, tuple) else x)
             x = x.map(lambda *t: (t,) if len(t) == 2 else t).batch(batch_size)
         return super().predict(self._preprocessed(x), batch_size=batch_size, **kwargs)
+
+    # compile() is overridden (task defaults for loss and metrics), so Keras asks for these
+    # to restore the optimizer of a saved model; loss and metrics come back as the defaults.
+    def get_compile_config(self):
+        if not self.compiled:
+            return None
+        return {"optimizer": keras.saving.serialize_keras_object(self.optimizer)}
+
+    def compile_from_config(self, config):
+        self.compile(optimizer=keras.saving.deserialize_keras_object(config["optimizer"]))
+        if self.built:
+            self.optimizer.build(self.trainable_variables)
 
     def get_config(self):
         return {

@@ -81,8 +81,10 @@ def test_keras_file_round_trip(tmp_path, model_class, preprocessor_class):
     config = small_config(num_layers=1)
     model = model_class(build_discriminator(config), num_classes=3,
                         preprocessor=preprocessor_class(VOCABULARY, 16))
-    model.compile(optimizer="adam")
+    model.compile(optimizer=create_finetuning_optimizer(1e-3, 10, config.num_layers))
     inputs = ElectraTextPreprocessor(VOCABULARY, 16)(["red cat sits", "the big dog"])
+    labels = np.zeros((2,) if model_class is ElectraClassifier else (2, 16), "int32")
+    model.fit(inputs, labels, epochs=1, verbose=0)
     expected = model(inputs)
     path = tmp_path / "model.keras"
     model.save(path)
@@ -90,6 +92,9 @@ def test_keras_file_round_trip(tmp_path, model_class, preprocessor_class):
     assert type(restored) is model_class and type(restored.preprocessor) is preprocessor_class
     assert restored.get_config() == model.get_config()
     np.testing.assert_allclose(restored(inputs), expected, atol=1e-6)
+    # The optimizer (with its layer-wise multipliers) comes back too.
+    assert restored.optimizer.get_config() == model.optimizer.get_config()
+    assert int(restored.optimizer.iterations.numpy()) == 1
 
 
 def test_layerwise_multipliers_cover_every_trainable_variable(tmp_path):
