@@ -72,6 +72,12 @@ def build_parser() -> argparse.ArgumentParser:
     training.add_argument("--seed", type=int, default=DEFAULTS["seed"])
     training.add_argument("--random_init", action="store_true",
                           help="same architecture, fresh weights (the no-pre-training baseline)")
+    parser.add_argument("--strategy", default="auto",
+                        help="auto | one_device | mirrored | multi_worker | tpu (as for pre-training)")
+    parser.add_argument("--mixed_precision", default="auto",
+                        help="auto | float32 | mixed_float16 | mixed_bfloat16 (auto: float32 on CPU)")
+    parser.add_argument("--xla", action=argparse.BooleanOptionalAction, default=None,
+                        help="compile the step with XLA (default: on GPU/TPU)")
     parser.add_argument("--export_name", default=None, help="TF Serving model name (default: the task name)")
     parser.add_argument("--log_every", type=int, default=20, help="steps between progress lines")
     return parser
@@ -130,13 +136,21 @@ def main(argv=None) -> int:
         return _fail(problem)
     started = time.monotonic()
 
+    import keras
+    import tensorflow as tf
+
     from electra_tf.pretrained import PretrainedError, build_discriminator, load_pretrained
+    from electra_tf.runtime import create_strategy, resolve_runtime
     from electra_tf.tasks import TaskDataError
 
     try:
         task = read_data(args)
-        pretrained = load_pretrained(args.pretrained, args.checkpoint)
-    except (TaskDataError, PretrainedError) as error:
+        runtime = resolve_runtime(args.strategy, args.mixed_precision, args.xla)
+        strategy = create_strategy(runtime)
+        keras.config.set_dtype_policy(runtime.precision)
+        with strategy.scope():  # the model's variables are created (or restored) here
+            pretrained = load_pretrained(args.pretrained, args.checkpoint)
+    except (TaskDataError, PretrainedError, ValueError) as error:
         return _fail(str(error))
     config = pretrained.config
     max_seq_length = args.max_seq_length or config.max_seq_length
@@ -144,9 +158,6 @@ def main(argv=None) -> int:
         return _fail(f"--max_seq_length must be in [3, {config.max_position_embeddings}] "
                      "(the model's max_position_embeddings).")
     config = config.replace(max_seq_length=max_seq_length)
-
-    import keras
-    import tensorflow as tf
 
     from electra_tf import export
     from electra_tf.callbacks import EpochEvaluator, FinetuningProgress
@@ -161,23 +172,25 @@ def main(argv=None) -> int:
     output_dir.mkdir(parents=True, exist_ok=True)
     keras.utils.set_random_seed(args.seed)
 
-    backbone = build_discriminator(config) if args.random_init else pretrained.discriminator
-    preprocessor = ElectraTextPreprocessor(pretrained.tokenizer, max_seq_length)
-    classifier = ElectraClassifier(backbone, task.labels.num_classes, dropout=config.dropout,
-                                   preprocessor=preprocessor)
     train, evaluation = make_datasets(task, args.batch_size, args.seed)
     steps_per_epoch = math.ceil(len(task.train) / args.batch_size)
     total_steps = steps_per_epoch * args.epochs
-    classifier.compile(optimizer=create_finetuning_optimizer(
-        args.learning_rate, total_steps, config.num_layers, args.warmup_proportion,
-        args.layerwise_lr_decay if args.layerwise_lr_decay < 1 else None, args.layer_decay_schedule,
-        args.weight_decay, config.adam_epsilon, config.clip_global_norm))
+    with strategy.scope():
+        backbone = build_discriminator(config) if args.random_init else pretrained.discriminator
+        preprocessor = ElectraTextPreprocessor(pretrained.tokenizer, max_seq_length)
+        classifier = ElectraClassifier(backbone, task.labels.num_classes, dropout=config.dropout,
+                                       preprocessor=preprocessor)
+        classifier.compile(optimizer=create_finetuning_optimizer(
+            args.learning_rate, total_steps, config.num_layers, args.warmup_proportion,
+            args.layerwise_lr_decay if args.layerwise_lr_decay < 1 else None, args.layer_decay_schedule,
+            args.weight_decay, config.adam_epsilon, config.clip_global_norm), jit_compile=runtime.xla)
 
     origin = "random initialisation" if args.random_init else pretrained.source
     print(f"Fine-tuning {task.name} from {origin}: {len(task.train):,} train / {len(task.eval):,} eval "
           f"examples, {task.labels.num_classes if task.labels.names else 'regression'}"
           f"{' classes' if task.labels.names else ''}, {args.epochs} epochs x {steps_per_epoch} steps, "
-          f"max_seq_length {max_seq_length}", flush=True)
+          f"max_seq_length {max_seq_length}; {runtime.strategy_name}, {runtime.precision}"
+          f"{', XLA' if runtime.xla else ''}", flush=True)
     writer = tf.summary.create_file_writer(str(output_dir / "logs"))
     best_path = output_dir / "best.keras"
 
