@@ -132,6 +132,9 @@ def _from_keras_file(path: Path) -> Pretrained:
     except Exception as error:  # Keras raises many types for a bad archive
         raise PretrainedError(f"{path}: not a loadable .keras model ({type(error).__name__}: {error}).") from None
     if isinstance(model, Discriminator):
+        if not (path.parent / "config.json").is_file():
+            raise PretrainedError(f"{path} is a bare Discriminator: put the config.json and vocab.txt of "
+                                  f"its pre-training run beside it, in {path.parent}.")
         config = read_config(path.parent / "config.json")
         return Pretrained(model, _tokenizer(path.parent / "vocab.txt"), config, str(path))
     backbone = getattr(model, "backbone", None)
