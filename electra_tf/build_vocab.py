@@ -16,7 +16,6 @@ import time
 from pathlib import Path
 
 from electra_tf.corpus import InputError, Skips, embedded_sample_path, expand_inputs, iter_raw_documents, to_sentences
-from electra_tf.files import atomic_write_text
 from electra_tf.progress import Progress
 
 # Right for a small corpus such as the bundled sample (BERT's is 30522).
@@ -51,7 +50,7 @@ def build_vocabulary(inputs: list[str], vocab_size: int, output: Path,
     """Learns a vocabulary from `inputs` and writes it to `output` (atomically)."""
     import tensorflow as tf
 
-    from electra_tf.tokenization import learn_vocabulary
+    from electra_tf.tokenization import learn_vocabulary, write_vocabulary
 
     skips = Skips()
     sentences = collect_sentences(inputs, skips, max_documents)
@@ -59,7 +58,7 @@ def build_vocabulary(inputs: list[str], vocab_size: int, output: Path,
           f"(skipped or repaired input: {skips.describe()}) ...", file=sys.stderr)
     started = time.monotonic()
     vocabulary = learn_vocabulary(tf.data.Dataset.from_tensor_slices(sentences).batch(1000), vocab_size)
-    atomic_write_text(output, "\n".join(vocabulary) + "\n")
+    write_vocabulary(output, vocabulary)
     print(f"Wrote {len(vocabulary):,} tokens to {output} in {time.monotonic() - started:.0f} s.",
           file=sys.stderr)
     return vocabulary

@@ -13,7 +13,8 @@ official `tf.layers.dense` call gets.
 
 With a `preprocessor`, `fit`, `evaluate` and `predict` take a `tf.data.Dataset` of strings
 (`(text, label)` or `((text, text_pair), label)` batches) and map the preprocessor over it,
-so the model itself only ever sees token ids.
+so the model itself only ever sees token ids. Datasets that already hold token ids (e.g.
+preprocessed once and cached, as `electra_tf.finetune` does) pass through unchanged.
 """
 
 from __future__ import annotations
@@ -23,8 +24,8 @@ import numpy as np
 import tensorflow as tf
 
 from electra_tf.losses import token_classification_loss
-from electra_tf.models import Discriminator
-from electra_tf.preprocessing import IGNORE_LABEL
+from electra_tf.models import Discriminator, deserialize_as
+from electra_tf.preprocessing import IGNORE_LABEL, ElectraTextPreprocessor
 
 HEAD_NAME = "task_specific"  # the official variable scope; optimization.py keys on it
 
@@ -32,13 +33,10 @@ HEAD_NAME = "task_specific"  # the official variable scope; optimization.py keys
 class _TaskModel(keras.Model):
     def __init__(self, backbone, num_classes: int, dropout: float = 0.1, preprocessor=None, **kwargs):
         super().__init__(**kwargs)
-        if isinstance(backbone, dict):
-            backbone = keras.saving.deserialize_keras_object(backbone)
-        if not isinstance(backbone, Discriminator):
-            raise TypeError(f"{type(self).__name__}: `backbone` must be a pre-trained "
-                            f"Discriminator, got {type(backbone).__name__}.")
-        if isinstance(preprocessor, dict):
-            preprocessor = keras.saving.deserialize_keras_object(preprocessor)
+        backbone = deserialize_as(backbone, Discriminator, type(self).__name__, "backbone")
+        if preprocessor is not None:
+            preprocessor = deserialize_as(preprocessor, ElectraTextPreprocessor, type(self).__name__,
+                                          "preprocessor")
         if num_classes < 1:
             raise ValueError(f"num_classes must be at least 1, got {num_classes}.")
         self.backbone = backbone
@@ -55,7 +53,9 @@ class _TaskModel(keras.Model):
     # --- strings in, via the preprocessor ---------------------------------------------
 
     def _preprocessed(self, data):
-        if self.preprocessor is None or not isinstance(data, tf.data.Dataset):
+        """Maps the preprocessor over a dataset of strings; token ids pass as they are."""
+        if self.preprocessor is None or not isinstance(data, tf.data.Dataset) or not any(
+                spec.dtype == tf.string for spec in tf.nest.flatten(data.element_spec)):
             return data
         return data.map(self.preprocessor, num_parallel_calls=tf.data.AUTOTUNE) \
             .prefetch(tf.data.AUTOTUNE)

@@ -119,6 +119,15 @@ class ElectraEmbeddings(keras.layers.Layer):
         )
 
 
+def deserialize_as(value, cls, owner: str, argument: str):
+    """`value`, rebuilt from its Keras config if it is one, checked to be a `cls`."""
+    if isinstance(value, dict):
+        value = keras.saving.deserialize_keras_object(value)
+    if not isinstance(value, cls):
+        raise TypeError(f"{owner}: `{argument}` must be a {cls.__name__}, got {type(value).__name__}.")
+    return value
+
+
 class _EncoderModel(keras.Model):
     """Shared embeddings -> own projection -> transformer stack. Subclasses add a head.
 
@@ -130,11 +139,7 @@ class _EncoderModel(keras.Model):
                  intermediate_size: int, dropout: float = 0.1, layer_norm_epsilon: float = 1e-12,
                  initializer_range: float = 0.02, **kwargs):
         super().__init__(**kwargs)
-        if isinstance(embeddings, dict):
-            embeddings = keras.saving.deserialize_keras_object(embeddings)
-        if not isinstance(embeddings, ElectraEmbeddings):
-            raise TypeError(f"{self.name}: `embeddings` must be an ElectraEmbeddings layer, "
-                            f"got {type(embeddings).__name__}.")
+        embeddings = deserialize_as(embeddings, ElectraEmbeddings, self.name, "embeddings")
         if not embeddings.built:
             embeddings.build()
         self.embeddings = embeddings

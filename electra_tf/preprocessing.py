@@ -95,10 +95,11 @@ def pack_words(tokenizer: ElectraTokenizer, max_seq_length: int, words, word_lab
     """
     words = _ragged(words, tf.string)
     pieces = tf.cast(tokenizer.tokenize(_valid_utf8(words.flat_values)), tf.int32)
-    pieces = _fill_empty(pieces, tf.equal(pieces.row_lengths(), 0), tokenizer.unk_id)
+    # Append [UNK] to every word, then keep max(pieces, 1): only empty words keep the [UNK].
+    unknown = tf.RaggedTensor.from_tensor(tf.fill([tf.shape(pieces.row_lengths())[0], 1], tokenizer.unk_id))
+    pieces = _keep_first(tf.concat([pieces, unknown], axis=1), tf.maximum(pieces.row_lengths(), 1))
     pieces_per_word = pieces.row_lengths()
-    sentence_pieces = tf.RaggedTensor.from_row_lengths(pieces.flat_values,
-                                                       _sum_by_row(pieces_per_word, words.row_lengths()))
+    sentence_pieces = tf.RaggedTensor.from_row_lengths(pieces, words.row_lengths()).merge_dims(1, 2)
     body = sentence_pieces[:, : max_seq_length - 2]
     batch = tf.shape(words.row_lengths())[0]
     edge = tf.RaggedTensor.from_tensor(tf.ones([batch, 1], tf.int32))
@@ -126,22 +127,6 @@ def _ragged(values, dtype) -> tf.RaggedTensor:
     if isinstance(values, (list, tuple)):
         return tf.ragged.constant(values, dtype=dtype)
     return tf.RaggedTensor.from_tensor(tf.convert_to_tensor(values, dtype))
-
-
-def _fill_empty(pieces: tf.RaggedTensor, empty, value) -> tf.RaggedTensor:
-    """Rows of `pieces` flagged `empty` become [value]."""
-    lengths = tf.where(empty, tf.ones_like(pieces.row_lengths()), pieces.row_lengths())
-    starts = tf.cumsum(lengths, exclusive=True)
-    flat = tf.fill([tf.reduce_sum(lengths)], tf.constant(value, pieces.dtype))
-    # Scatter each non-empty row's pieces to its new offset; empty rows keep `value`.
-    offsets = tf.ragged.range(pieces.row_lengths()) + tf.expand_dims(starts, 1)
-    flat = tf.tensor_scatter_nd_update(flat, tf.expand_dims(offsets.flat_values, 1), pieces.flat_values)
-    return tf.RaggedTensor.from_row_lengths(flat, lengths)
-
-
-def _sum_by_row(values, row_lengths):
-    """Sums `values` in consecutive groups of sizes `row_lengths`."""
-    return tf.reduce_sum(tf.RaggedTensor.from_row_lengths(values, row_lengths), axis=1)
 
 
 @keras.saving.register_keras_serializable(package="electra_tf")

@@ -162,7 +162,7 @@ def main(argv=None) -> int:
     from electra_tf.optimization import create_optimizer
     from electra_tf.pretrainer import ElectraPretrainer
     from electra_tf.runtime import create_strategy, resolve_runtime
-    from electra_tf.tokenization import VocabularyError
+    from electra_tf.tokenization import VocabularyError, write_vocabulary
 
     model_dir = Path(args.model_dir or Path("runs") / name)
     started = time.monotonic()
@@ -177,7 +177,7 @@ def main(argv=None) -> int:
         model_dir.mkdir(parents=True, exist_ok=True)
         config.save(model_dir / "config.json")
         if not (model_dir / "vocab.txt").exists():
-            (model_dir / "vocab.txt").write_text("\n".join(tokenizer.vocabulary) + "\n", encoding="utf-8")
+            write_vocabulary(model_dir / "vocab.txt", tokenizer.vocabulary)
 
         def make_dataset(seed):
             if kind == "records":

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from electra_tf.config import ConfigError, ElectraConfig
-from electra_tf.tokenization import ElectraTokenizer, VocabularyError
+from electra_tf.tokenization import ElectraTokenizer, VocabularyError, write_vocabulary
 
 EXPORT_METADATA = "assets.extra"  # ignored by TF Serving except for the warmup file
 
@@ -196,6 +196,6 @@ def write_export_metadata(version_dir: Path, config: ElectraConfig, tokenizer: E
     folder = Path(version_dir) / EXPORT_METADATA
     folder.mkdir(parents=True, exist_ok=True)
     config.save(folder / "config.json")
-    (folder / "vocab.txt").write_text("\n".join(tokenizer.vocabulary) + "\n", encoding="utf-8")
+    write_vocabulary(folder / "vocab.txt", tokenizer.vocabulary)
     if extra is not None:
         (folder / "task.json").write_text(json.dumps(extra, indent=2) + "\n")

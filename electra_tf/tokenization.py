@@ -45,6 +45,13 @@ def read_vocabulary(path: str | Path) -> list[str]:
     return tokens
 
 
+def write_vocabulary(path: str | Path, tokens) -> None:
+    """Writes a `vocab.txt` (one token per line) atomically."""
+    from electra_tf.files import atomic_write_text
+
+    atomic_write_text(path, "\n".join(tokens) + "\n")
+
+
 def vocabulary_fingerprint(tokens: list[str]) -> str:
     """sha256 of the token list: data built with one vocabulary must be read with it."""
     return hashlib.sha256("\n".join(tokens).encode("utf-8")).hexdigest()
