@@ -176,11 +176,12 @@ def _read_named(path: Path, columns: Columns) -> list:
     rows = []
     try:
         with _open(path) as handle:
-            if file_format(path) == "jsonl":
+            kind = file_format(path)
+            if kind == "jsonl":
                 records = _jsonl_records(path, handle)
                 available = None
             else:
-                reader = csv.DictReader(handle, delimiter="\t" if path.suffix.lower() == ".tsv" else ",")
+                reader = csv.DictReader(handle, delimiter="\t" if kind == "tsv" else ",")
                 available = reader.fieldnames or []
                 missing = [c for c in wanted if c not in available]
                 if missing:
