@@ -23,6 +23,8 @@ from typing import Any, Mapping
 from electra_tf.files import atomic_write_text
 
 OBJECTIVES = ("electra", "mlm")
+# Written by `ElectraConfig.save` beside the values: derived sizes, for people reading the file.
+DERIVED_KEY = "_derived"
 
 
 class ConfigError(ValueError):
@@ -137,6 +139,8 @@ class ElectraConfig:
             raise ConfigError(f"{path}: not valid JSON ({error}).") from None
         if not isinstance(values, dict):
             raise ConfigError(f"{path}: expected a JSON object of key: value pairs.")
+        # A run's saved config.json carries its derived sizes for humans; they are recomputed.
+        values.pop(DERIVED_KEY, None)
         values.update(overrides or {})
         return cls.from_dict(values, source=str(path))
 
@@ -161,7 +165,7 @@ class ElectraConfig:
 
     def save(self, path: str | os.PathLike) -> None:
         """Writes the config plus its derived values (for humans) atomically."""
-        payload = {**self.to_dict(), "_derived": self.derived()}
+        payload = {**self.to_dict(), DERIVED_KEY: self.derived()}
         atomic_write_text(path, json.dumps(payload, indent=2) + "\n")
 
 

@@ -22,7 +22,7 @@ import sys
 import time
 from pathlib import Path
 
-from electra_tf.config import ConfigError, ElectraConfig
+from electra_tf.config import DERIVED_KEY, ConfigError, ElectraConfig
 
 DEFAULT_CONFIG = "electra_tiny"
 DATA_CACHE = Path("runs") / "data"
@@ -135,7 +135,7 @@ def check_resume_config(model_dir: Path, config: ElectraConfig) -> None:
     if not saved_path.is_file():
         return
     saved = json.loads(saved_path.read_text())
-    saved.pop("_derived", None)
+    saved.pop(DERIVED_KEY, None)
     differing = sorted(k for k, v in config.to_dict().items() if saved.get(k) != v)
     if differing:
         details = ", ".join(f"{k}: {saved.get(k)!r} -> {getattr(config, k)!r}" for k in differing)
@@ -269,7 +269,7 @@ def _write_run_description(writer, config, runtime, data_description, step):
     text = "\n".join([
         f"data: {data_description}", f"runtime: {runtime.strategy_name}, {runtime.precision}, "
         f"XLA {'on' if runtime.xla else 'off'}", "", "```json", json.dumps(
-            {**config.to_dict(), "_derived": config.derived()}, indent=2), "```"])
+            {**config.to_dict(), DERIVED_KEY: config.derived()}, indent=2), "```"])
     with writer.as_default(step=step):
         tf.summary.text("run/config", text)
         hparams.hparams({key: (value if isinstance(value, (int, float, str, bool)) else str(value))

@@ -20,7 +20,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from electra_tf.config import ConfigError, ElectraConfig
+from electra_tf.config import DERIVED_KEY, ConfigError, ElectraConfig
 from electra_tf.tokenization import ElectraTokenizer, VocabularyError, write_vocabulary
 
 EXPORT_METADATA = "assets.extra"  # ignored by TF Serving except for the warmup file
@@ -43,7 +43,7 @@ def read_config(path: Path) -> ElectraConfig:
         values = json.loads(path.read_text())
     except (OSError, json.JSONDecodeError) as error:
         raise PretrainedError(f"{path}: cannot read the model config ({error}).") from None
-    values.pop("_derived", None)
+    values.pop(DERIVED_KEY, None)
     try:
         return ElectraConfig.from_dict(values, source=str(path))
     except ConfigError as error:

@@ -104,3 +104,10 @@ def test_save_round_trip_is_atomic(tmp_path):
     assert saved["_derived"]["num_masked_predictions"] == 79
     saved.pop("_derived")
     assert ElectraConfig.from_dict(saved) == config
+
+
+def test_a_saved_run_config_loads_as_a_config(tmp_path):
+    # `--config runs/<run>/config.json` reuses a finished run's settings.
+    config = ElectraConfig.load("electra_tiny", {"num_layers": 3})
+    config.save(tmp_path / "config.json")
+    assert ElectraConfig.load(str(tmp_path / "config.json")) == config
