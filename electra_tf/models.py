@@ -40,7 +40,8 @@ import keras
 import keras_hub
 
 from electra_tf.config import ElectraConfig
-from electra_tf.heads import MaskedLMHead, ReplacedTokenDetectionHead, truncated_normal
+from electra_tf.heads import (OFFICIAL_DEFAULT_DENSE_INIT, MaskedLMHead, ReplacedTokenDetectionHead,
+                              truncated_normal)
 
 
 @keras.saving.register_keras_serializable(package="electra_tf")
@@ -161,8 +162,9 @@ class _EncoderModel(keras.Model):
         hidden_size = self.hidden_size
         self.embeddings_project = None
         if embedding_size != hidden_size:
+            # Official: `tf.layers.dense(..., name="embeddings_project")`, no initializer given.
             self.embeddings_project = keras.layers.Dense(
-                hidden_size, kernel_initializer=init, dtype=self.dtype_policy,
+                hidden_size, kernel_initializer=OFFICIAL_DEFAULT_DENSE_INIT, dtype=self.dtype_policy,
                 name="embeddings_project")
             self.embeddings_project.build((None, None, embedding_size))
         self.transformer_layers = []
