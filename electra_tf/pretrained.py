@@ -97,10 +97,18 @@ def load_pretrained(path, checkpoint: str | None = None) -> Pretrained:
 
 
 def _from_model_dir(model_dir: Path, checkpoint: str | None) -> Pretrained:
+    pretrainer, tokenizer, config, found = restore_pretrainer(model_dir, checkpoint)
+    return Pretrained(pretrainer.discriminator, tokenizer, config, found)
+
+
+def restore_pretrainer(model_dir, checkpoint: str | None = None):
+    """Generator and discriminator of a pre-training model_dir, restored from its latest (or the
+    named) checkpoint: (pretrainer, tokenizer, config, checkpoint path)."""
     import tensorflow as tf
 
     from electra_tf.pretrainer import ElectraPretrainer
 
+    model_dir = Path(model_dir)
     config = read_config(model_dir / "config.json")
     tokenizer = _tokenizer(model_dir / "vocab.txt")
     checkpoints = model_dir / "checkpoints"
@@ -118,7 +126,7 @@ def _from_model_dir(model_dir: Path, checkpoint: str | None) -> Pretrained:
     pretrainer = ElectraPretrainer.from_electra_config(config)
     # Same variable list as RunCheckpoint; the optimizer and input state are not needed here.
     tf.train.Checkpoint(model_variables=list(pretrainer.variables)).restore(found).expect_partial()
-    return Pretrained(pretrainer.discriminator, tokenizer, config, found)
+    return pretrainer, tokenizer, config, found
 
 
 def _from_keras_file(path: Path) -> Pretrained:

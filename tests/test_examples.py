@@ -1,14 +1,16 @@
-"""examples/bbc_news.py: the demo's data split (on a small stand-in corpus)."""
+"""examples/: the BBC demo's data split (on a small stand-in corpus) and the order probe."""
 
 import csv
 import importlib.util
 from pathlib import Path
 
+import numpy as np
+
 REPO = Path(__file__).resolve().parents[1]
 
 
-def load_script():
-    spec = importlib.util.spec_from_file_location("bbc_news", REPO / "examples" / "bbc_news.py")
+def load_script(name="bbc_news"):
+    spec = importlib.util.spec_from_file_location(name, REPO / "examples" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -28,3 +30,45 @@ def test_split_is_stratified_deterministic_and_reads_latin1(tmp_path):
     assert train[0][0].startswith("Title ") and "\u00a35" in train[0][0] and "\n" not in train[0][0]
     rows = list(csv.reader(bbc.to_csv(train).splitlines()))
     assert rows[0] == ["text", "label"] and len(rows) == 13
+
+
+def test_order_probe_shuffles_words_only_and_keeps_targets_aligned():
+    probe = load_script("order_probe")
+    token_ids = np.array([[2, 10, 11, 12, 3, 13, 14, 3, 0, 0],
+                          [2, 20, 21, 3, 22, 23, 24, 25, 26, 3]])
+    permutations = probe.shuffle_permutations(token_ids, [0, 2, 3], np.random.default_rng(1))
+    shuffled = probe.permute(token_ids, permutations)
+    structure = np.isin(token_ids, [0, 2, 3])
+    np.testing.assert_array_equal(shuffled[structure], token_ids[structure])
+    assert (shuffled != token_ids).any()
+    for row in range(2):
+        assert sorted(shuffled[row]) == sorted(token_ids[row])
+    positions = np.array([[1, 5], [4, 8]])
+    np.testing.assert_array_equal(
+        np.take_along_axis(shuffled, probe.moved_positions(positions, permutations), axis=1),
+        np.take_along_axis(token_ids, positions, axis=1))
+    assert probe.auc(np.array([0, 0, 1, 1]), np.array([0.1, 0.4, 0.35, 0.8])) == 0.75
+
+
+def test_order_probe_in_order_scores_are_the_models_own():
+    import tensorflow as tf
+
+    from electra_tf.config import ElectraConfig
+    from electra_tf.pretrainer import ElectraPretrainer
+    from electra_tf.synthetic import masked_batch
+
+    probe = load_script("order_probe")
+    config = ElectraConfig.load("electra_tiny", {"vocab_size": 60, "num_layers": 1, "dropout": 0.0,
+                                                  "max_seq_length": 32})
+    pretrainer = ElectraPretrainer.from_electra_config(config)
+    batch = masked_batch(config, 4, seed=3)
+    results = probe.probe(pretrainer, [batch], fixed_ids=[0, 2, 3], seed=7)
+    outputs = pretrainer.compute_pretraining_outputs(batch, tf.constant([7, 0], tf.int64))
+    real = batch["padding_mask"] > 0
+    expected_auc = probe.auc(outputs["replaced_token_labels"].numpy()[real],
+                             outputs["disc_logits"].numpy()[real])
+    assert results["in order"]["disc_auc"] == expected_auc
+    predicted = outputs["mlm_logits"].numpy().argmax(-1)
+    used = batch["mask_weights"] > 0
+    assert results["in order"]["masked_lm_accuracy"] == (predicted == batch["mask_ids"])[used].mean()
+    assert set(results["shuffled"]) == {"disc_auc", "masked_lm_accuracy"}
