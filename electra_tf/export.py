@@ -86,6 +86,8 @@ def classifier_endpoints(classifier, tokenizer, max_seq_length: int, label_names
     """
     import tensorflow as tf
 
+    from electra_tf.tasks import from_unit_interval
+
     if (label_names is None) == (score_range is None):
         raise ValueError("give exactly one of label_names (classification) or score_range (regression).")
 
@@ -93,8 +95,7 @@ def classifier_endpoints(classifier, tokenizer, max_seq_length: int, label_names
         logits = tf.cast(classifier({"token_ids": token_ids, "segment_ids": segment_ids,
                                      "padding_mask": padding_mask}, training=False), tf.float32)
         if score_range is not None:
-            low, high = score_range
-            return {"score": logits[:, 0] * (high - low) + low}
+            return {"score": from_unit_interval(logits[:, 0], score_range)}
         names = tf.constant(list(label_names))
         probabilities = tf.nn.softmax(logits, axis=-1)
         return {

@@ -80,6 +80,19 @@ class Examples:
         return len(self.texts)
 
 
+def to_unit_interval(score, score_range: tuple):
+    """A regression target -> the training scale [0, 1] (the official STS-B divides by 5).
+    Works on numbers and tensors; `from_unit_interval` is the inverse, used by exports."""
+    low, high = score_range
+    return (score - low) / (high - low)
+
+
+def from_unit_interval(prediction, score_range: tuple):
+    """A regression model's output -> the original scale of `score_range`."""
+    low, high = score_range
+    return prediction * (high - low) + low
+
+
 @dataclass
 class LabelSpace:
     names: list | None = None               # classification
@@ -129,7 +142,8 @@ def read_task_files(train_path, eval_path, columns: Columns | None = None,
     if regression:
         low, high = glue.score_range if glue else _score_range(train_path, train_rows, label_column)
         space = LabelSpace(score_range=(low, high), metrics=glue.metrics if glue else ("pearson", "spearman"))
-        encode = lambda path, row: _scaled_score(path, row, low, high, label_column)  # noqa: E731
+        encode = lambda path, row: to_unit_interval(  # noqa: E731
+            _require_number(path, row, label_column), (low, high))
     else:
         names = list(glue.labels) if glue else _class_names(train_rows)
         default_metrics = ("accuracy", "f1") if len(names) == 2 else ("accuracy", "macro_f1")
@@ -314,5 +328,3 @@ def _require_number(path: Path, row: _Row, column: str) -> float:
     return number
 
 
-def _scaled_score(path: Path, row: _Row, low: float, high: float, column: str) -> float:
-    return (_require_number(path, row, column) - low) / (high - low)

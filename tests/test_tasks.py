@@ -4,7 +4,8 @@ import json
 
 import pytest
 
-from electra_tf.tasks import Columns, GLUE_TASKS, TaskDataError, glue_task, read_task_files
+from electra_tf.tasks import (GLUE_TASKS, Columns, TaskDataError, from_unit_interval, glue_task,
+                              read_task_files, to_unit_interval)
 
 COLUMNS = Columns("text", None, "label")
 
@@ -148,3 +149,16 @@ def test_glue_rows_with_too_few_columns(tmp_path):
     path = write(tmp_path / "train.tsv", "index\tquestion\tsentence\tlabel\n0\tWho?\tentailment\n")
     with pytest.raises(TaskDataError, match=r"train.tsv, line 2: 3 columns, but the GLUE QNLI layout needs 4"):
         read_task_files(path, path, glue=glue_task("qnli"))
+
+
+def test_regression_scaling_and_its_inverse():
+    import numpy as np
+    import tensorflow as tf
+
+    assert to_unit_interval(3.8, (0.0, 5.0)) == pytest.approx(0.76)  # official STS-B: label / 5
+    assert to_unit_interval(-2.0, (-2.0, 6.0)) == 0.0 and to_unit_interval(6.0, (-2.0, 6.0)) == 1.0
+    scores = np.array([-2.0, 0.5, 6.0])
+    np.testing.assert_allclose(from_unit_interval(to_unit_interval(scores, (-2.0, 6.0)), (-2.0, 6.0)), scores)
+    # The export applies the inverse to a float32 tensor.
+    np.testing.assert_allclose(from_unit_interval(tf.constant([0.0, 0.25, 1.0]), (-2.0, 6.0)).numpy(),
+                               [-2.0, 0.0, 6.0])
