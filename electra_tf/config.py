@@ -163,10 +163,12 @@ class ElectraConfig:
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
+    def to_json(self) -> str:
+        """The values plus the derived sizes (for people reading it; `load` drops them)."""
+        return json.dumps({**self.to_dict(), DERIVED_KEY: self.derived()}, indent=2)
+
     def save(self, path: str | os.PathLike) -> None:
-        """Writes the config plus its derived values (for humans) atomically."""
-        payload = {**self.to_dict(), DERIVED_KEY: self.derived()}
-        atomic_write_text(path, json.dumps(payload, indent=2) + "\n")
+        atomic_write_text(path, self.to_json() + "\n")
 
 
 def preset_names() -> list[str]:

@@ -16,13 +16,12 @@ signal N (checkpoint saved).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
 from pathlib import Path
 
-from electra_tf.config import DERIVED_KEY, ConfigError, ElectraConfig
+from electra_tf.config import ConfigError, ElectraConfig
 
 DEFAULT_CONFIG = "electra_tiny"
 DATA_CACHE = Path("runs") / "data"
@@ -134,8 +133,7 @@ def check_resume_config(model_dir: Path, config: ElectraConfig) -> None:
     saved_path = model_dir / "config.json"
     if not saved_path.is_file():
         return
-    saved = json.loads(saved_path.read_text())
-    saved.pop(DERIVED_KEY, None)
+    saved = ElectraConfig.load(str(saved_path)).to_dict()
     differing = sorted(k for k, v in config.to_dict().items() if saved.get(k) != v)
     if differing:
         details = ", ".join(f"{k}: {saved.get(k)!r} -> {getattr(config, k)!r}" for k in differing)
@@ -268,8 +266,7 @@ def _write_run_description(writer, config, runtime, data_description, step):
 
     text = "\n".join([
         f"data: {data_description}", f"runtime: {runtime.strategy_name}, {runtime.precision}, "
-        f"XLA {'on' if runtime.xla else 'off'}", "", "```json", json.dumps(
-            {**config.to_dict(), DERIVED_KEY: config.derived()}, indent=2), "```"])
+        f"XLA {'on' if runtime.xla else 'off'}", "", "```json", config.to_json(), "```"])
     with writer.as_default(step=step):
         tf.summary.text("run/config", text)
         hparams.hparams({key: (value if isinstance(value, (int, float, str, bool)) else str(value))

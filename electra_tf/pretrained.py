@@ -20,7 +20,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from electra_tf.config import DERIVED_KEY, ConfigError, ElectraConfig
+from electra_tf.config import ConfigError, ElectraConfig
+from electra_tf.files import atomic_write_text
 from electra_tf.tokenization import ElectraTokenizer, VocabularyError, write_vocabulary
 
 EXPORT_METADATA = "assets.extra"  # ignored by TF Serving except for the warmup file
@@ -40,12 +41,9 @@ class Pretrained:
 
 def read_config(path: Path) -> ElectraConfig:
     try:
-        values = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as error:
+        return ElectraConfig.load(str(path))
+    except OSError as error:
         raise PretrainedError(f"{path}: cannot read the model config ({error}).") from None
-    values.pop(DERIVED_KEY, None)
-    try:
-        return ElectraConfig.from_dict(values, source=str(path))
     except ConfigError as error:
         raise PretrainedError(str(error)) from None
 
@@ -206,4 +204,4 @@ def write_export_metadata(version_dir: Path, config: ElectraConfig, tokenizer: E
     config.save(folder / "config.json")
     write_vocabulary(folder / "vocab.txt", tokenizer.vocabulary)
     if extra is not None:
-        (folder / "task.json").write_text(json.dumps(extra, indent=2) + "\n")
+        atomic_write_text(folder / "task.json", json.dumps(extra, indent=2) + "\n")

@@ -326,5 +326,3 @@ def _require_number(path: Path, row: _Row, column: str) -> float:
         raise TaskDataError(f"{path}, line {row.line}: {column} holds {row.label!r}, but a regression "
                             "task needs numbers.")
     return number
-
-

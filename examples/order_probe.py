@@ -60,27 +60,32 @@ def probe(pretrainer, batches, fixed_ids, seed: int = 0) -> dict[str, dict[str, 
 
     rng = np.random.default_rng(seed)
     collected = {"in order": ([], [], []), "shuffled": ([], [], [])}
+
+    def collect(name, labels, disc_logits, padding_mask, generator_logits, batch):
+        auc_labels, auc_scores, correct = collected[name]
+        real = padding_mask > 0
+        auc_labels.append(labels[real])
+        auc_scores.append(disc_logits[real])
+        used = batch["mask_weights"] > 0
+        correct.append((generator_logits.argmax(-1) == batch["mask_ids"])[used])
+
     for index, batch in enumerate(batches):
         batch = {key: np.asarray(value) for key, value in batch.items()}
-        outputs = pretrainer.compute_pretraining_outputs(batch, tf.constant([seed, index], tf.int64))
-        corrupted = outputs["corrupted_ids"].numpy()
-        labels = outputs["replaced_token_labels"].numpy()
-        permutations = shuffle_permutations(batch["token_ids"], fixed_ids, rng)
-        identity = np.tile(np.arange(corrupted.shape[1]), (corrupted.shape[0], 1))
-        for name, order in (("in order", identity), ("shuffled", permutations)):
-            features = {key: permute(batch[key], order)
-                        for key in ("token_ids", "segment_ids", "padding_mask")}
-            disc_logits = pretrainer.discriminator(
-                {**features, "token_ids": permute(corrupted, order)})["logits"].numpy()
-            generator_logits = pretrainer.generator(
-                {**features, "mask_positions": moved_positions(batch["mask_positions"], order)}
-            )["logits"].numpy()
-            real = features["padding_mask"] > 0
-            auc_labels, auc_scores, correct = collected[name]
-            auc_labels.append(permute(labels, order)[real])
-            auc_scores.append(disc_logits[real])
-            used = batch["mask_weights"] > 0
-            correct.append((generator_logits.argmax(-1) == batch["mask_ids"])[used])
+        # In order: the training step's own outputs (inference mode).
+        outputs = {key: np.asarray(value) for key, value in pretrainer.compute_pretraining_outputs(
+            batch, tf.constant([seed, index], tf.int64)).items()
+            if key in ("corrupted_ids", "replaced_token_labels", "disc_logits", "mlm_logits")}
+        collect("in order", outputs["replaced_token_labels"], outputs["disc_logits"],
+                batch["padding_mask"], outputs["mlm_logits"], batch)
+        # Shuffled: the same corrupted tokens, labels and masked slots, moved together.
+        order = shuffle_permutations(batch["token_ids"], fixed_ids, rng)
+        features = {key: permute(batch[key], order) for key in ("token_ids", "segment_ids", "padding_mask")}
+        disc_logits = pretrainer.discriminator(
+            {**features, "token_ids": permute(outputs["corrupted_ids"], order)})["logits"]
+        generator_logits = pretrainer.generator(
+            {**features, "mask_positions": moved_positions(batch["mask_positions"], order)})["logits"]
+        collect("shuffled", permute(outputs["replaced_token_labels"], order), np.asarray(disc_logits),
+                features["padding_mask"], np.asarray(generator_logits), batch)
     return {name: {"disc_auc": auc(np.concatenate(y), np.concatenate(s)),
                    "masked_lm_accuracy": float(np.concatenate(c).mean())}
             for name, (y, s, c) in collected.items()}
