@@ -97,6 +97,11 @@ def resolve_config(args) -> tuple[ElectraConfig, str]:
     return (config.replace(**overrides) if overrides else config), name
 
 
+def bundled_data_dir(max_seq_length: int) -> Path:
+    """Where the default run builds (once) and reuses the bundled Wikipedia sample."""
+    return DATA_CACHE / f"wiki_sample_seq{max_seq_length}"
+
+
 def prepare_data(args, config: ElectraConfig, model_dir: Path):
     """(kind, location, tokenizer, description) for the run's data."""
     from electra_tf import build_data
@@ -104,7 +109,7 @@ def prepare_data(args, config: ElectraConfig, model_dir: Path):
     from electra_tf.tokenization import ElectraTokenizer
 
     if args.data is None:
-        data_dir = DATA_CACHE / f"wiki_sample_seq{config.max_seq_length}"
+        data_dir = bundled_data_dir(config.max_seq_length)
         if not (data_dir / "metadata.json").is_file():
             print(f"Preparing the bundled Wikipedia sample in {data_dir} (once; later runs reuse it) ...",
                   flush=True)

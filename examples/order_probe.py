@@ -94,17 +94,19 @@ def probe(pretrainer, batches, fixed_ids, seed: int = 0) -> dict[str, dict[str, 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pretrained", required=True, help="a pre-training model_dir")
-    parser.add_argument("--data", help="a build_data folder (default: runs/data/wiki_sample_seq<L>)")
+    parser.add_argument("--data", help="a build_data folder (default: the bundled sample the default run built, "
+                        "runs/data/wiki_sample_seq<L>)")
     parser.add_argument("--batches", type=int, default=10)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
 
     from electra_tf.data import DataError, pretraining_dataset
+    from electra_tf.pretrain import bundled_data_dir
     from electra_tf.pretrained import PretrainedError, restore_pretrainer
 
     try:
         pretrainer, tokenizer, config, checkpoint = restore_pretrainer(args.pretrained)
-        data = args.data or f"runs/data/wiki_sample_seq{config.max_seq_length}"
+        data = args.data or str(bundled_data_dir(config.max_seq_length))
         batches = pretraining_dataset(data, config, tokenizer, config.train_batch_size,
                                       seed=args.seed + 1000).take(args.batches)
         results = probe(pretrainer, batches, [tokenizer.pad_id, tokenizer.cls_id, tokenizer.sep_id],
