@@ -7,7 +7,6 @@ import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
@@ -31,19 +30,3 @@ def two_replicas():
     over the same devices would restart the collective instance keys and clash with the
     first one's cached collectives."""
     return tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
-
-
-@pytest.fixture(scope="session")
-def small_vocab(tmp_path_factory):
-    """A WordPiece vocabulary learned from the test corpus (a few hundred tokens)."""
-    import tensorflow as tf
-
-    from electra_tf.tokenization import learn_vocabulary
-    from tests.corpus_fixtures import DOCUMENTS
-
-    # Repeated, so whole words are frequent enough to become vocabulary entries.
-    sentences = [sentence for document in DOCUMENTS for sentence in document] * 30
-    vocabulary = learn_vocabulary(tf.data.Dataset.from_tensor_slices(sentences).batch(100), 400)
-    path = tmp_path_factory.mktemp("vocab") / "vocab.txt"
-    path.write_text("\n".join(vocabulary) + "\n", encoding="utf-8")
-    return path

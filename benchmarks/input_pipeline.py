@@ -38,7 +38,7 @@ def step_rate(config, batches, jit_compile: bool, steps: int) -> float:
     import keras
 
     from electra_tf.optimization import create_optimizer
-    from electra_tf.pretrainer import ElectraPretrainer
+    from electra_tf.pretraining.pretrainer import ElectraPretrainer
 
     keras.utils.clear_session()
     pretrainer = ElectraPretrainer.from_electra_config(config)
@@ -60,17 +60,16 @@ def main() -> int:
 
     import tensorflow as tf
 
-    from electra_tf import build_data
     from electra_tf.config import ElectraConfig
-    from electra_tf.data import pretraining_dataset
-    from electra_tf.tokenization import ElectraTokenizer
+    from electra_tf.data.builder import build_shards
+    from electra_tf.data.tokenization import ElectraTokenizer
+    from electra_tf.pretraining.input_pipeline import pretraining_dataset
 
     data_dir = args.data_dir
     if data_dir is None:
         data_dir = os.path.join(tempfile.mkdtemp(prefix="electra_bench_"), "data")
         print(f"Building data from the embedded Wikipedia sample into {data_dir} ...", flush=True)
-        if build_data.main(["--output_dir", data_dir]) != 0:
-            return 1
+        build_shards(data_dir)
     tokenizer = ElectraTokenizer(args.vocab or os.path.join(data_dir, "vocab.txt"))
     config = ElectraConfig.load(args.config, {"vocab_size": tokenizer.vocabulary_size})
     dataset = pretraining_dataset(data_dir, config, tokenizer, config.train_batch_size, seed=0)

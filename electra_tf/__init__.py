@@ -1,0 +1,65 @@
+"""electra_tf: ELECTRA pre-training, fine-tuning and serving in TensorFlow/Keras 3.
+
+The package reads as the pipeline:
+
+    data/         text -> vocabulary and pre-training shards
+    models/       embeddings, Discriminator and Generator, heads, preprocessing layers
+    pretraining/  masking, input pipeline, the ELECTRA losses, the training step, resume
+    finetuning/   task files, classifiers, metrics, the fine-tuning run
+    serving/      SavedModel signatures and publishing for TF Serving, a client
+
+and the commands are `python -m electra_tf.<build_vocab|build_data|pretrain|finetune|export>`.
+The names below are the public API; they load on first use, so `import electra_tf` does not
+start TensorFlow.
+
+>>> import electra_tf
+>>> electra_tf.ElectraConfig.load("electra_small").hidden_size
+256
+"""
+
+from __future__ import annotations
+
+import importlib
+
+_PUBLIC = {
+    "ElectraConfig": "electra_tf.config",
+    "ElectraError": "electra_tf.errors",
+    "ModelDir": "electra_tf.run_dir",
+    "ElectraTokenizer": "electra_tf.data.tokenization",
+    "build_vocabulary": "electra_tf.data.vocabulary",
+    "build_shards": "electra_tf.data.builder",
+    "ElectraEmbeddings": "electra_tf.models.embeddings",
+    "Discriminator": "electra_tf.models.encoders",
+    "Generator": "electra_tf.models.encoders",
+    "ElectraTextPreprocessor": "electra_tf.models.preprocessing",
+    "ElectraWordPreprocessor": "electra_tf.models.preprocessing",
+    "mask_tokens": "electra_tf.pretraining.masking",
+    "pretraining_dataset": "electra_tf.pretraining.input_pipeline",
+    "ElectraPretrainer": "electra_tf.pretraining.pretrainer",
+    "PretrainingOptions": "electra_tf.pretraining.run",
+    "RunResult": "electra_tf.pretraining.run",
+    "run_pretraining": "electra_tf.pretraining.run",
+    "create_optimizer": "electra_tf.optimization",
+    "create_finetuning_optimizer": "electra_tf.optimization",
+    "load_pretrained": "electra_tf.loading",
+    "ElectraClassifier": "electra_tf.finetuning.classifiers",
+    "ElectraTokenClassifier": "electra_tf.finetuning.classifiers",
+    "FinetuningOptions": "electra_tf.finetuning.run",
+    "run_finetuning": "electra_tf.finetuning.run",
+    "export_discriminator": "electra_tf.serving.publish",
+    "export_text_classifier": "electra_tf.serving.publish",
+}
+
+__all__ = sorted(_PUBLIC)
+
+
+def __getattr__(name: str):
+    if name not in _PUBLIC:
+        raise AttributeError(f"module 'electra_tf' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_PUBLIC[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_PUBLIC))

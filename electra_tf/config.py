@@ -20,6 +20,7 @@ import os
 from pathlib import Path
 from typing import Any, Mapping
 
+from electra_tf.errors import ElectraError
 from electra_tf.files import atomic_write_text
 
 OBJECTIVES = ("electra", "mlm")
@@ -27,7 +28,7 @@ OBJECTIVES = ("electra", "mlm")
 DERIVED_KEY = "_derived"
 
 
-class ConfigError(ValueError):
+class ConfigError(ElectraError):
     """A configuration value is unknown, of the wrong type, or impossible."""
 
 

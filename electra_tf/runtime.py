@@ -20,6 +20,8 @@ import dataclasses
 import json
 import os
 
+from electra_tf.errors import RunError
+
 STRATEGIES = ("auto", "one_device", "mirrored", "multi_worker", "tpu")
 PRECISIONS = ("auto", "float32", "mixed_float16", "mixed_bfloat16")
 
@@ -45,9 +47,9 @@ def resolve_runtime(strategy: str = "auto", precision: str = "auto", xla: bool |
 
     environ = os.environ if environ is None else environ
     if strategy not in STRATEGIES:
-        raise ValueError(f"--strategy must be one of {STRATEGIES}, got {strategy!r}.")
+        raise RunError(f"--strategy must be one of {STRATEGIES}, got {strategy!r}.")
     if precision not in PRECISIONS:
-        raise ValueError(f"--mixed_precision must be one of {PRECISIONS}, got {precision!r}.")
+        raise RunError(f"--mixed_precision must be one of {PRECISIONS}, got {precision!r}.")
     gpus = len(tf.config.list_physical_devices("GPU")) if gpus is None else gpus
     notes = []
     chosen = strategy
@@ -103,5 +105,5 @@ def _cluster_size(environ) -> int:
     try:
         cluster = json.loads(environ.get("TF_CONFIG", "{}")).get("cluster", {})
     except json.JSONDecodeError:
-        raise ValueError("TF_CONFIG is not valid JSON.") from None
+        raise RunError("TF_CONFIG is not valid JSON.") from None
     return sum(len(tasks) for name, tasks in cluster.items() if name in ("chief", "worker"))

@@ -22,6 +22,8 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from electra_tf.errors import command  # noqa: E402  (after the path set-up)
+
 
 def shuffle_permutations(token_ids: np.ndarray, fixed_ids, rng: np.random.Generator) -> np.ndarray:
     """Per row, a permutation of positions that moves every position except those holding one
@@ -91,6 +93,7 @@ def probe(pretrainer, batches, fixed_ids, seed: int = 0) -> dict[str, dict[str, 
             for name, (y, s, c) in collected.items()}
 
 
+@command
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pretrained", required=True, help="a pre-training model_dir")
@@ -100,20 +103,16 @@ def main(argv=None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
 
-    from electra_tf.data import DataError, pretraining_dataset
-    from electra_tf.pretrain import bundled_data_dir
-    from electra_tf.pretrained import PretrainedError, restore_pretrainer
+    from electra_tf.loading import restore_pretrainer
+    from electra_tf.pretraining.input_pipeline import pretraining_dataset
+    from electra_tf.run_dir import bundled_data_dir
 
-    try:
-        pretrainer, tokenizer, config, checkpoint = restore_pretrainer(args.pretrained)
-        data = args.data or str(bundled_data_dir(config.max_seq_length))
-        batches = pretraining_dataset(data, config, tokenizer, config.train_batch_size,
-                                      seed=args.seed + 1000).take(args.batches)
-        results = probe(pretrainer, batches, [tokenizer.pad_id, tokenizer.cls_id, tokenizer.sep_id],
-                        args.seed)
-    except (PretrainedError, DataError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+    pretrainer, tokenizer, config, checkpoint = restore_pretrainer(args.pretrained)
+    data = args.data or str(bundled_data_dir(config.max_seq_length))
+    batches = pretraining_dataset(data, config, tokenizer, config.train_batch_size,
+                                  seed=args.seed + 1000).take(args.batches)
+    results = probe(pretrainer, batches, [tokenizer.pad_id, tokenizer.cls_id, tokenizer.sep_id],
+                    args.seed)
     print(f"{checkpoint} on {args.batches} batches of {data}")
     print(f"{'':10} {'disc AUC':>9} {'MLM accuracy':>13}")
     for name, values in results.items():

@@ -5,9 +5,8 @@ import pytest
 import tensorflow as tf
 
 from electra_tf import build_data
-from electra_tf.data import read_metadata
+from electra_tf.data.shards import read_metadata
 from electra_tf.files import file_sha256
-from tests.corpus_fixtures import ARTICLE, write_prose_file, write_sentence_file, write_wiki_dump
 
 
 def run(*argv):
@@ -19,18 +18,18 @@ def records(path):
 
 
 @pytest.fixture(scope="module")
-def corpus(tmp_path_factory):
+def corpus_folder(corpus, tmp_path_factory):
     folder = tmp_path_factory.mktemp("corpus")
-    write_sentence_file(folder / "sentences.txt", repeat=10)
-    write_prose_file(folder / "prose.txt", repeat=5)
-    write_wiki_dump(folder / "wiki.xml.bz2", [("River", 0, ARTICLE, False)] * 3)
+    corpus.write_sentence_file(folder / "sentences.txt", repeat=10)
+    corpus.write_prose_file(folder / "prose.txt", repeat=5)
+    corpus.write_wiki_dump(folder / "wiki.xml.bz2", [("River", 0, corpus.ARTICLE, False)] * 3)
     return folder
 
 
 @pytest.fixture(scope="module")
-def built(corpus, small_vocab, tmp_path_factory):
+def built(corpus_folder, small_vocab, tmp_path_factory):
     output = tmp_path_factory.mktemp("built") / "data"
-    assert run("--input", corpus / "*.txt", corpus / "wiki.xml.bz2", "--vocab", small_vocab,
+    assert run("--input", corpus_folder / "*.txt", corpus_folder / "wiki.xml.bz2", "--vocab", small_vocab,
                "--output_dir", output, "--max_seq_length", 32, "--num_shards", 3,
                "--num_workers", 2, "--seed", 5) == 0
     return output
@@ -52,18 +51,18 @@ def test_shards_and_metadata_agree(built, capsys):
         ["metadata.json"] + [s["file"] for s in metadata["shards"]])  # no temp files left
 
 
-def test_deterministic_for_a_seed(built, corpus, small_vocab, tmp_path):
+def test_deterministic_for_a_seed(built, corpus_folder, small_vocab, tmp_path):
     again = tmp_path / "again"
-    assert run("--input", corpus / "*.txt", corpus / "wiki.xml.bz2", "--vocab", small_vocab,
+    assert run("--input", corpus_folder / "*.txt", corpus_folder / "wiki.xml.bz2", "--vocab", small_vocab,
                "--output_dir", again, "--max_seq_length", 32, "--num_shards", 3,
                "--num_workers", 2, "--seed", 5) == 0
     for shard in read_metadata(built)["shards"]:
         assert (again / shard["file"]).read_bytes() == (built / shard["file"]).read_bytes()
 
 
-def test_refuses_existing_output_unless_told(corpus, small_vocab, tmp_path, capsys):
+def test_refuses_existing_output_unless_told(corpus_folder, small_vocab, tmp_path, capsys):
     output = tmp_path / "out"
-    args = ["--input", corpus / "sentences.txt", "--vocab", small_vocab, "--output_dir", output,
+    args = ["--input", corpus_folder / "sentences.txt", "--vocab", small_vocab, "--output_dir", output,
             "--max_seq_length", 32, "--num_shards", 2, "--num_workers", 1]
     assert run(*args) == 0
     before = (output / "metadata.json").read_text()
@@ -74,9 +73,9 @@ def test_refuses_existing_output_unless_told(corpus, small_vocab, tmp_path, caps
     assert json.loads((output / "metadata.json").read_text())["seed"] == 9
 
 
-def test_nothing_usable_fails_clearly_and_keeps_existing_data(corpus, small_vocab, tmp_path, capsys):
+def test_nothing_usable_fails_clearly_and_keeps_existing_data(corpus_folder, small_vocab, tmp_path, capsys):
     output = tmp_path / "out"
-    assert run("--input", corpus / "sentences.txt", "--vocab", small_vocab, "--output_dir", output,
+    assert run("--input", corpus_folder / "sentences.txt", "--vocab", small_vocab, "--output_dir", output,
                "--num_shards", 1, "--num_workers", 1) == 0
     before = sorted((p.name, p.read_bytes()) for p in output.iterdir())
     (tmp_path / "empty.txt").write_bytes(b"")
@@ -96,20 +95,20 @@ def test_only_missing_inputs(tmp_path, small_vocab, capsys):
     assert not (tmp_path / "o").exists()
 
 
-def test_vocabulary_without_special_tokens_is_rejected(corpus, tmp_path, capsys):
+def test_vocabulary_without_special_tokens_is_rejected(corpus_folder, tmp_path, capsys):
     vocab = tmp_path / "bad_vocab.txt"
     vocab.write_text("[PAD]\n[UNK]\nthe\nriver\n")
-    assert run("--input", corpus / "sentences.txt", "--vocab", vocab, "--output_dir", tmp_path / "o",
+    assert run("--input", corpus_folder / "sentences.txt", "--vocab", vocab, "--output_dir", tmp_path / "o",
                "--num_workers", 1) == 2
     error = capsys.readouterr().err
     assert "bad_vocab.txt lacks [CLS], [SEP], [MASK]" in error
     assert not list((tmp_path / "o").glob("*"))
 
 
-def test_bad_files_among_good_ones_are_counted_in_the_summary(corpus, small_vocab, tmp_path, capsys):
+def test_bad_files_among_good_ones_are_counted_in_the_summary(corpus_folder, small_vocab, tmp_path, capsys):
     (tmp_path / "empty.txt").write_bytes(b"")
     (tmp_path / "latin1.txt").write_bytes("The caf\xe9 by the river is open.\n".encode("latin-1"))
-    assert run("--input", corpus / "sentences.txt", tmp_path / "empty.txt", tmp_path / "latin1.txt",
+    assert run("--input", corpus_folder / "sentences.txt", tmp_path / "empty.txt", tmp_path / "latin1.txt",
                tmp_path / "missing.txt", "--vocab", small_vocab, "--output_dir", tmp_path / "o",
                "--num_workers", 1, "--num_shards", 1) == 0
     summary = capsys.readouterr().out
@@ -118,9 +117,9 @@ def test_bad_files_among_good_ones_are_counted_in_the_summary(corpus, small_voca
     assert read_metadata(tmp_path / "o")["skipped"]["empty file"] == 1
 
 
-def test_learns_a_vocabulary_when_none_is_given(corpus, tmp_path):
+def test_learns_a_vocabulary_when_none_is_given(corpus_folder, tmp_path):
     output = tmp_path / "o"
-    assert run("--input", corpus / "sentences.txt", "--vocab_size", 300, "--output_dir", output,
+    assert run("--input", corpus_folder / "sentences.txt", "--vocab_size", 300, "--output_dir", output,
                "--num_workers", 1, "--num_shards", 1) == 0
     metadata = read_metadata(output)
     assert Path(metadata["vocab_file"]) == output / "vocab.txt"

@@ -65,8 +65,8 @@ def test_order_probe_in_order_scores_are_the_models_own():
     import tensorflow as tf
 
     from electra_tf.config import ElectraConfig
-    from electra_tf.pretrainer import ElectraPretrainer
-    from electra_tf.synthetic import masked_batch
+    from electra_tf.pretraining.pretrainer import ElectraPretrainer
+    from electra_tf.pretraining.synthetic import masked_batch
 
     probe = load_script("order_probe")
     config = ElectraConfig.load("electra_tiny", {"vocab_size": 60, "num_layers": 1, "dropout": 0.0,

@@ -1,6 +1,5 @@
 """The TF Serving export: layout, signatures, equality with Keras, a TensorFlow-only consumer."""
 
-import json
 import os
 import subprocess
 import sys
@@ -11,19 +10,19 @@ import pytest
 import tensorflow as tf
 
 from electra_tf import export, pretrain
-from electra_tf.preprocessing import pack_texts
-from electra_tf.pretrained import load_pretrained, model_weights
-from tests.corpus_fixtures import build_test_shards
+from electra_tf.loading import load_pretrained, model_weights
+from electra_tf.models.preprocessing import pack_texts
+from electra_tf.serving import publish
 
 SEQ = 32
 REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
-def trained(small_vocab, tmp_path_factory):
+def trained(corpus, small_vocab, tmp_path_factory):
     """A short real pre-training run, exported on finish."""
     root = tmp_path_factory.mktemp("export")
-    data = build_test_shards(root, small_vocab, SEQ, num_shards=1, repeat=10)
+    data = corpus.build_test_shards(root, small_vocab, SEQ, num_shards=1, repeat=10)
     assert pretrain.main(["--data", str(data), "--model_dir", str(root / "run"), "--export_dir",
                           str(root / "exports"), "--steps", "12", "--batch_size", "4", "--set", "num_layers=1",
                           "--set", f"max_seq_length={SEQ}", "--log_every", "6", "--eval_batches", "1"]) == 0
@@ -41,17 +40,10 @@ def keras_discriminator(trained):
     return pretrained.discriminator, pretrained.tokenizer, pretrained.config
 
 
-def run_python(code):
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stderr[-3000:]
-    return json.loads(result.stdout.strip().splitlines()[-1])
-
-
 def test_layout_versions_and_warmup(trained, exported, keras_discriminator):
     assert (exported / "saved_model.pb").is_file() and (exported / "variables").is_dir()
     discriminator, tokenizer, config = keras_discriminator
-    second = export.export_discriminator(discriminator, tokenizer, config, trained / "exports", "run")
+    second = publish.export_discriminator(discriminator, tokenizer, config, trained / "exports", "run")
     assert second.name == "2"
     assert sorted(p.name for p in (trained / "exports" / "run").iterdir()) == ["1", "2"]  # no temp left
     from tensorflow_serving.apis import prediction_log_pb2
@@ -94,7 +86,7 @@ def test_outputs_equal_the_keras_model(exported, keras_discriminator):
     assert served["tokens"][0, 0].numpy() == b"[CLS]" and served["tokens"][0, -1].numpy() == b""
 
 
-def test_a_tensorflow_only_process_serves_both_signatures(exported):
+def test_a_tensorflow_only_process_serves_both_signatures(run_python, exported):
     code = f"""
 import json, sys
 import tensorflow as tf, tensorflow_text
@@ -122,7 +114,7 @@ def test_saved_model_cli_lists_both_signatures(exported):
         assert needle in result.stdout, needle
 
 
-def test_graph_holds_only_core_and_tf_text_ops(exported):
+def test_graph_holds_only_core_and_tf_text_ops(run_python, exported):
     code = f"""
 import json
 import tensorflow as tf
@@ -181,7 +173,7 @@ def test_a_fine_tuned_classifier_exports_through_the_same_path(keras_discriminat
     probe = {"token_ids": tf.ones([1, SEQ], tf.int32), "segment_ids": tf.zeros([1, SEQ], tf.int32),
              "padding_mask": tf.ones([1, SEQ], tf.int32)}
     classifier(probe)
-    path = export.export_text_classifier(classifier, tokenizer, config, tmp_path, "topics",
+    path = publish.export_text_classifier(classifier, tokenizer, config, tmp_path, "topics",
                                          label_names=["sport", "tech", "politics"])
     serve = tf.saved_model.load(str(path)).signatures["serving_default"]
     out = serve(text=tf.constant(["The river rises.", "Bees visit the orchard."]))

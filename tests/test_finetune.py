@@ -8,29 +8,31 @@ import numpy as np
 import pytest
 
 from electra_tf import finetune, pretrain
-from electra_tf.pretrained import load_pretrained, model_weights
-from tests.corpus_fixtures import DOCUMENTS, build_test_shards
-from tests.test_export import run_python
+from electra_tf.loading import load_pretrained, model_weights
 
 SEQ = 32
 TOPICS = ["nature", "town", "nature", "town"]  # river, library, bees, market
 
 
 @pytest.fixture(scope="module")
-def pretrained_dir(small_vocab, tmp_path_factory):
+def pretrained_dir(corpus, small_vocab, tmp_path_factory):
     root = tmp_path_factory.mktemp("finetune")
-    data = build_test_shards(root, small_vocab, SEQ, num_shards=1, repeat=10)
+    data = corpus.build_test_shards(root, small_vocab, SEQ, num_shards=1, repeat=10)
     assert pretrain.main(["--data", str(data), "--model_dir", str(root / "run"), "--export_dir", str(root / "x"),
                           "--steps", "8", "--batch_size", "4", "--set", "num_layers=1",
                           "--set", f"max_seq_length={SEQ}", "--log_every", "4", "--eval_batches", "1"]) == 0
     return root / "run"
 
 
-def topic_csv(path, rows=None):
-    rows = rows or [(s, TOPICS[i]) for i, document in enumerate(DOCUMENTS) for s in document]
-    lines = ["text,label"] + [f'"{text}",{label}' for text, label in rows]
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return path
+@pytest.fixture
+def topic_csv(corpus):
+    """Writes a text,label CSV: the given rows, or every test sentence labelled with its topic."""
+    def write(path, rows=None):
+        rows = rows or [(s, TOPICS[i]) for i, document in enumerate(corpus.DOCUMENTS) for s in document]
+        lines = ["text,label"] + [f'"{text}",{label}' for text, label in rows]
+        path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        return path
+    return write
 
 
 def run(pretrained_dir, output_dir, *extra, train=None, eval_file=None):
@@ -38,7 +40,7 @@ def run(pretrained_dir, output_dir, *extra, train=None, eval_file=None):
                           "--output_dir", str(output_dir), "--batch_size", "4", "--log_every", "2", *extra])
 
 
-def test_classification_end_to_end(pretrained_dir, tmp_path, capsys):
+def test_classification_end_to_end(topic_csv, run_python, pretrained_dir, tmp_path, capsys):
     data = topic_csv(tmp_path / "topics.csv")
     assert run(pretrained_dir, tmp_path / "out", "--epochs", "2", "--learning_rate", "1e-3",
                train=data, eval_file=data) == 0
@@ -67,16 +69,16 @@ def test_classification_end_to_end(pretrained_dir, tmp_path, capsys):
         " 'label': [x.decode() for x in out['label'].numpy()]}))")
     import keras
 
-    from electra_tf import classifiers  # noqa: F401
+    from electra_tf.finetuning import classifiers  # noqa: F401
     model = keras.saving.load_model(tmp_path / "out" / "best.keras")
     expected = keras.ops.softmax(model.predict(texts, verbose=0)).numpy()
     np.testing.assert_allclose(served["p"], expected, atol=1e-5)
     assert served["label"] == [summary["labels"][i] for i in expected.argmax(-1)]
 
 
-def test_glue_pair_regression_and_random_init(pretrained_dir, tmp_path):
+def test_glue_pair_regression_and_random_init(corpus, run_python, pretrained_dir, tmp_path):
     header = "index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\tsentence2\tscore\n"
-    sentences = [s for document in DOCUMENTS for s in document]
+    sentences = [s for document in corpus.DOCUMENTS for s in document]
     rows = [f"{i}\tg\tf\ty\t{i}\tn\tn\t{a}\t{b}\t{(i % 6) * 0.9:.3f}\n"
             for i, (a, b) in enumerate(zip(sentences, sentences[1:]))]
     stsb = tmp_path / "dev.tsv"
@@ -102,7 +104,7 @@ def test_glue_pair_regression_and_random_init(pretrained_dir, tmp_path):
     assert np.abs(pretrained[0].numpy() - tuned[0].numpy()).max() > 0.05
 
 
-def test_bad_input_is_a_clear_error(pretrained_dir, tmp_path, capsys):
+def test_bad_input_is_a_clear_error(topic_csv, pretrained_dir, tmp_path, capsys):
     data = topic_csv(tmp_path / "train.csv")
     unseen = topic_csv(tmp_path / "dev.csv", [("The river rises.", "nature"), ("A new label.", "sport")])
     assert run(pretrained_dir, tmp_path / "a", train=data, eval_file=unseen) == 2

@@ -5,7 +5,7 @@ import tensorflow as tf
 
 from electra_tf.config import ElectraConfig
 from electra_tf.optimization import ElectraAdamW, WarmupLinearDecay, create_optimizer, decayed_variable_paths
-from electra_tf.pretrainer import ElectraPretrainer
+from electra_tf.pretraining.pretrainer import ElectraPretrainer
 
 
 def test_schedule_is_linear_decay_times_warmup():

@@ -14,15 +14,14 @@ import pytest
 import tensorflow as tf
 
 from electra_tf import pretrain
-from tests.corpus_fixtures import build_test_shards
 
 REPO = Path(__file__).resolve().parents[1]
 STEPS = 160
 
 
 @pytest.fixture(scope="module")
-def data_dir(small_vocab, tmp_path_factory):
-    return build_test_shards(tmp_path_factory.mktemp("pretrain_data"), small_vocab, 32, num_shards=2, repeat=40)
+def data_dir(corpus, small_vocab, tmp_path_factory):
+    return corpus.build_test_shards(tmp_path_factory.mktemp("pretrain_data"), small_vocab, 32, num_shards=2, repeat=40)
 
 
 def command(data_dir, model_dir, export_dir, *extra):

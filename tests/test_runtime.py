@@ -2,6 +2,7 @@ import json
 
 import pytest
 
+from electra_tf.errors import RunError
 from electra_tf.runtime import resolve_runtime
 
 
@@ -23,7 +24,7 @@ def test_cluster_and_tpu_from_the_environment():
     assert resolve_runtime(gpus=0, environ={"TF_CONFIG": json.dumps(cluster)}).strategy_name == "multi_worker"
     tpu = resolve_runtime(gpus=0, environ={"TPU_NAME": "local"})
     assert (tpu.strategy_name, tpu.precision, tpu.xla) == ("tpu", "mixed_bfloat16", True)
-    with pytest.raises(ValueError, match="TF_CONFIG"):
+    with pytest.raises(RunError, match="TF_CONFIG"):
         resolve_runtime(gpus=0, environ={"TF_CONFIG": "{not json"})
 
 
@@ -35,7 +36,7 @@ def test_explicit_choices_win_except_impossible_xla():
 
 
 def test_rejects_unknown_choices():
-    with pytest.raises(ValueError, match="--strategy"):
+    with pytest.raises(RunError, match="--strategy"):
         resolve_runtime("parameter_server", gpus=0, environ={})
-    with pytest.raises(ValueError, match="--mixed_precision"):
+    with pytest.raises(RunError, match="--mixed_precision"):
         resolve_runtime("auto", "float8", gpus=0, environ={})

@@ -1,0 +1,278 @@
+"""Text in, sharded TFRecords of packed examples out: `build_shards`.
+
+How it runs: this process reads the inputs in order (file reading, decompression, XML
+parsing) and hands document k to worker k mod W; workers (separate processes) remove markup,
+split sentences, tokenize with the in-graph tokenizer, pack examples (`packing.py`) and write
+their part of every shard. At the end the parts are joined into
+`shard-<i>-of-<n>.tfrecord` in worker order, and `metadata.json` is written last
+(`shards.py` owns the format). The result depends only on the inputs, vocabulary, seed,
+num_workers and num_shards.
+
+Everything is built in a hidden temporary folder inside OUTPUT_DIR and moved into place only
+when complete: an interrupted or failed run leaves existing data untouched and no
+half-written shard. Existing data is replaced only with `overwrite=True`.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import queue
+import shutil
+import time
+import traceback
+from pathlib import Path
+
+from electra_tf.data.corpus import (
+    InputError,
+    Skips,
+    embedded_sample_path,
+    expand_inputs,
+    iter_raw_documents,
+    to_sentences,
+    total_input_bytes,
+)
+from electra_tf.data.shards import FORMAT, METADATA_FILE, DataError, serialize_example, shard_name
+from electra_tf.data.tokenization import read_vocabulary, vocabulary_fingerprint
+from electra_tf.data.vocabulary import DEFAULT_VOCAB_SIZE, build_vocabulary
+from electra_tf.files import atomic_write_text, file_sha256
+from electra_tf.progress import Progress
+from electra_tf.run_dir import VOCAB_FILE
+
+QUEUE_DOCUMENTS = 64  # per worker: bounds memory, keeps workers busy
+MIN_SEQ_LENGTH = 8
+
+
+def existing_data(output_dir: Path) -> list[Path]:
+    return sorted([*output_dir.glob("shard-*.tfrecord"), *output_dir.glob("metadata.json")])
+
+
+def build_shards(output_dir: str | Path, inputs: list[str] | None = None, *, vocab: str | Path | None = None,
+                 vocab_size: int = DEFAULT_VOCAB_SIZE, max_seq_length: int = 128, num_shards: int = 8,
+                 num_workers: int | None = None, seed: int = 0, overwrite: bool = False) -> dict:
+    """Builds the shards of `inputs` (default: the embedded Wikipedia sample) into
+    `output_dir`; returns the metadata written. With no `vocab`, one of `vocab_size` entries is
+    learned from the inputs first and written to OUTPUT_DIR/vocab.txt. Raises `InputError` if
+    nothing usable was found, `DataError` for settings or a folder it cannot use."""
+    num_workers = num_workers or os.cpu_count() or 1
+    for name, value, least in (("max_seq_length", max_seq_length, MIN_SEQ_LENGTH),
+                               ("num_shards", num_shards, 1), ("num_workers", num_workers, 1)):
+        if value < least:
+            raise DataError(f"{name} must be at least {least}, got {value}.")
+    output_dir = Path(output_dir)
+    if output_dir.exists() and existing_data(output_dir) and not overwrite:
+        raise DataError(f"{output_dir} already holds pre-training data; pass --overwrite "
+                        "to replace it (it is kept until the new data is complete).")
+    skips = Skips()
+    inputs = inputs or [str(embedded_sample_path())]
+    files = expand_inputs(inputs, skips)
+    if not files:
+        raise InputError(f"no input files found in {' '.join(inputs)} ({skips.describe()}).")
+
+    output_dir.mkdir(parents=True, exist_ok=True)
+    work_dir = output_dir / f".build-{os.getpid()}"
+    shutil.rmtree(work_dir, ignore_errors=True)
+    work_dir.mkdir()
+    try:
+        vocab_path = Path(vocab) if vocab else None
+        if vocab_path is None:
+            vocab_path = work_dir / VOCAB_FILE
+            build_vocabulary([str(f) for f in files], vocab_size, vocab_path)
+        vocabulary = read_vocabulary(vocab_path)
+
+        stats, shard_examples = _run_workers(files, vocab_path, work_dir, skips, max_seq_length,
+                                             num_shards, num_workers, seed)
+        if stats["examples"] == 0:
+            raise InputError(f"no usable text in {' '.join(map(str, files))} "
+                             f"(skipped: {skips.describe()}); nothing was written.")
+
+        shards = []
+        for index in range(num_shards):
+            name = shard_name(index, num_shards)
+            with open(work_dir / name, "wb") as joined:
+                for worker in range(num_workers):
+                    part = work_dir / f"{name}.part-{worker:03d}"
+                    if part.exists():
+                        with open(part, "rb") as source:
+                            shutil.copyfileobj(source, joined)
+                        part.unlink()
+            shards.append({"file": name, "examples": shard_examples[index],
+                           "bytes": (work_dir / name).stat().st_size,
+                           "sha256": file_sha256(work_dir / name)})
+
+        capacity = stats["examples"] * max_seq_length
+        metadata = {
+            "format": FORMAT,
+            "vocab_file": str((output_dir / VOCAB_FILE) if not vocab else Path(vocab).resolve()),
+            "vocab_fingerprint": vocabulary_fingerprint(vocabulary),
+            "vocab_size": len(vocabulary),
+            "lowercase": True,
+            "max_seq_length": max_seq_length,
+            "seed": seed,
+            "num_workers": num_workers,
+            "inputs": [str(f) for f in files],
+            "documents": stats["documents"],
+            "sentences": stats["sentences"],
+            "examples": stats["examples"],
+            "tokens": stats["tokens"],
+            "padding_fraction": round(1.0 - stats["tokens"] / capacity, 4),
+            "skipped": dict(sorted(skips.items())),
+            "shards": shards,
+        }
+        # Swap in: old data goes only now that the new data is complete; metadata goes last,
+        # so a folder with metadata.json always has all its shards.
+        for old in existing_data(output_dir):
+            old.unlink()
+        for shard in shards:
+            os.replace(work_dir / shard["file"], output_dir / shard["file"])
+        if not vocab:
+            os.replace(vocab_path, output_dir / VOCAB_FILE)
+        atomic_write_text(output_dir / METADATA_FILE, json.dumps(metadata, indent=2) + "\n")
+        return metadata
+    finally:
+        shutil.rmtree(work_dir, ignore_errors=True)
+
+
+def _run_workers(files, vocab_path, work_dir, skips, max_seq_length, num_shards, num_workers, seed):
+    context = multiprocessing.get_context("spawn")  # TensorFlow does not survive fork
+    inboxes = [context.Queue(QUEUE_DOCUMENTS) for _ in range(num_workers)]
+    outbox = context.Queue()
+    workers = [context.Process(
+        target=_worker, daemon=True,
+        args=(w, num_workers, str(vocab_path), max_seq_length, num_shards, seed, str(work_dir),
+              inboxes[w], outbox))
+        for w in range(num_workers)]
+    for worker in workers:
+        worker.start()
+
+    total_bytes = total_input_bytes(files)
+    progress = Progress("build_data", total=total_bytes / 1e6, unit="MB")
+    finished_bytes = 0
+    documents_sent = 0
+    worker_stats = {}
+    processed = [(0, 0)] * num_workers  # (documents, examples) per worker
+
+    def counts():
+        documents = sum(d for d, _ in processed)
+        examples = sum(e for _, e in processed)
+        return f"{documents_sent:,} documents read, {documents:,} processed, {examples:,} examples"
+
+    def drain(block=False):
+        while True:
+            try:
+                message = outbox.get(block=block, timeout=1.0 if block else None)
+            except queue.Empty:
+                return
+            kind, worker_id, payload = message
+            if kind == "error":
+                raise RuntimeError(f"build_data worker {worker_id} failed:\n{payload}")
+            if kind == "progress":
+                processed[worker_id] = payload
+            elif kind == "done":
+                worker_stats[worker_id] = payload
+                processed[worker_id] = (payload["documents_seen"], payload["examples"])
+            if block:
+                return
+
+    def send(worker_id, item):
+        while True:
+            try:
+                inboxes[worker_id].put(item, timeout=1.0)
+                return
+            except queue.Full:
+                drain()
+                _check_alive(workers)
+
+    try:
+        for path in files:
+            size = path.stat().st_size
+            for document in iter_raw_documents(path, skips):
+                send(documents_sent % num_workers, document)
+                documents_sent += 1
+                drain()
+                progress.update((finished_bytes + document.offset) / 1e6, counts())
+            finished_bytes += size
+        for worker_id in range(num_workers):
+            send(worker_id, None)
+        # Reading is done; workers may still be busy with the last queued documents.
+        while len(worker_stats) < num_workers:
+            drain(block=True)
+            _check_alive(workers, allow_finished=worker_stats)
+            progress.update(total_bytes / 1e6, counts())
+        progress.finish(total_bytes / 1e6, counts())
+    finally:
+        for worker in workers:
+            if worker.is_alive():
+                worker.terminate()
+            worker.join(timeout=10)
+
+    stats = {key: sum(s[key] for s in worker_stats.values())
+             for key in ("documents", "sentences", "examples", "tokens")}
+    shard_examples = [sum(s["shard_examples"][i] for s in worker_stats.values())
+                      for i in range(num_shards)]
+    for s in worker_stats.values():
+        skips.update(s["skips"])
+    return stats, shard_examples
+
+
+def _check_alive(workers, allow_finished=()):
+    for worker_id, worker in enumerate(workers):
+        if not worker.is_alive() and worker_id not in allow_finished and worker.exitcode != 0:
+            raise RuntimeError(f"build_data worker {worker_id} died (exit code {worker.exitcode}).")
+
+
+def _worker(worker_id, num_workers, vocab_path, max_seq_length, num_shards, seed, work_dir,
+            inbox, outbox):
+    """Markup removal, sentence splitting, tokenization and packing for documents k = id mod W."""
+    try:
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+        # TensorFlow's start-up chatter goes to file descriptor 2 before any log setting
+        # applies; W workers would repeat it W times over the progress line.
+        saved_stderr = os.dup(2)
+        with open(os.devnull, "w") as devnull:
+            os.dup2(devnull.fileno(), 2)
+            try:
+                import tensorflow as tf
+            finally:
+                os.dup2(saved_stderr, 2)
+                os.close(saved_stderr)
+
+        from electra_tf.data.packing import ExamplePacker, pack_sentences
+        from electra_tf.data.tokenization import ElectraTokenizer
+
+        tf.config.set_visible_devices([], "GPU")
+        tokenizer = ElectraTokenizer(vocab_path)
+        packer = ExamplePacker(max_seq_length, tokenizer.cls_id, tokenizer.sep_id)
+        writers = {}
+        skips = Skips()
+        stats = {"documents_seen": 0, "documents": 0, "sentences": 0, "examples": 0,
+                 "tokens": 0, "shard_examples": [0] * num_shards}
+        last_report = time.monotonic()
+        while (document := inbox.get()) is not None:
+            stats["documents_seen"] += 1
+            sentences = to_sentences(document, skips)
+            if not sentences:
+                continue
+            stats["documents"] += 1
+            stats["sentences"] += len(sentences)
+            for ids, segments in pack_sentences(packer, tokenizer, sentences, seed, document.source,
+                                                document.index):
+                # Round-robin over shards, offset by worker, so shards fill evenly.
+                shard = (stats["examples"] * num_workers + worker_id) % num_shards
+                if shard not in writers:
+                    name = f"{shard_name(shard, num_shards)}.part-{worker_id:03d}"
+                    writers[shard] = tf.io.TFRecordWriter(str(Path(work_dir) / name))
+                writers[shard].write(serialize_example(ids, segments))
+                stats["examples"] += 1
+                stats["tokens"] += len(ids)
+                stats["shard_examples"][shard] += 1
+            if time.monotonic() - last_report > 1.0:
+                outbox.put(("progress", worker_id, (stats["documents_seen"], stats["examples"])))
+                last_report = time.monotonic()
+        for writer in writers.values():
+            writer.close()
+        outbox.put(("done", worker_id, {**stats, "skips": dict(skips)}))
+    except BaseException:
+        outbox.put(("error", worker_id, traceback.format_exc()))
+        raise

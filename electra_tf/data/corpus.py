@@ -1,0 +1,229 @@
+"""Reading text corpora into documents of sentences.
+
+Inputs (files, globs or folders) come in two kinds:
+- text files: one sentence or paragraph per line, a blank line between documents (the
+  official ELECTRA/BERT format). Each line is split further into sentences by a real
+  splitter (blingfire), so plain prose with a paragraph per line works too;
+- MediaWiki XML dumps (`*.xml`, `*.xml.bz2`, recognised by content), such as
+  `enwiki-*-pages-articles*.xml*.bz2`: streamed page by page; article pages (namespace 0, not redirects) become documents after
+  their markup is removed with mwparserfromhell.
+
+Reading is split in two so that it can run in parallel: `iter_raw_documents` (cheap,
+sequential: file reading, XML parsing) and `to_sentences` (the costly part: markup removal and
+sentence splitting), which build_data runs in worker processes.
+
+Nothing bad in the input stops a run: each problem is counted in a `Skips` by reason and the
+run goes on; the caller decides whether anything usable was found.
+"""
+
+from __future__ import annotations
+
+import bz2
+import collections
+import contextlib
+import dataclasses
+import glob
+import gzip
+import importlib.util
+import os
+import xml.etree.ElementTree as ElementTree
+from pathlib import Path
+from typing import Iterator
+
+from electra_tf.errors import ElectraError
+
+# Longer lines are skipped (and counted): a multi-megabyte "line" is a data error (a dumped
+# blob, minified markup), not prose, and would make one enormous document.
+MAX_LINE_CHARS = 1_000_000
+BINARY_SNIFF_BYTES = 8192
+EMBEDDED_SAMPLE = "enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
+# Wikilinks to these namespaces are images and categories, not prose.
+_NON_PROSE_LINKS = ("file:", "image:", "category:", "media:")
+_NON_PROSE_TAGS = {"ref", "table", "gallery", "math", "timeline", "imagemap", "score", "chem"}
+
+
+@dataclasses.dataclass
+class RawDocument:
+    source: str        # path it came from
+    index: int         # position within that source
+    kind: str          # "text": paragraphs are lines; "wiki": one wikitext string
+    content: list[str]
+    offset: int = 0    # bytes of the source file (as stored, compressed or not) read so far
+
+
+class Skips(collections.Counter):
+    """Counts of skipped or repaired input, by reason."""
+
+    def describe(self) -> str:
+        return ", ".join(f"{reason}: {count}" for reason, count in sorted(self.items())) or "none"
+
+
+class InputError(ElectraError):
+    """No usable input at all."""
+
+
+def embedded_sample_path() -> Path:
+    """The real English Wikipedia dump sample shipped in the PyPI package gensim."""
+    spec = importlib.util.find_spec("gensim")
+    if spec is None or spec.origin is None:
+        raise InputError("the embedded Wikipedia sample comes with the package gensim, which is "
+                         "not installed: `pip install gensim==4.4.0`, or pass --input.")
+    path = Path(spec.origin).parent / "test" / "test_data" / EMBEDDED_SAMPLE
+    if not path.is_file():
+        raise InputError(f"gensim is installed but {path} is missing; install gensim==4.4.0.")
+    return path
+
+
+def expand_inputs(patterns: list[str], skips: Skips) -> list[Path]:
+    """Files named by paths, globs or folders, sorted; missing ones are counted in `skips`."""
+    files: list[Path] = []
+    for pattern in patterns:
+        if glob.has_magic(pattern):
+            matches = sorted(Path(p) for p in glob.glob(pattern, recursive=True))
+            if not matches:
+                skips[f"glob matched nothing ({pattern})"] += 1
+            files.extend(p for p in matches if p.is_file())
+        elif Path(pattern).is_dir():
+            found = sorted(p for p in Path(pattern).rglob("*") if p.is_file())
+            if not found:
+                skips[f"empty folder ({pattern})"] += 1
+            files.extend(found)
+        elif Path(pattern).is_file():
+            files.append(Path(pattern))
+        else:
+            skips[f"missing path ({pattern})"] += 1
+    unique = list(dict.fromkeys(files))
+    return unique
+
+
+def is_wiki_dump(head: bytes) -> bool:
+    """MediaWiki XML, by content: dump names vary (`...articles1.xml-p1p41242.bz2`)."""
+    return b"<mediawiki" in head[:BINARY_SNIFF_BYTES]
+
+
+@contextlib.contextmanager
+def open_binary(path: Path):
+    """Yields (decompressed stream, raw file); raw.tell() measures progress through the file."""
+    with open(path, "rb") as raw:
+        if path.suffix == ".bz2":
+            with bz2.open(raw, "rb") as stream:
+                yield stream, raw
+        elif path.suffix == ".gz":
+            with gzip.open(raw, "rb") as stream:
+                yield stream, raw
+        else:
+            yield raw, raw
+
+
+def iter_raw_documents(path: Path, skips: Skips) -> Iterator[RawDocument]:
+    """The documents of one input file; problems are counted in `skips`."""
+    try:
+        if path.stat().st_size == 0:
+            skips["empty file"] += 1
+            return
+        with open_binary(path) as (stream, _):
+            head = stream.read(BINARY_SNIFF_BYTES)
+        if not head:
+            skips["empty file"] += 1
+            return
+        if b"\x00" in head:
+            skips["binary file"] += 1
+            return
+        if is_wiki_dump(head):
+            yield from _wiki_documents(path, skips)
+        else:
+            yield from _text_documents(path, skips)
+    except (OSError, EOFError, ElementTree.ParseError) as error:
+        skips[f"unreadable ({type(error).__name__})"] += 1
+
+
+def _text_documents(path: Path, skips: Skips) -> Iterator[RawDocument]:
+    paragraphs: list[str] = []
+    index = 0
+    with open_binary(path) as (stream, raw):
+        for raw_line in stream:
+            line = raw_line.decode("utf-8", errors="replace")
+            if "\ufffd" in line and "\ufffd".encode() not in raw_line:
+                skips["lines with invalid UTF-8 (bytes replaced)"] += 1
+            line = line.strip()
+            if len(line) > MAX_LINE_CHARS:
+                skips[f"line over {MAX_LINE_CHARS:,} characters"] += 1
+                continue
+            if line:
+                paragraphs.append(line)
+            elif paragraphs:
+                yield RawDocument(str(path), index, "text", paragraphs, raw.tell())
+                paragraphs, index = [], index + 1
+        if paragraphs:
+            yield RawDocument(str(path), index, "text", paragraphs, raw.tell())
+
+
+def _wiki_documents(path: Path, skips: Skips) -> Iterator[RawDocument]:
+    index = 0
+    with open_binary(path) as (stream, raw):
+        for _, element in ElementTree.iterparse(stream, events=("end",)):
+            if element.tag.rsplit("}", 1)[-1] != "page":
+                continue
+            namespace = element.findtext("{*}ns")
+            text = element.findtext("{*}revision/{*}text") or ""
+            if element.find("{*}redirect") is not None or namespace != "0":
+                skips["wiki pages that are not articles (redirects, talk, ...)"] += 1
+            elif len(text) > 20 * MAX_LINE_CHARS:
+                skips["wiki pages over 20M characters"] += 1
+            else:
+                yield RawDocument(str(path), index, "wiki", [text], raw.tell())
+                index += 1
+            element.clear()  # keep memory flat over a multi-gigabyte dump
+
+
+def to_sentences(document: RawDocument, skips: Skips) -> list[str]:
+    """The sentences of a document (markup removed for wiki pages)."""
+    paragraphs = document.content
+    if document.kind == "wiki":
+        paragraphs = wikitext_to_paragraphs(document.content[0])
+        if not paragraphs:
+            skips["wiki pages with no prose after markup removal"] += 1
+            return []
+    from blingfire import text_to_sentences
+
+    sentences = []
+    for paragraph in paragraphs:
+        sentences.extend(s for s in text_to_sentences(paragraph).split("\n") if s.strip())
+    return sentences
+
+
+def wikitext_to_paragraphs(wikitext: str, min_words: int = 4) -> list[str]:
+    """Prose paragraphs of a page: no templates, tables, references, images or headings."""
+    import mwparserfromhell
+
+    code = mwparserfromhell.parse(wikitext)
+    for node in list(code.nodes):
+        _remove_non_prose(code, node)
+    text = code.strip_code(normalize=True, collapse=True)
+    paragraphs = []
+    for line in text.split("\n"):
+        line = " ".join(line.split())
+        if len(line.split()) >= min_words:
+            paragraphs.append(line)
+    return paragraphs
+
+
+def _remove_non_prose(code, node) -> None:
+    import mwparserfromhell.nodes as nodes
+
+    drop = False
+    if isinstance(node, (nodes.Heading, nodes.Template, nodes.Comment)):
+        drop = True
+    elif isinstance(node, nodes.Wikilink):
+        drop = str(node.title).strip().lower().startswith(_NON_PROSE_LINKS)
+    elif isinstance(node, nodes.Tag):
+        drop = str(node.tag).strip().lower() in _NON_PROSE_TAGS
+    if drop:
+        try:
+            code.remove(node)
+        except ValueError:
+            pass
+
+
+def total_input_bytes(files: list[Path]) -> int:
+    return sum(os.path.getsize(f) for f in files)

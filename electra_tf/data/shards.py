@@ -1,0 +1,127 @@
+"""The pre-training shard format, written and read here only.
+
+A data folder, written by `python -m electra_tf.build_data` (`data/builder.py`), holds
+`shard-00000-of-00008.tfrecord`, ... and `metadata.json` (vocabulary fingerprint, sequence
+length, counts, shard sizes and sha256). Records hold unpadded `token_ids` and `segment_ids`
+(`serialize_example` / `parse_example`); padding and masking happen later, in the input
+pipeline (`pretraining/input_pipeline.py`).
+
+The metadata is checked before reading: a different vocabulary or sequence length, or a shard
+whose size changed (truncated, replaced), is an error naming the file, not silent garbage.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import tensorflow as tf
+
+from electra_tf.data.tokenization import ElectraTokenizer
+from electra_tf.errors import ElectraError
+from electra_tf.files import file_sha256
+
+METADATA_FILE = "metadata.json"
+FORMAT = "electra_tf.pretraining_shards.v1"
+
+
+class DataError(ElectraError):
+    """Pre-training data that cannot be used as asked (mismatch, missing, corrupt)."""
+
+
+# --- records ------------------------------------------------------------------------------------
+
+def serialize_example(token_ids: list[int], segment_ids: list[int]) -> bytes:
+    feature = {
+        "token_ids": tf.train.Feature(int64_list=tf.train.Int64List(value=token_ids)),
+        "segment_ids": tf.train.Feature(int64_list=tf.train.Int64List(value=segment_ids)),
+    }
+    example = tf.train.Example(features=tf.train.Features(feature=feature))
+    # Map entries are otherwise ordered per process (hash seeds): same data, different bytes.
+    return example.SerializeToString(deterministic=True)
+
+
+def parse_example(serialized):
+    features = tf.io.parse_single_example(serialized, {
+        "token_ids": tf.io.VarLenFeature(tf.int64),
+        "segment_ids": tf.io.VarLenFeature(tf.int64),
+    })
+    return {key: tf.cast(tf.sparse.to_dense(value), tf.int32) for key, value in features.items()}
+
+
+def shard_name(index: int, count: int) -> str:
+    return f"shard-{index:05d}-of-{count:05d}.tfrecord"
+
+
+# --- metadata -----------------------------------------------------------------------------------
+
+def read_metadata(data_dir: str | Path) -> dict:
+    path = Path(data_dir) / METADATA_FILE
+    if not path.is_file():
+        raise DataError(f"{path} is missing: {data_dir} was not written by "
+                        "`python -m electra_tf.build_data` (or the build did not finish).")
+    try:
+        metadata = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as error:
+        raise DataError(f"{path} is not valid JSON ({error}); rebuild with --overwrite.") from None
+    if metadata.get("format") != FORMAT:
+        raise DataError(f"{path}: unknown format {metadata.get('format')!r}, expected {FORMAT!r}.")
+    return metadata
+
+
+def check_shards(data_dir: str | Path, tokenizer: ElectraTokenizer, max_seq_length: int) -> list[str]:
+    """The shard paths of `data_dir`, after checking them against its metadata."""
+    data_dir = Path(data_dir)
+    metadata = read_metadata(data_dir)
+    if metadata["vocab_fingerprint"] != tokenizer.fingerprint:
+        raise DataError(
+            f"{data_dir} was built with a different vocabulary ({metadata.get('vocab_file')}, "
+            f"{metadata['vocab_size']} tokens) than the one in use "
+            f"({tokenizer.vocabulary_path or 'in memory'}, {tokenizer.vocabulary_size} tokens). "
+            "Use that vocabulary, or rebuild the data with this one.")
+    if metadata["max_seq_length"] != max_seq_length:
+        raise DataError(
+            f"{data_dir} holds examples of length {metadata['max_seq_length']}, but the model "
+            f"uses max_seq_length={max_seq_length}. Set max_seq_length={metadata['max_seq_length']} "
+            "or rebuild the data.")
+    paths = []
+    for shard in metadata["shards"]:
+        path = data_dir / shard["file"]
+        if not path.is_file():
+            raise DataError(f"shard {path} listed in {METADATA_FILE} is missing; rebuild with "
+                            "`python -m electra_tf.build_data ... --overwrite`.")
+        size = path.stat().st_size
+        if size != shard["bytes"]:
+            raise DataError(f"shard {path} is {size:,} bytes but was written as {shard['bytes']:,}: "
+                            "it is truncated or was modified. Rebuild with --overwrite.")
+        paths.append(str(path))
+    return paths
+
+
+def resolve_data(data: str) -> tuple[str, list[str]]:
+    """("records", shard folder) or ("raw", text/dump files) for a --data argument."""
+    path = Path(data)
+    if path.is_dir() and (path / METADATA_FILE).is_file():
+        return "records", [str(path)]
+    if path.suffix == ".tfrecord" or "tfrecord" in path.name:
+        folder = path.parent
+        if not (folder / METADATA_FILE).is_file():
+            raise DataError(f"{data}: TFRecords need the {METADATA_FILE} that build_data writes "
+                            f"beside them, and {folder} has none.")
+        return "records", [str(folder)]
+    return "raw", [data]
+
+
+def explain_read_error(error: Exception, data_dir: str | Path) -> DataError:
+    """A DataError naming the corrupt shard(s) behind a read-time `tf.errors.DataLossError`.
+
+    TensorFlow's message ("corrupted record at 99951") does not say which file; the sha256
+    of every shard in metadata.json does.
+    """
+    data_dir = Path(data_dir)
+    corrupt = [shard["file"] for shard in read_metadata(data_dir)["shards"]
+               if file_sha256(data_dir / shard["file"]) != shard["sha256"]]
+    where = ", ".join(corrupt) if corrupt else "no shard differs from metadata.json"
+    return DataError(f"reading {data_dir} failed ({str(error).strip().splitlines()[-1][:200]}): "
+                     f"corrupt shard(s): {where}. Rebuild with `python -m electra_tf.build_data "
+                     "... --overwrite`.")

@@ -1,0 +1,60 @@
+"""Learning an uncased WordPiece vocabulary from a corpus: `build_vocabulary`.
+
+Inputs are read like the shard builder's (text files, MediaWiki dumps, globs, folders). The
+vocabulary starts with [PAD] [UNK] [CLS] [SEP] [MASK]; `tokenization.learn_vocabulary` does
+the learning (keras-hub's WordPiece trainer).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+from electra_tf.data.corpus import InputError, Skips, expand_inputs, iter_raw_documents, to_sentences
+from electra_tf.progress import Progress
+
+# Right for a small corpus such as the bundled sample (BERT's is 30522).
+DEFAULT_VOCAB_SIZE = 8192
+
+
+def collect_sentences(inputs: list[str], skips: Skips, max_documents: int | None = None,
+                      progress_label: str = "reading text") -> list[str]:
+    files = expand_inputs(inputs, skips)
+    if not files:
+        raise InputError(f"no input files found in {inputs} ({skips.describe()}).")
+    progress = Progress(progress_label, total=max_documents, unit="documents")
+    sentences: list[str] = []
+    documents = 0
+    for path in files:
+        for document in iter_raw_documents(path, skips):
+            sentences.extend(to_sentences(document, skips))
+            documents += 1
+            progress.update(documents, f"{len(sentences):,} sentences")
+            if max_documents and documents >= max_documents:
+                break
+        if max_documents and documents >= max_documents:
+            break
+    progress.finish(documents, f"{len(sentences):,} sentences")
+    if not sentences:
+        raise InputError(f"no text found in {', '.join(map(str, files))} ({skips.describe()}).")
+    return sentences
+
+
+def build_vocabulary(inputs: list[str], vocab_size: int, output: Path,
+                     max_documents: int | None = None) -> list[str]:
+    """Learns a vocabulary from `inputs` and writes it to `output` (atomically)."""
+    import tensorflow as tf
+
+    from electra_tf.data.tokenization import learn_vocabulary, write_vocabulary
+
+    skips = Skips()
+    sentences = collect_sentences(inputs, skips, max_documents)
+    print(f"Learning a {vocab_size}-entry WordPiece vocabulary from {len(sentences):,} sentences "
+          f"(skipped or repaired input: {skips.describe()}) ...", file=sys.stderr)
+    started = time.monotonic()
+    vocabulary = learn_vocabulary(tf.data.Dataset.from_tensor_slices(sentences).batch(1000), vocab_size)
+    write_vocabulary(output, vocabulary)
+    print(f"Wrote {len(vocabulary):,} tokens to {output} in {time.monotonic() - started:.0f} s.",
+          file=sys.stderr)
+    return vocabulary

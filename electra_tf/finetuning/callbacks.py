@@ -1,0 +1,79 @@
+"""Keras callbacks of a fine-tuning run (`python -m electra_tf.finetune`).
+
+- `FinetuningProgress`: console progress (examples/s, ETA, running loss) and step-keyed
+  TensorBoard scalars.
+- `EpochEvaluator`: the task's official metrics after every epoch; keeps the best epoch's
+  weights.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from electra_tf.finetuning import metrics
+from electra_tf.progress import Progress
+
+
+class FinetuningProgress(keras.callbacks.Callback):
+    """Console progress (examples/s, ETA, running loss) and step-keyed TensorBoard scalars
+    (train loss, learning rate) every `log_every` steps."""
+
+    def __init__(self, writer, total_steps: int, batch_size: int, log_every: int = 20, stream=None):
+        super().__init__()
+        self.writer, self.total_steps, self.log_every = writer, total_steps, log_every
+        self.batch_size = batch_size
+        self.progress = Progress("fine-tuning", total=total_steps * batch_size, unit="examples",
+                                 stream=stream or sys.stdout, interval=0.0)
+
+    def on_train_batch_end(self, batch, logs=None):
+        step = int(self.model.optimizer.iterations)
+        if step % self.log_every and step != self.total_steps:
+            return
+        loss = float((logs or {}).get("loss", float("nan")))
+        with self.writer.as_default(step=step):
+            tf.summary.scalar("train/loss", loss)
+            tf.summary.scalar("train/learning_rate", float(self.model.optimizer.learning_rate))
+        self.progress.update(step * self.batch_size, f"step {step}/{self.total_steps} | loss {loss:.4f}")
+
+
+class EpochEvaluator(keras.callbacks.Callback):
+    """After every epoch: the task's official metrics on the eval set (TensorBoard and
+    console); when `score` improves, the weights are kept (and `on_best` is called with the
+    epoch), so training ends holding the best epoch's model."""
+
+    def __init__(self, writer, eval_inputs, eval_labels, metric_names, num_classes: int, on_best=None,
+                 stream=None):
+        super().__init__()
+        self.writer, self.eval_inputs, self.eval_labels = writer, eval_inputs, np.asarray(eval_labels)
+        self.metric_names, self.num_classes, self.on_best = metric_names, num_classes, on_best
+        self.stream = stream or sys.stdout
+        self.history: list[dict] = []
+        self.best: dict | None = None
+        self.best_weights = None
+
+    def on_epoch_end(self, epoch, logs=None):
+        outputs = self.model.predict(self.eval_inputs, verbose=0)
+        values = metrics.compute(self.metric_names, outputs, self.eval_labels, self.num_classes)
+        record = {"epoch": epoch + 1, "train_loss": float((logs or {}).get("loss", float("nan"))), **values}
+        self.history.append(record)
+        with self.writer.as_default(step=int(self.model.optimizer.iterations)):
+            for name, value in values.items():
+                tf.summary.scalar(f"eval/{name}", value)
+        self.writer.flush()
+        improved = self.best is None or values["score"] > self.best["score"]
+        shown = " | ".join(f"{name} {value:.4f}" for name, value in values.items())
+        print(f"epoch {epoch + 1}: eval {shown}{' (best so far)' if improved else ''}",
+              file=self.stream, flush=True)
+        if improved:
+            self.best = record
+            self.best_weights = [w.copy() for w in self.model.get_weights()]
+            if self.on_best is not None:
+                self.on_best(record)
+
+    def restore_best(self):
+        if self.best_weights is not None:
+            self.model.set_weights(self.best_weights)

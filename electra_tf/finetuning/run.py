@@ -1,0 +1,200 @@
+"""One whole fine-tuning run as a library call: `run_finetuning(options) -> FinetuningResult`.
+
+Reads the task files, loads the pre-trained discriminator (or builds the same architecture with
+fresh weights, the baseline), fine-tunes an `ElectraClassifier` with `fit`, evaluates the task's
+official metrics after every epoch, keeps the best epoch, and exports it for TF Serving. The
+output folder's layout is `run_dir.FinetuneDir`. `python -m electra_tf.finetune` parses
+arguments into `FinetuningOptions` and prints the result.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from electra_tf.errors import RunError
+from electra_tf.run_dir import FinetuneDir
+
+SETTINGS = ("epochs", "batch_size", "learning_rate", "layerwise_lr_decay", "layer_decay_schedule",
+            "warmup_proportion", "weight_decay", "seed")
+
+
+@dataclass(frozen=True)
+class FinetuningOptions:
+    """Defaults are the official ELECTRA fine-tuning values."""
+
+    pretrained: str
+    train: str
+    eval: str
+    output_dir: Path
+    checkpoint: str | None = None
+    overwrite: bool = False
+    text_column: str = "text"
+    text_pair_column: str | None = None
+    label_column: str = "label"
+    regression: bool = False
+    task: str | None = None  # a GLUE task name: its TSV layout and official metrics
+    epochs: int = 3
+    batch_size: int = 32
+    learning_rate: float = 1e-4
+    layerwise_lr_decay: float = 0.8
+    layer_decay_schedule: str = "official"
+    warmup_proportion: float = 0.1
+    weight_decay: float = 0.01
+    max_seq_length: int | None = None  # None: the pre-training max_seq_length
+    seed: int = 1
+    random_init: bool = False
+    strategy: str = "auto"
+    mixed_precision: str = "auto"
+    xla: bool | None = None
+    export_name: str | None = None
+    log_every: int = 20
+
+    def __post_init__(self):
+        for name in ("epochs", "batch_size", "log_every"):
+            if getattr(self, name) < 1:
+                raise RunError(f"--{name} must be at least 1.")
+        if not 0 < self.layerwise_lr_decay <= 1:
+            raise RunError("--layerwise_lr_decay must be in (0, 1].")
+        if not 0 <= self.warmup_proportion < 1:
+            raise RunError("--warmup_proportion must be in [0, 1).")
+        if self.learning_rate <= 0:
+            raise RunError("--learning_rate must be positive.")
+        output_dir = Path(self.output_dir)
+        if output_dir.exists() and any(output_dir.iterdir()) and not self.overwrite:
+            raise RunError(f"{output_dir} is not empty; choose a new --output_dir or pass --overwrite.")
+
+
+@dataclass
+class FinetuningResult:
+    summary: dict  # what metrics.json holds
+    output_dir: FinetuneDir
+    export_path: Path
+
+
+def read_data(options: FinetuningOptions):
+    from electra_tf.finetuning.tasks import Columns, glue_task, read_task_files
+
+    if options.task:
+        return read_task_files(options.train, options.eval, glue=glue_task(options.task))
+    return read_task_files(options.train, options.eval, regression=options.regression,
+                           columns=Columns(options.text_column, options.text_pair_column, options.label_column))
+
+
+def make_datasets(task, preprocessor, batch_size: int, seed: int):
+    """(train (inputs, label) batches, shuffled each epoch; eval input batches).
+
+    Texts are tokenized once, in large batches, and the token ids cached: every epoch (and
+    every evaluation) then reads ids instead of tokenizing again.
+    """
+    import tensorflow as tf
+
+    def features(examples):
+        return examples.texts if examples.text_pairs is None else (examples.texts, examples.text_pairs)
+
+    label_dtype = tf.float32 if task.labels.num_classes == 1 else tf.int32
+    train = tf.data.Dataset.from_tensor_slices(
+        (features(task.train), tf.constant(task.train.labels, label_dtype)))
+    # unbatch() forgets the example count; restate it so Keras knows the steps per epoch.
+    train = train.batch(1024).map(preprocessor).unbatch().apply(
+        tf.data.experimental.assert_cardinality(len(task.train))).cache()
+    train = train.shuffle(len(task.train), seed=seed, reshuffle_each_iteration=True).batch(batch_size)
+    # A 1-tuple, so a (text, text_pair) element reaches the preprocessor as one argument.
+    evaluation = tf.data.Dataset.from_tensor_slices((features(task.eval),)).batch(batch_size)
+    return train, evaluation.map(preprocessor).cache()
+
+
+def run_finetuning(options: FinetuningOptions) -> FinetuningResult:
+    import keras
+    import tensorflow as tf
+
+    from electra_tf.files import atomic_write_text
+    from electra_tf.finetuning.callbacks import EpochEvaluator, FinetuningProgress
+    from electra_tf.finetuning.classifiers import ElectraClassifier
+    from electra_tf.loading import build_discriminator, load_pretrained
+    from electra_tf.models.preprocessing import ElectraTextPreprocessor
+    from electra_tf.optimization import create_finetuning_optimizer
+    from electra_tf.runtime import create_strategy, resolve_runtime
+    from electra_tf.serving.publish import export_text_classifier
+
+    started = time.monotonic()
+    task = read_data(options)
+    runtime = resolve_runtime(options.strategy, options.mixed_precision, options.xla)
+    strategy = create_strategy(runtime)
+    keras.config.set_dtype_policy(runtime.precision)
+    with strategy.scope():  # the model's variables are created (or restored) here
+        pretrained = load_pretrained(options.pretrained, options.checkpoint)
+    config = pretrained.config
+    max_seq_length = options.max_seq_length or config.max_seq_length
+    if not 3 <= max_seq_length <= config.max_position_embeddings:
+        raise RunError(f"--max_seq_length must be in [3, {config.max_position_embeddings}] "
+                       "(the model's max_position_embeddings).")
+    config = config.replace(max_seq_length=max_seq_length)
+
+    output = FinetuneDir(options.output_dir)
+    if output.path.exists() and options.overwrite:
+        shutil.rmtree(output.path)
+    output.path.mkdir(parents=True, exist_ok=True)
+    keras.utils.set_random_seed(options.seed)
+
+    preprocessor = ElectraTextPreprocessor(pretrained.tokenizer, max_seq_length)
+    train, evaluation = make_datasets(task, preprocessor, options.batch_size, options.seed)
+    steps_per_epoch = math.ceil(len(task.train) / options.batch_size)
+    total_steps = steps_per_epoch * options.epochs
+    with strategy.scope():
+        backbone = build_discriminator(config) if options.random_init else pretrained.discriminator
+        classifier = ElectraClassifier(backbone, task.labels.num_classes, dropout=config.dropout,
+                                       preprocessor=preprocessor)
+        classifier.compile(optimizer=create_finetuning_optimizer(
+            options.learning_rate, total_steps, config.num_layers, options.warmup_proportion,
+            options.layerwise_lr_decay if options.layerwise_lr_decay < 1 else None,
+            options.layer_decay_schedule, options.weight_decay, config.adam_epsilon, config.clip_global_norm),
+            jit_compile=runtime.xla)
+
+    origin = "random initialisation" if options.random_init else pretrained.source
+    print(f"Fine-tuning {task.name} from {origin}: {len(task.train):,} train / {len(task.eval):,} eval "
+          f"examples, {task.labels.num_classes if task.labels.names else 'regression'}"
+          f"{' classes' if task.labels.names else ''}, {options.epochs} epochs x {steps_per_epoch} steps, "
+          f"max_seq_length {max_seq_length}; {runtime.strategy_name}, {runtime.precision}"
+          f"{', XLA' if runtime.xla else ''}", flush=True)
+    writer = tf.summary.create_file_writer(str(output.logs))
+
+    def save_best(record):
+        temporary = output.path / ".best.tmp.keras"
+        classifier.save(temporary)
+        os.replace(temporary, output.best_model)
+
+    evaluator = EpochEvaluator(writer, evaluation, task.eval.labels, task.labels.metrics,
+                               task.labels.num_classes, on_best=save_best)
+    classifier.fit(train, epochs=options.epochs, verbose=0, callbacks=[
+        FinetuningProgress(writer, total_steps, options.batch_size, options.log_every), evaluator])
+    evaluator.restore_best()
+
+    export_path = export_text_classifier(
+        classifier, pretrained.tokenizer, config, output.exports,
+        options.export_name or task.name.lower().replace("-", ""), label_names=task.labels.names,
+        score_range=task.labels.score_range, text_pair=task.train.text_pairs is not None)
+    best = evaluator.best
+    summary = {
+        "task": task.name,
+        "eval": {name: best[name] for name in (*task.labels.metrics, "score")},
+        "best_epoch": best["epoch"],
+        "epochs": evaluator.history,
+        "pretrained": str(options.pretrained),
+        "random_init": options.random_init,
+        "train_examples": len(task.train),
+        "eval_examples": len(task.eval),
+        "labels": task.labels.names,
+        "score_range": task.labels.score_range,
+        "settings": {key: getattr(options, key) for key in SETTINGS} | {"max_seq_length": max_seq_length},
+        "checkpoint": str(output.best_model),
+        "export": str(export_path),
+        "seconds": round(time.monotonic() - started, 1),
+    }
+    atomic_write_text(output.metrics, json.dumps(summary, indent=2) + "\n")
+    return FinetuningResult(summary, output, export_path)

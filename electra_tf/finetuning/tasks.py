@@ -1,0 +1,330 @@
+"""Labelled data for fine-tuning: your own CSV / TSV / JSONL files, or the GLUE TSV layouts.
+
+    read_task_files(train, eval, columns=Columns("text", None, "label"))   # your files
+    read_task_files(train, eval, glue_task=GLUE_TASKS["mrpc"])              # GLUE layouts
+
+return a `TaskData`: train and eval `Examples` (texts, optional text pairs, label ids or
+scaled scores) and the `LabelSpace` (class names, or the score range of a regression).
+
+GLUE layouts follow the official fine-tuning code (column positions, label lists, metrics);
+WNLI, which ELECTRA's code leaves out, uses its GLUE layout (index, sentence1, sentence2,
+label). Regression targets are scaled to [0, 1] by (y - low) / (high - low) with STS-B's
+(0, 5) range, as the official code does; for your own files the range is the training
+labels' minimum and maximum. Exports map predictions back to the original scale.
+
+Every problem in a file is a `TaskDataError` naming the file, the line and the column.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from electra_tf.errors import ElectraError
+
+
+class TaskDataError(ElectraError):
+    pass
+
+
+@dataclass(frozen=True)
+class GlueTask:
+    name: str
+    text: int
+    text_pair: int | None
+    label: int
+    labels: tuple | None        # None: regression
+    metrics: tuple
+    header: bool = True
+    score_range: tuple | None = None
+
+
+GLUE_TASKS = {task.name.lower().replace("-", ""): task for task in (
+    GlueTask("CoLA", 3, None, 1, ("0", "1"), ("mcc",), header=False),
+    GlueTask("SST-2", 0, None, 1, ("0", "1"), ("accuracy",)),
+    GlueTask("MRPC", 3, 4, 0, ("0", "1"), ("f1", "accuracy")),
+    GlueTask("STS-B", -3, -2, -1, None, ("pearson", "spearman"), score_range=(0.0, 5.0)),
+    GlueTask("QQP", 3, 4, 5, ("0", "1"), ("accuracy", "f1")),
+    GlueTask("MNLI", 8, 9, -1, ("contradiction", "entailment", "neutral"), ("accuracy",)),
+    GlueTask("QNLI", 1, 2, 3, ("entailment", "not_entailment"), ("accuracy",)),
+    GlueTask("RTE", 1, 2, 3, ("entailment", "not_entailment"), ("accuracy",)),
+    GlueTask("WNLI", 1, 2, 3, ("0", "1"), ("accuracy",)),
+)}
+
+
+def glue_task(name: str) -> GlueTask:
+    key = name.lower().replace("-", "").replace("_", "")
+    key = {"sst": "sst2", "sts": "stsb"}.get(key, key)
+    if key not in GLUE_TASKS:
+        raise TaskDataError(f"--task {name!r} is not a GLUE task; choose one of "
+                            f"{', '.join(t.name for t in GLUE_TASKS.values())}.")
+    return GLUE_TASKS[key]
+
+
+@dataclass(frozen=True)
+class Columns:
+    text: str
+    text_pair: str | None
+    label: str
+
+
+@dataclass
+class Examples:
+    texts: list
+    text_pairs: list | None
+    labels: list          # class ids (int) or scaled scores (float)
+    source: str
+
+    def __len__(self):
+        return len(self.texts)
+
+
+def to_unit_interval(score, score_range: tuple):
+    """A regression target -> the training scale [0, 1] (the official STS-B divides by 5).
+    Works on numbers and tensors; `from_unit_interval` is the inverse, used by exports."""
+    low, high = score_range
+    return (score - low) / (high - low)
+
+
+def from_unit_interval(prediction, score_range: tuple):
+    """A regression model's output -> the original scale of `score_range`."""
+    low, high = score_range
+    return prediction * (high - low) + low
+
+
+@dataclass
+class LabelSpace:
+    names: list | None = None               # classification
+    score_range: tuple | None = None        # regression: (low, high) of the original scale
+    metrics: tuple = field(default_factory=tuple)
+
+    @property
+    def num_classes(self) -> int:
+        return 1 if self.names is None else len(self.names)
+
+
+@dataclass
+class TaskData:
+    train: Examples
+    eval: Examples
+    labels: LabelSpace
+    name: str
+
+
+@dataclass
+class _Row:
+    line: int
+    text: object
+    text_pair: object
+    label: object
+
+
+def read_task_files(train_path, eval_path, columns: Columns | None = None,
+                    glue: GlueTask | None = None, regression: bool = False) -> TaskData:
+    """Reads and checks both files; class names come from the training file (or GLUE)."""
+    train_path, eval_path = Path(train_path), Path(eval_path)
+    if glue is not None:
+        train_rows, eval_rows = _read_glue(train_path, glue), _read_glue(eval_path, glue)
+        regression = glue.labels is None
+        pairs = glue.text_pair is not None
+    else:
+        if columns is None:
+            raise ValueError("give the columns of your files, or a GLUE task.")
+        train_rows, eval_rows = _read_named(train_path, columns), _read_named(eval_path, columns)
+        pairs = columns.text_pair is not None
+    label_column = "the label column" if glue else f"column {columns.label!r}"
+    for path, rows in ((train_path, train_rows), (eval_path, eval_rows)):
+        if not rows:
+            raise TaskDataError(f"{path}: no examples.")
+        _check_label_types(path, rows, label_column)
+
+    if regression:
+        low, high = glue.score_range if glue else _score_range(train_path, train_rows, label_column)
+        space = LabelSpace(score_range=(low, high), metrics=glue.metrics if glue else ("pearson", "spearman"))
+        encode = lambda path, row: to_unit_interval(  # noqa: E731
+            _require_number(path, row, label_column), (low, high))
+    else:
+        names = list(glue.labels) if glue else _class_names(train_rows)
+        default_metrics = ("accuracy", "f1") if len(names) == 2 else ("accuracy", "macro_f1")
+        space = LabelSpace(names=names, metrics=glue.metrics if glue else default_metrics)
+        index = {name: i for i, name in enumerate(names)}
+
+        def encode(path, row):
+            key = _label_text(row.label)
+            if key not in index:
+                where = "the training file" if glue is None else f"GLUE {glue.name}"
+                raise TaskDataError(f"{path}, line {row.line}: label {key!r} in {label_column} is not one "
+                                    f"of the labels of {where}: {names}. Remove the row, or add "
+                                    "examples of that label to the training file.")
+            return index[key]
+
+    def examples(path, rows):
+        return Examples([r.text for r in rows], [r.text_pair for r in rows] if pairs else None,
+                        [encode(path, r) for r in rows], str(path))
+
+    generic = train_path.stem.lower() in ("train", "training", "dev", "eval", "data")
+    name = glue.name if glue else (train_path.parent.resolve().name if generic else train_path.stem)
+    return TaskData(examples(train_path, train_rows), examples(eval_path, eval_rows), space, name)
+
+
+# --- reading --------------------------------------------------------------------------
+
+def file_format(path: Path) -> str:
+    suffix = path.suffix.lower()
+    if suffix in (".csv", ".tsv"):
+        return suffix[1:]
+    if suffix in (".jsonl", ".json", ".ndjson"):
+        return "jsonl"
+    raise TaskDataError(f"{path}: unknown format {suffix!r}; use .csv, .tsv or .jsonl.")
+
+
+def _open(path: Path):
+    if not path.is_file():
+        raise TaskDataError(f"{path} does not exist.")
+    return open(path, newline="", encoding="utf-8-sig")
+
+
+def _read_named(path: Path, columns: Columns) -> list:
+    wanted = [c for c in (columns.text, columns.text_pair, columns.label) if c is not None]
+    rows = []
+    try:
+        with _open(path) as handle:
+            kind = file_format(path)
+            if kind == "jsonl":
+                records = _jsonl_records(path, handle)
+                available = None
+            else:
+                reader = csv.DictReader(handle, delimiter="\t" if kind == "tsv" else ",")
+                available = reader.fieldnames or []
+                missing = [c for c in wanted if c not in available]
+                if missing:
+                    raise TaskDataError(f"{path}: no column {missing[0]!r}; the header has {available}. "
+                                        "Pass the right --text_column / --text_pair_column / --label_column.")
+                records = ((reader.line_num, record) for record in reader)
+            for line, record in records:
+                if available is None:
+                    missing = [c for c in wanted if c not in record]
+                    if missing:
+                        raise TaskDataError(f"{path}, line {line}: no field {missing[0]!r}; the record has "
+                                            f"{sorted(record)}.")
+                elif None in record or any(record[c] is None for c in wanted):
+                    raise TaskDataError(f"{path}, line {line}: the row has {'more' if None in record else 'fewer'} "
+                                        f"cells than the header's {len(available)} columns.")
+                rows.append(_row(path, line, record[columns.text],
+                                 record[columns.text_pair] if columns.text_pair else None,
+                                 record[columns.label], columns))
+    except UnicodeDecodeError as error:
+        raise TaskDataError(f"{path}: not UTF-8 ({error}). Re-save the file as UTF-8.") from None
+    except csv.Error as error:
+        raise TaskDataError(f"{path}: malformed CSV ({error}).") from None
+    return rows
+
+
+def _jsonl_records(path: Path, handle):
+    for line, text in enumerate(handle, start=1):
+        if not text.strip():
+            raise TaskDataError(f"{path}, line {line}: empty line; remove it.")
+        try:
+            record = json.loads(text)
+        except json.JSONDecodeError as error:
+            raise TaskDataError(f"{path}, line {line}: not JSON ({error.msg}).") from None
+        if not isinstance(record, dict):
+            raise TaskDataError(f"{path}, line {line}: expected a JSON object, got {type(record).__name__}.")
+        yield line, record
+
+
+def _row(path, line, text, text_pair, label, columns: Columns) -> _Row:
+    names = (columns.text, columns.text_pair, columns.label)
+    for value, column in ((text, names[0]), (text_pair, names[1])):
+        if column is None:
+            continue
+        if not isinstance(value, str):
+            raise TaskDataError(f"{path}, line {line}: {column!r} must be text, got {value!r}.")
+        if not value.strip():
+            raise TaskDataError(f"{path}, line {line}: {column!r} is empty; remove the row or fill it in.")
+    if label is None or (isinstance(label, str) and not label.strip()):
+        raise TaskDataError(f"{path}, line {line}: the label ({names[2]!r}) is empty; remove the row or label it.")
+    if not isinstance(label, (str, int, float)):  # bool is an int: true/false labels are fine
+        raise TaskDataError(f"{path}, line {line}: label {label!r} is neither text nor a number.")
+    return _Row(line, text, text_pair, label.strip() if isinstance(label, str) else label)
+
+
+def _read_glue(path: Path, task: GlueTask) -> list:
+    rows = []
+    names = Columns(f"column {task.text}", None if task.text_pair is None else f"column {task.text_pair}",
+                    f"column {task.label}")
+    needed = max(c if c >= 0 else -c for c in (task.text, task.text_pair or 0, task.label)) + 1
+    try:
+        with _open(path) as handle:
+            for line, cells in enumerate(csv.reader(handle, delimiter="\t", quoting=csv.QUOTE_NONE), start=1):
+                if line == 1 and task.header:
+                    continue
+                if not any(cell.strip() for cell in cells):
+                    raise TaskDataError(f"{path}, line {line}: empty row; remove it.")
+                if len(cells) < needed:
+                    raise TaskDataError(f"{path}, line {line}: {len(cells)} columns, but the GLUE {task.name} "
+                                        f"layout needs {needed}. Is this the {task.name} train/dev TSV?")
+                rows.append(_row(path, line, cells[task.text],
+                                 cells[task.text_pair] if task.text_pair is not None else None,
+                                 cells[task.label], names))
+    except UnicodeDecodeError as error:
+        raise TaskDataError(f"{path}: not UTF-8 ({error}).") from None
+    return rows
+
+
+# --- labels -------------------------------------------------------------------------
+
+def _number(value):
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    try:
+        number = float(value)
+    except ValueError:
+        return None
+    return number if math.isfinite(number) else None
+
+
+def _label_text(value) -> str:
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return str(value)
+
+
+def _check_label_types(path: Path, rows: list, column: str) -> None:
+    """One kind of label per column: all numbers, or all words (mixed usually means shifted
+    columns or a stray header)."""
+    numeric = [r for r in rows if _number(r.label) is not None]
+    if numeric and len(numeric) < len(rows):
+        word = next(r for r in rows if _number(r.label) is None)
+        raise TaskDataError(
+            f"{path}: {column} mixes numbers (e.g. line {numeric[0].line}: {numeric[0].label!r}) and text "
+            f"(e.g. line {word.line}: {word.label!r}). Use one kind of label throughout.")
+
+
+def _class_names(rows: list) -> list:
+    names = {_label_text(r.label) for r in rows}
+    if len(names) < 2:
+        raise TaskDataError(f"the training file has a single label ({names.pop()!r}): nothing to learn.")
+    numeric = all(_number(n) is not None for n in names)
+    return sorted(names, key=(lambda n: float(n)) if numeric else None)
+
+
+def _score_range(path: Path, rows: list, column: str) -> tuple:
+    scores = [_require_number(path, r, column) for r in rows]
+    low, high = min(scores), max(scores)
+    if low == high:
+        raise TaskDataError(f"{path}: every regression label is {low}: nothing to learn.")
+    return low, high
+
+
+def _require_number(path: Path, row: _Row, column: str) -> float:
+    number = _number(row.label)
+    if number is None:
+        raise TaskDataError(f"{path}, line {row.line}: {column} holds {row.label!r}, but a regression "
+                            "task needs numbers.")
+    return number

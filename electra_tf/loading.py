@@ -1,0 +1,198 @@
+"""Where a pre-trained discriminator comes from: `load_pretrained(path)`.
+
+Used by fine-tuning (`--pretrained`) and by `python -m electra_tf.export`; the folder layouts
+it reads are defined in `run_dir.py`.
+
+`path` may be
+- a pre-training model_dir (`config.json`, `vocab.txt`, `checkpoints/`): the latest
+  checkpoint, or `checkpoint="ckpt-2000"`;
+- a `.keras` file of a fine-tuned `ElectraClassifier` / `ElectraTokenClassifier` (its
+  preprocessor carries the vocabulary), or of a bare `Discriminator` with `vocab.txt` and
+  `config.json` beside it;
+- a SavedModel written by `electra_tf.export` (a version folder, or the model folder, whose
+  highest version is used): variables are matched to a freshly built discriminator by name,
+  using the `config.json` and `vocab.txt` the export keeps in `assets.extra/`.
+
+Each returns a `Pretrained(discriminator, tokenizer, config)`; anything else is a
+`PretrainedError` that names the path and says what was expected.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from electra_tf.config import ConfigError, ElectraConfig
+from electra_tf.data.tokenization import ElectraTokenizer, VocabularyError
+from electra_tf.errors import ElectraError
+from electra_tf.run_dir import CONFIG_FILE, VOCAB_FILE, ExportMetadata, ModelDir
+
+
+class PretrainedError(ElectraError):
+    pass
+
+
+@dataclass
+class Pretrained:
+    discriminator: object
+    tokenizer: ElectraTokenizer
+    config: ElectraConfig
+    source: str
+
+
+def read_config(path: Path) -> ElectraConfig:
+    try:
+        return ElectraConfig.load(str(path))
+    except OSError as error:
+        raise PretrainedError(f"{path}: cannot read the model config ({error}).") from None
+    except ConfigError as error:
+        raise PretrainedError(str(error)) from None
+
+
+def _tokenizer(path: Path) -> ElectraTokenizer:
+    if not path.is_file():
+        raise PretrainedError(f"{path} is missing: the vocabulary the model was trained with is needed.")
+    try:
+        return ElectraTokenizer(path)
+    except VocabularyError as error:
+        raise PretrainedError(str(error)) from None
+
+
+def build_discriminator(config: ElectraConfig):
+    """A freshly initialised discriminator (shared-embedding layout, as in pre-training)."""
+    from electra_tf.models.embeddings import ElectraEmbeddings
+    from electra_tf.models.encoders import Discriminator
+
+    return Discriminator.from_electra_config(config, ElectraEmbeddings.from_electra_config(config))
+
+
+def model_weights(model) -> list:
+    """The model's weights, without dropout seed-generator states: those are random-number
+    state, and their names are numbered in creation order, so they do not match by name."""
+    return [v for v in model.variables if "seed_generator" not in v.path]
+
+
+def load_pretrained(path, checkpoint: str | None = None) -> Pretrained:
+    path = Path(path)
+    if not path.exists():
+        raise PretrainedError(f"{path} does not exist.")
+    if path.is_file() and path.suffix == ".keras":
+        return _from_keras_file(path)
+    if path.is_dir() and ModelDir(path).has_checkpoints():
+        return _from_model_dir(path, checkpoint)
+    if path.is_dir():
+        versions = sorted((int(p.name) for p in path.iterdir() if p.name.isdigit() and p.is_dir()))
+        if (path / "saved_model.pb").is_file():
+            return _from_export(path)
+        if versions and (path / str(versions[-1]) / "saved_model.pb").is_file():
+            return _from_export(path / str(versions[-1]))
+        if (path / CONFIG_FILE).is_file():
+            raise PretrainedError(
+                f"{path} has a config.json but no checkpoints/ folder: pre-training did not save a "
+                "checkpoint there yet (or it was moved). Point --pretrained at a model_dir with "
+                "checkpoints, a .keras file or an export.")
+    raise PretrainedError(
+        f"{path} holds no discriminator: expected a pre-training model_dir (config.json + "
+        "checkpoints/), a .keras file, or a SavedModel from `python -m electra_tf.export`.")
+
+
+def _from_model_dir(model_dir: Path, checkpoint: str | None) -> Pretrained:
+    pretrainer, tokenizer, config, found = restore_pretrainer(model_dir, checkpoint)
+    return Pretrained(pretrainer.discriminator, tokenizer, config, found)
+
+
+def restore_pretrainer(model_dir, checkpoint: str | None = None):
+    """Generator and discriminator of a pre-training model_dir, restored from its latest (or the
+    named) checkpoint: (pretrainer, tokenizer, config, checkpoint path)."""
+    import tensorflow as tf
+
+    from electra_tf.pretraining.pretrainer import ElectraPretrainer
+
+    model_dir = ModelDir(model_dir)
+    config = read_config(model_dir.config)
+    tokenizer = _tokenizer(model_dir.vocab)
+    checkpoints = model_dir.checkpoints
+    if checkpoint is None:
+        found = tf.train.latest_checkpoint(str(checkpoints))
+        if found is None:
+            raise PretrainedError(f"{checkpoints} holds no checkpoint: pre-training saved none yet.")
+    else:
+        found = checkpoint if Path(checkpoint).is_absolute() else str(checkpoints / checkpoint)
+        if not tf.io.gfile.exists(found + ".index"):
+            raise PretrainedError(f"checkpoint {found} does not exist.")
+    if config.objective == "mlm":
+        raise PretrainedError(f"{model_dir.path} was trained with objective='mlm' (BERT-style baseline): "
+                              "it has no discriminator to fine-tune.")
+    pretrainer = ElectraPretrainer.from_electra_config(config)
+    # Same variable list as RunCheckpoint; the optimizer and input state are not needed here.
+    tf.train.Checkpoint(model_variables=list(pretrainer.variables)).restore(found).expect_partial()
+    return pretrainer, tokenizer, config, found
+
+
+def _from_keras_file(path: Path) -> Pretrained:
+    import keras
+
+    from electra_tf.finetuning import classifiers  # noqa: F401  (registers the task models for loading)
+    from electra_tf.models.encoders import Discriminator
+
+    try:
+        model = keras.saving.load_model(str(path), compile=False)
+    except Exception as error:  # Keras raises many types for a bad archive
+        raise PretrainedError(f"{path}: not a loadable .keras model ({type(error).__name__}: {error}).") from None
+    if isinstance(model, Discriminator):
+        if not (path.parent / CONFIG_FILE).is_file():
+            raise PretrainedError(f"{path} is a bare Discriminator: put the config.json and vocab.txt of "
+                                  f"its pre-training run beside it, in {path.parent}.")
+        config = read_config(path.parent / CONFIG_FILE)
+        return Pretrained(model, _tokenizer(path.parent / VOCAB_FILE), config, str(path))
+    backbone = getattr(model, "backbone", None)
+    preprocessor = getattr(model, "preprocessor", None)
+    if not isinstance(backbone, Discriminator):
+        raise PretrainedError(f"{path} holds a {type(model).__name__}, which has no ELECTRA discriminator.")
+    if preprocessor is None:
+        raise PretrainedError(f"{path}: the model has no preprocessor, so its vocabulary is unknown.")
+    config = read_config(path.parent / CONFIG_FILE) if (path.parent / CONFIG_FILE).is_file() \
+        else _config_of(backbone, preprocessor)
+    return Pretrained(backbone, preprocessor.tokenizer, config, str(path))
+
+
+def _config_of(backbone, preprocessor) -> ElectraConfig:
+    """The ElectraConfig fields a discriminator determines (generator fields stay default)."""
+    embeddings = backbone.embeddings
+    return ElectraConfig.from_dict({
+        "vocab_size": embeddings.vocab_size, "embedding_size": embeddings.embedding_size,
+        "hidden_size": backbone.hidden_size, "num_layers": backbone.num_layers,
+        "num_heads": backbone.num_heads, "intermediate_size": backbone.intermediate_size,
+        "max_position_embeddings": embeddings.max_position_embeddings,
+        "max_seq_length": min(preprocessor.max_seq_length, embeddings.max_position_embeddings),
+        "type_vocab_size": embeddings.type_vocab_size, "dropout": backbone.dropout_rate,
+        "layer_norm_epsilon": backbone.layer_norm_epsilon,
+        "initializer_range": backbone.initializer_range,
+    }, source="the .keras model")
+
+
+def _from_export(version_dir: Path) -> Pretrained:
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401  (the export's tokenizer ops)
+
+    metadata = ExportMetadata.of(version_dir)
+    if not metadata.config.is_file():
+        raise PretrainedError(f"{version_dir} is a SavedModel without {metadata.config}: "
+                              "only exports written by electra_tf (0.2+) can be fine-tuned from.")
+    config = read_config(metadata.config)
+    tokenizer = _tokenizer(metadata.vocab)
+    discriminator = build_discriminator(config)
+    saved = {v.name.rsplit(":", 1)[0]: v for v in tf.saved_model.load(str(version_dir)).variables}
+    weights = model_weights(discriminator)
+    missing = [v.path for v in weights if v.path not in saved]
+    if missing:
+        raise PretrainedError(f"{version_dir}: the SavedModel lacks {len(missing)} discriminator "
+                              f"variables (first: {missing[0]}); it does not hold this model.")
+    for variable in weights:
+        value = saved[variable.path]
+        if tuple(value.shape) != tuple(variable.shape):
+            raise PretrainedError(f"{version_dir}: {variable.path} has shape {tuple(value.shape)}, "
+                                  f"the config says {tuple(variable.shape)}.")
+        variable.assign(value.numpy())
+    return Pretrained(discriminator, tokenizer, config, str(version_dir))
+

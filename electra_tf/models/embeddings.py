@@ -1,0 +1,91 @@
+"""`ElectraEmbeddings`: the embedding layer ELECTRA's generator and discriminator share.
+
+Word + position + token-type embeddings, LayerNorm (epsilon 1e-12) and dropout, all
+`embedding_size` wide. One instance is passed to both networks (`encoders.py`), so they hold
+the same variables, as in the official code; the word table is also the generator's output
+layer (tied), which is why it is keras-hub's `ReversibleEmbedding`.
+"""
+
+from __future__ import annotations
+
+import keras
+import keras_hub
+
+from electra_tf.config import ElectraConfig
+from electra_tf.models.heads import truncated_normal
+
+
+@keras.saving.register_keras_serializable(package="electra_tf")
+class ElectraEmbeddings(keras.layers.Layer):
+    """Word + position + token-type embeddings, LayerNorm and dropout.
+
+    Example:
+    >>> import numpy as np
+    >>> embeddings = ElectraEmbeddings(vocab_size=100, embedding_size=16)
+    >>> tuple(embeddings(np.ones((2, 7), "int32"), np.zeros((2, 7), "int32")).shape)
+    (2, 7, 16)
+    """
+
+    def __init__(self, vocab_size: int, embedding_size: int, max_position_embeddings: int = 512,
+                 type_vocab_size: int = 2, dropout: float = 0.1, layer_norm_epsilon: float = 1e-12,
+                 initializer_range: float = 0.02, **kwargs):
+        super().__init__(**kwargs)
+        self.vocab_size = vocab_size
+        self.embedding_size = embedding_size
+        self.max_position_embeddings = max_position_embeddings
+        self.type_vocab_size = type_vocab_size
+        self.dropout_rate = dropout
+        self.layer_norm_epsilon = layer_norm_epsilon
+        self.initializer_range = initializer_range
+        init = truncated_normal(initializer_range)
+        # Reversible, so the generator's output layer can be this very table.
+        self.word_embeddings = keras_hub.layers.ReversibleEmbedding(
+            vocab_size, embedding_size, tie_weights=True, embeddings_initializer=init,
+            dtype=self.dtype_policy, name="word_embeddings")
+        self.position_embeddings = keras_hub.layers.PositionEmbedding(
+            max_position_embeddings, initializer=init, dtype=self.dtype_policy,
+            name="position_embeddings")
+        self.token_type_embeddings = keras.layers.Embedding(
+            type_vocab_size, embedding_size, embeddings_initializer=init,
+            dtype=self.dtype_policy, name="token_type_embeddings")
+        self.layer_norm = keras.layers.LayerNormalization(
+            epsilon=layer_norm_epsilon, dtype=self.dtype_policy, name="layer_norm")
+        self.dropout = keras.layers.Dropout(dropout, dtype=self.dtype_policy, name="dropout")
+
+    def build(self, input_shape=None):
+        self.word_embeddings.build((None, None))
+        self.position_embeddings.build((None, None, self.embedding_size))
+        self.token_type_embeddings.build((None, None))
+        self.layer_norm.build((None, None, self.embedding_size))
+        self.built = True
+
+    def call(self, token_ids, segment_ids, training=None):
+        words = self.word_embeddings(token_ids)
+        x = words + self.position_embeddings(words) + self.token_type_embeddings(segment_ids)
+        return self.dropout(self.layer_norm(x), training=training)
+
+    def get_config(self):
+        return {
+            **super().get_config(),
+            "vocab_size": self.vocab_size,
+            "embedding_size": self.embedding_size,
+            "max_position_embeddings": self.max_position_embeddings,
+            "type_vocab_size": self.type_vocab_size,
+            "dropout": self.dropout_rate,
+            "layer_norm_epsilon": self.layer_norm_epsilon,
+            "initializer_range": self.initializer_range,
+        }
+
+    @classmethod
+    def from_electra_config(cls, config: ElectraConfig, embedding_size: int | None = None,
+                            name: str = "embeddings") -> "ElectraEmbeddings":
+        return cls(
+            vocab_size=config.vocab_size,
+            embedding_size=embedding_size or config.embedding_size,
+            max_position_embeddings=config.max_position_embeddings,
+            type_vocab_size=config.type_vocab_size,
+            dropout=config.dropout,
+            layer_norm_epsilon=config.layer_norm_epsilon,
+            initializer_range=config.initializer_range,
+            name=name,
+        )

@@ -1,0 +1,215 @@
+"""Keras callbacks of a pre-training run: what it shows, saves and refuses.
+
+Advancing the resumable input is not a monitor's job: `checkpointing.InputTracker` does it,
+and these callbacks only read the input's state, so their order does not matter.
+
+- `TrainingMonitor`: every `log_every` steps, console progress (step, rate, ETA, key metrics)
+  and step-keyed TensorBoard scalars (every metric, learning rate, loss scale, examples/s,
+  tokens/s, step time); metrics are averaged over those steps, then reset. It also stops the
+  run on a non-finite loss (float32/bfloat16: a real divergence) naming the step.
+- `CheckpointSaver`: a checkpoint every `every` steps, at the end, and when SIGTERM/SIGINT
+  arrives (preemption): the run stops after the current step, saved.
+- `ReplacementSamples`: every `every` steps, a TensorBoard text panel showing one sentence
+  with the generator's replacements and the discriminator's verdicts.
+- `StepProfiler`: TensorFlow profiler trace over a range of steps.
+"""
+
+from __future__ import annotations
+
+import math
+import signal
+import sys
+import time
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from electra_tf.progress import format_duration
+
+CONSOLE_METRICS = ("loss", "masked_lm_accuracy", "disc_auc")
+
+
+class TrainingMonitor(keras.callbacks.Callback):
+    def __init__(self, writer, total_steps: int, batch_size: int, resumable_input, log_every: int = 50,
+                 stop_on_nonfinite: bool = True, stream=None):
+        super().__init__()
+        self.writer = writer
+        self.total_steps = total_steps
+        self.batch_size = batch_size
+        self.input = resumable_input
+        self.log_every = log_every
+        self.stop_on_nonfinite = stop_on_nonfinite
+        self.stream = stream or sys.stdout
+        self.diverged_at: int | None = None
+        self.last_logs: dict = {}
+        self._window_start = None
+
+    def _step(self) -> int:
+        return int(self.model.optimizer.iterations)
+
+    def on_train_begin(self, logs=None):
+        self._first_step = self._step()
+        self._started = time.monotonic()
+        self._window_start = (self._started, self._first_step, self.input.tokens_through(0))
+
+    def on_train_batch_end(self, batch, logs=None):
+        logs = logs or {}
+        step = self._step()
+        loss = float(logs.get("loss", 0.0))
+        if self.stop_on_nonfinite and not math.isfinite(loss):
+            self.diverged_at = step
+            self.model.stop_training = True
+            return
+        if step % self.log_every == 0 or step >= self.total_steps:
+            self._log(step, logs, tokens=self.input.tokens_through(batch + 1))
+
+    def _log(self, step, logs, tokens):
+        now = time.monotonic()
+        started, first, tokens_before = self._window_start
+        steps = max(1, step - first)
+        elapsed = max(now - started, 1e-9)
+        rates = {
+            "examples_per_second": steps * self.batch_size / elapsed,
+            "tokens_per_second": (tokens - tokens_before) / elapsed,
+            "step_time_seconds": elapsed / steps,
+        }
+        optimizer = self.model.optimizer
+        scalars = {key: float(value) for key, value in logs.items()}
+        scalars["learning_rate"] = float(optimizer.learning_rate)
+        loss_scale = getattr(optimizer, "dynamic_scale", None)
+        if loss_scale is not None:
+            scalars["loss_scale"] = float(loss_scale)
+        with self.writer.as_default(step=step):
+            for name, value in scalars.items():
+                tf.summary.scalar(f"train/{name}", value)
+            for name, value in rates.items():
+                tf.summary.scalar(f"speed/{name}", value)
+        self.writer.flush()
+        self.last_logs = scalars
+
+        total_elapsed = now - self._started
+        done = step - self._first_step
+        remaining = (self.total_steps - step) * total_elapsed / max(done, 1)
+        shown = " | ".join(f"{key} {scalars[key]:.4f}" for key in CONSOLE_METRICS if key in scalars)
+        print(f"step {step}/{self.total_steps} ({100.0 * step / self.total_steps:.1f}%) | "
+              f"{rates['examples_per_second']:.0f} examples/s | "
+              f"{rates['tokens_per_second']:,.0f} tokens/s | {shown} | "
+              f"ETA {format_duration(remaining)}", file=self.stream, flush=True)
+        for metric in self.model.metrics:  # next window averages over its own steps only
+            metric.reset_state()
+        self._window_start = (now, step, tokens)
+
+
+class CheckpointSaver(keras.callbacks.Callback):
+    """Saves every `every` steps, at the end, and after the step in which a signal arrived."""
+
+    def __init__(self, run_checkpoint, every: int, signals=(signal.SIGTERM, signal.SIGINT)):
+        super().__init__()
+        self.run_checkpoint = run_checkpoint
+        self.every = every
+        self.signals = signals
+        self.received: int | None = None
+        self.saved_paths: list[str] = []
+        self._previous = {}
+
+    def on_train_begin(self, logs=None):
+        for number in self.signals:
+            self._previous[number] = signal.signal(number, self._on_signal)
+
+    def _on_signal(self, number, frame):
+        self.received = number
+        # A second signal falls back to the default behaviour (e.g. Ctrl-C twice quits).
+        signal.signal(number, self._previous.get(number, signal.SIG_DFL))
+
+    def on_train_batch_end(self, batch, logs=None):
+        step = self.run_checkpoint.step
+        if self.received is not None:
+            self.saved_paths.append(self.run_checkpoint.save(steps_done=batch + 1))
+            self.model.stop_training = True
+        elif step % self.every == 0 and math.isfinite(float((logs or {}).get("loss", 0.0))):
+            self.saved_paths.append(self.run_checkpoint.save(steps_done=batch + 1))
+
+    def on_train_end(self, logs=None):
+        for number, previous in self._previous.items():
+            signal.signal(number, previous)
+
+
+class ReplacementSamples(keras.callbacks.Callback):
+    """A TensorBoard text panel: one example with replacements and the discriminator's verdicts."""
+
+    def __init__(self, writer, probe_batch, tokenizer, every: int = 200):
+        super().__init__()
+        self.writer = writer
+        self.probe = probe_batch
+        self.tokenizer = tokenizer
+        self.every = every
+
+    def on_train_begin(self, logs=None):
+        self._write(int(self.model.optimizer.iterations))
+
+    def on_train_batch_end(self, batch, logs=None):
+        step = int(self.model.optimizer.iterations)
+        if step % self.every == 0:
+            self._write(step)
+
+    def _write(self, step):
+        text = render_replacements(self.model, self.probe, self.tokenizer)
+        with self.writer.as_default(step=step):
+            tf.summary.text("samples/replaced_token_detection", text)
+        self.writer.flush()
+
+
+def render_replacements(pretrainer, batch, tokenizer, row: int = 0) -> str:
+    """Markdown for one example: ~~original~~ **sample** for replaced tokens, and a verdict
+    mark after every token the discriminator calls replaced (p > 0.5)."""
+    outputs = pretrainer.compute_pretraining_outputs(batch, tf.constant([7, 7], tf.int64))
+    length = int(np.sum(batch["padding_mask"][row]))
+    original = np.array(batch["token_ids"][row])
+    positions = np.array(batch["mask_positions"][row])[np.array(batch["mask_weights"][row]) > 0]
+    original[positions] = np.array(batch["mask_ids"][row])[: len(positions)]
+    corrupted = np.array(outputs["corrupted_ids"][row])
+    labels = np.array(outputs["replaced_token_labels"][row])
+    probabilities = 1.0 / (1.0 + np.exp(-np.array(outputs["disc_logits"][row])))
+    words, hits, misses, false_alarms = [], 0, 0, 0
+    for t in range(length):
+        token = tokenizer.id_to_token(int(corrupted[t]))
+        if labels[t]:
+            token = f"~~{tokenizer.id_to_token(int(original[t]))}~~ **{token}**"
+        flagged = probabilities[t] > 0.5
+        if flagged:
+            token += " ⚑" if labels[t] else " ⚐"
+        hits += int(flagged and labels[t])
+        misses += int(labels[t] and not flagged)
+        false_alarms += int(flagged and not labels[t])
+        words.append(token)
+    header = (f"{int(labels.sum())} of {len(positions)} masked tokens replaced by the generator; "
+              f"discriminator caught {hits}, missed {misses}, false alarms {false_alarms}.")
+    legend = ("~~original~~ **generator sample** = replaced token; ⚑ discriminator says replaced "
+              "(correct); ⚐ discriminator says replaced (wrong).")
+    return f"{header}\n\n{' '.join(words)}\n\n{legend}"
+
+
+class StepProfiler(keras.callbacks.Callback):
+    """Traces steps [start, stop) with the TensorFlow profiler into `logdir`."""
+
+    def __init__(self, logdir: str, start: int, stop: int):
+        super().__init__()
+        self.logdir, self.start, self.stop = logdir, start, stop
+        self.active = False
+
+    def on_train_batch_begin(self, batch, logs=None):
+        step = int(self.model.optimizer.iterations)
+        if step == self.start and not self.active:
+            tf.profiler.experimental.start(self.logdir)
+            self.active = True
+
+    def on_train_batch_end(self, batch, logs=None):
+        if self.active and int(self.model.optimizer.iterations) >= self.stop:
+            tf.profiler.experimental.stop()
+            self.active = False
+
+    def on_train_end(self, logs=None):
+        if self.active:
+            tf.profiler.experimental.stop()
+            self.active = False

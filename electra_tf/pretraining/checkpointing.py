@@ -1,0 +1,152 @@
+"""Exact resume: model, optimizer (and its step counter), random state and input position.
+
+Keras' `fit` makes its own iterator over a dataset, out of reach of a checkpoint. So the run
+owns the tf.data iterator (`ResumableInput`) and gives `fit` a thin generator dataset that
+pulls from it. A checkpoint then holds:
+- every model variable, including the sampling and dropout seed generators' state;
+- the optimizer's variables, including `iterations`, the global step;
+- the iterator's position, and the batches it already handed out that no step has consumed
+  yet (prefetched by tf.data or the strategy): they are replayed first after a restore, so
+  the resumed run sees exactly the batches the uninterrupted run would have.
+
+`tf.train.CheckpointManager` writes a checkpoint's files first and the `checkpoint` index
+last, so a run killed mid-save leaves the previous checkpoint as the latest, intact.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import threading
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+
+class ResumableInput:
+    """Wraps a tf.data pipeline so its position can be checkpointed while `fit` reads it."""
+
+    def __init__(self, dataset: tf.data.Dataset):
+        self.spec = dict(dataset.element_spec)
+        self.iterator = iter(dataset)
+        self._lock = threading.Lock()
+        self._handed_out = collections.deque()  # (batch, tokens) yielded, not yet consumed by a step
+        self._steps_accounted = 0  # steps of the current fit whose batch left _handed_out
+        self._replay: list = []
+        self.tokens_consumed = 0
+        # Dynamic-length stacks of in-flight batches, saved with the checkpoint.
+        self.in_flight = {
+            key: tf.Variable(tf.zeros([0, *spec.shape], spec.dtype), shape=[None, *spec.shape],
+                             trainable=False, name=f"in_flight_{key}")
+            for key, spec in self.spec.items()}
+
+    def dataset(self) -> tf.data.Dataset:
+        """What `fit` reads: the pipeline's batches, in order, through this object. Read it
+        in one `fit` call with an `InputTracker` among the callbacks."""
+        self._steps_accounted = 0
+        dataset = tf.data.Dataset.from_generator(self._generate, output_signature=self.spec)
+        options = tf.data.Options()
+        # Batches are already this input pipeline's own; a strategy must not re-shard them.
+        options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
+        return dataset.with_options(options)
+
+    def _generate(self):
+        while True:
+            with self._lock:
+                if self._replay:
+                    batch = self._replay.pop(0)
+                else:
+                    try:
+                        batch = next(self.iterator)
+                    except StopIteration:
+                        return
+                tokens = int(np.sum(batch["padding_mask"])) if "padding_mask" in batch else 0
+                self._handed_out.append((batch, tokens))
+            yield batch
+
+    def advance_to(self, steps_done: int) -> None:
+        """`steps_done` steps of the current `fit` have finished, each having consumed the
+        oldest batch handed out. Idempotent: any number of callers may report the same step."""
+        with self._lock:
+            while self._steps_accounted < steps_done and self._handed_out:
+                _, tokens = self._handed_out.popleft()
+                self.tokens_consumed += tokens
+                self._steps_accounted += 1
+
+    def tokens_through(self, steps_done: int) -> int:
+        """Non-padding tokens consumed once `steps_done` steps of the current `fit` have
+        finished; only reads, so it does not matter whether `advance_to` ran yet."""
+        with self._lock:
+            pending = max(0, steps_done - self._steps_accounted)
+            return self.tokens_consumed + sum(tokens for _, tokens in list(self._handed_out)[:pending])
+
+    @contextlib.contextmanager
+    def frozen(self):
+        """Holds the input still while a checkpoint is written, with in-flight batches staged."""
+        with self._lock:
+            pending = list(self._replay) + [batch for batch, _ in self._handed_out]
+            for key, variable in self.in_flight.items():
+                if pending:
+                    variable.assign(tf.stack([batch[key] for batch in pending]))
+                else:
+                    variable.assign(tf.zeros([0, *self.spec[key].shape], self.spec[key].dtype))
+            yield
+
+    def in_flight_count(self) -> int:
+        return int(tf.shape(next(iter(self.in_flight.values())))[0])
+
+    def restored(self) -> int:
+        """After a restore: replays the in-flight batches first; returns how many."""
+        with self._lock:
+            count = self.in_flight_count()
+            self._replay = [{key: variable[i] for key, variable in self.in_flight.items()}
+                            for i in range(count)]
+            self._handed_out.clear()
+            return count
+
+
+class RunCheckpoint:
+    """Checkpoint + CheckpointManager over the pretrainer, its optimizer and the input."""
+
+    def __init__(self, directory, pretrainer, resumable_input: ResumableInput, keep: int = 3):
+        self.pretrainer = pretrainer
+        self.input = resumable_input
+        # The model's variables are listed explicitly: tf.train.Checkpoint(model=...) misses a
+        # Keras 3 model's layer lists and its seed-generator states (sampling and dropout).
+        self.checkpoint = tf.train.Checkpoint(
+            model_variables=list(pretrainer.variables), optimizer=pretrainer.optimizer,
+            data_iterator=resumable_input.iterator, in_flight=resumable_input.in_flight)
+        self.manager = tf.train.CheckpointManager(self.checkpoint, str(directory), max_to_keep=keep)
+
+    @property
+    def step(self) -> int:
+        return int(self.pretrainer.optimizer.iterations)
+
+    def restore_latest(self) -> int | None:
+        """Restores the latest checkpoint if any; returns its step."""
+        latest = self.manager.latest_checkpoint
+        if latest is None:
+            return None
+        self.checkpoint.restore(latest).assert_existing_objects_matched()
+        self.input.restored()
+        return self.step
+
+    def save(self, steps_done: int | None = None) -> str:
+        """Writes a checkpoint; `steps_done` (steps of the current `fit`) first settles the
+        input's bookkeeping, so the caller need not run after the `InputTracker`."""
+        if steps_done is not None:
+            self.input.advance_to(steps_done)
+        with self.input.frozen():
+            return self.manager.save(checkpoint_number=self.step)
+
+
+class InputTracker(keras.callbacks.Callback):
+    """Tells the `ResumableInput` after every step that the step's batch was consumed."""
+
+    def __init__(self, resumable_input: ResumableInput):
+        super().__init__()
+        self.input = resumable_input
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.input.advance_to(batch + 1)

@@ -1,0 +1,97 @@
+"""The ELECTRA objective, equation by equation (Clark et al., 2020, Sec. 2).
+
+Given masked positions m and the masked input x^masked (built by `masking.mask_tokens`):
+
+  x^_i ~ p_G(x_i | x^masked)  for i in m           -> `sample_replacements`
+  x^corrupt = REPLACE(x, m, x^)                      -> `corrupt_tokens`
+  y_t = 1[x^corrupt_t != x_t]                        -> `replaced_token_labels`
+  L_MLM  = E[ sum_{i in m} -log p_G(x_i | x^masked) ]  -> `masked_lm_loss`
+  L_Disc = E[ sum_t -y_t log D(x^corrupt, t) - (1 - y_t) log(1 - D(x^corrupt, t)) ]
+                                                     -> `replaced_token_detection_loss`
+  min  L_MLM + lambda * L_Disc,  lambda = 50         -> `electra_loss`
+
+Losses are returned as (sum, count) pairs so the caller can divide by the count over the
+*global* batch: the pretrainer does that across replicas, which makes the update the same for
+any number of replicas. As in the official code, L_MLM averages over masked slots and L_Disc
+over all non-padding tokens ([CLS] and [SEP] included).
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+from electra_tf.pretraining.masking import RNG_ALGORITHM, scatter_at_positions
+
+# Added to the logit of the original token when `disallow_correct` is on (official value).
+DISALLOW_PENALTY = 1000.0
+
+
+def sample_replacements(mlm_logits, seed, temperature=1.0, disallow_ids=None):
+    """x^_i ~ softmax(logits / temperature), by the Gumbel-max trick, without gradient.
+
+    Sampling is in float32 whatever the compute dtype, and is a stop-gradient: no gradient of
+    the discriminator's loss reaches the generator through its samples (paper, Sec. 2).
+
+    Args:
+      mlm_logits: [B, N, V] generator logits at the masked slots.
+      seed: shape-[2] int seed (stateless, Philox: explicit so XLA compiles it fast).
+      temperature: sampling temperature (official default 1.0).
+      disallow_ids: optional [B, N] ids that must not be sampled (`disallow_correct`).
+    Returns:
+      [B, N] int32 sampled ids.
+    """
+    logits = tf.stop_gradient(tf.cast(mlm_logits, tf.float32)) / temperature
+    if disallow_ids is not None:
+        logits -= DISALLOW_PENALTY * tf.one_hot(disallow_ids, tf.shape(logits)[-1])
+    uniform = tf.random.stateless_uniform(
+        tf.shape(logits), seed, minval=1e-9, maxval=1.0, alg=RNG_ALGORITHM)
+    gumbel = -tf.math.log(-tf.math.log(uniform))
+    return tf.argmax(logits + gumbel, axis=-1, output_type=tf.int32)
+
+
+def corrupt_tokens(masked_token_ids, mask_positions, sampled_ids, mask_weights):
+    """x^corrupt: the sample is written into *every* selected position.
+
+    The official code first restores the original ids, then scatters the samples into all
+    selected positions, including the 15% the generator saw unmasked. Since every selected
+    position is overwritten, scattering into the masked input gives the same tensor.
+    """
+    return scatter_at_positions(masked_token_ids, mask_positions, sampled_ids, mask_weights)
+
+
+def replaced_token_labels(mask_ids, sampled_ids, mask_positions, mask_weights, sequence):
+    """y_t = 1 where the corrupted token differs from the original, else 0.
+
+    A sample that equals the original token counts as original (label 0). Only selected
+    positions can be replaced, so labels are scattered from the [B, N] slots into a [B, L]
+    tensor shaped like `sequence`.
+    """
+    replaced = tf.cast(tf.not_equal(sampled_ids, mask_ids), tf.int32) * tf.cast(mask_weights, tf.int32)
+    zeros = tf.zeros_like(tf.cast(sequence, tf.int32))
+    return scatter_at_positions(zeros, mask_positions, replaced, mask_weights)
+
+
+def masked_lm_loss(mlm_logits, mask_ids, mask_weights):
+    """Cross-entropy of the generator at the masked slots: (sum over used slots, slot count)."""
+    weights = tf.cast(mask_weights, tf.float32)
+    per_slot = tf.nn.sparse_softmax_cross_entropy_with_logits(
+        labels=mask_ids, logits=tf.cast(mlm_logits, tf.float32))
+    return tf.reduce_sum(per_slot * weights), tf.reduce_sum(weights)
+
+
+def replaced_token_detection_loss(disc_logits, labels, padding_mask):
+    """Sigmoid cross-entropy of the discriminator over non-padding tokens: (sum, count)."""
+    weights = tf.cast(padding_mask, tf.float32)
+    per_token = tf.nn.sigmoid_cross_entropy_with_logits(
+        labels=tf.cast(labels, tf.float32), logits=tf.cast(disc_logits, tf.float32))
+    return tf.reduce_sum(per_token * weights), tf.reduce_sum(weights)
+
+
+def electra_loss(mlm_loss, disc_loss=None, gen_weight=1.0, disc_weight=50.0):
+    """L = gen_weight * L_MLM + disc_weight * L_Disc (paper: 1 and lambda = 50).
+
+    `disc_loss=None` is the BERT-style baseline: the MLM term alone.
+    """
+    if disc_loss is None:
+        return gen_weight * mlm_loss
+    return gen_weight * mlm_loss + disc_weight * disc_loss

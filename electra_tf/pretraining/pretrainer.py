@@ -1,0 +1,293 @@
+"""`ElectraPretrainer`: generator + discriminator trained jointly by a custom `train_step`.
+
+A batch is a dict of int32 tensors produced by the input pipeline (masking already applied):
+  token_ids [B, L]       the masked input x^masked
+  segment_ids [B, L], padding_mask [B, L]
+  mask_positions, mask_ids, mask_weights [B, N]   (see `masking.mask_tokens`)
+
+Per step (equations in `losses.py`): generator logits at the masked slots -> MLM loss;
+sample replacements (float32, stop-gradient, temperature); corrupt the input; label
+replaced tokens; discriminator logits -> RTD loss; total = gen_weight * MLM + disc_weight * RTD.
+With `objective="mlm"` only the first step runs: the BERT-style baseline, which trains a
+generator at the discriminator's size so ELECTRA can be compared at equal compute.
+
+Distribution: each loss is a sum over the replica's examples divided by the count over the
+*global* batch (an all-reduce of the counts), so the gradients that the optimizer sums over
+replicas are exactly the single-device gradients of the global batch, for any replica count.
+Every replica folds its replica id into the sampling seed, so replicas draw different samples.
+"""
+
+from __future__ import annotations
+
+import keras
+import tensorflow as tf
+
+from electra_tf.config import ElectraConfig
+from electra_tf.models.embeddings import ElectraEmbeddings
+from electra_tf.models.encoders import Discriminator, Generator
+from electra_tf.pretraining import losses
+from electra_tf.pretraining.masking import RNG_ALGORITHM
+
+BATCH_KEYS = ("token_ids", "segment_ids", "padding_mask", "mask_positions", "mask_ids",
+              "mask_weights")
+MLM_METRICS = ("masked_lm_loss", "masked_lm_accuracy")
+ELECTRA_METRICS = ("sampled_masked_lm_accuracy", "disc_loss", "disc_accuracy", "disc_precision",
+                   "disc_recall", "disc_auc")
+
+
+@keras.saving.register_keras_serializable(package="electra_tf")
+class ElectraPretrainer(keras.Model):
+    """Joint ELECTRA pre-training of `generator` and `discriminator`.
+
+    Example (a real, if tiny, training step):
+    >>> from electra_tf.config import ElectraConfig
+    >>> from electra_tf.optimization import create_optimizer
+    >>> from electra_tf.pretraining.synthetic import masked_batch
+    >>> config = ElectraConfig.load("electra_tiny", {"num_layers": 1, "vocab_size": 50})
+    >>> pretrainer = ElectraPretrainer.from_electra_config(config)
+    >>> pretrainer.compile(optimizer=create_optimizer(config))
+    >>> logs = pretrainer.train_on_batch(masked_batch(config, batch_size=2), return_dict=True)
+    >>> sorted(logs)
+    ['disc_accuracy', 'disc_auc', 'disc_loss', 'disc_precision', 'disc_recall', 'loss', \
+'masked_lm_accuracy', 'masked_lm_loss', 'sampled_masked_lm_accuracy']
+    """
+
+    def __init__(self, generator: Generator, discriminator: Discriminator | None = None,
+                 objective: str = "electra", gen_weight: float = 1.0, disc_weight: float = 50.0,
+                 temperature: float = 1.0, disallow_correct: bool = False, seed: int = 0,
+                 **kwargs):
+        kwargs.setdefault("name", "electra_pretrainer")
+        super().__init__(**kwargs)
+        if objective not in ("electra", "mlm"):
+            raise ValueError(f"objective must be 'electra' or 'mlm', got {objective!r}.")
+        if objective == "electra" and discriminator is None:
+            raise ValueError("objective='electra' needs a discriminator.")
+        self.generator = generator
+        self.discriminator = discriminator if objective == "electra" else None
+        self.objective = objective
+        self.gen_weight = gen_weight
+        self.disc_weight = disc_weight
+        self.temperature = temperature
+        self.disallow_correct = disallow_correct
+        self.seed = seed
+        self.seed_generator = keras.random.SeedGenerator(seed, name="sampling_seed")
+        self._trackers = _make_trackers(objective)
+        self.built = True
+
+    @classmethod
+    def from_electra_config(cls, config: ElectraConfig) -> "ElectraPretrainer":
+        """Builds both networks with one shared embedding layer (or untied, as configured)."""
+        embeddings = ElectraEmbeddings.from_electra_config(config)
+        if config.objective == "mlm":
+            generator = Generator.from_electra_config(config, embeddings, full_size=True)
+            discriminator = None
+        else:
+            discriminator = Discriminator.from_electra_config(config, embeddings)
+            generator_embeddings = embeddings
+            if config.untied_generator_embeddings:
+                # Official: an untied generator gets its own embeddings, as wide as its hidden size.
+                generator_embeddings = ElectraEmbeddings.from_electra_config(
+                    config, embedding_size=config.generator_hidden_size,
+                    name="generator_embeddings")
+            generator = Generator.from_electra_config(config, generator_embeddings)
+        return cls(generator, discriminator, objective=config.objective,
+                   gen_weight=config.gen_weight, disc_weight=config.disc_weight,
+                   temperature=config.temperature, disallow_correct=config.disallow_correct,
+                   seed=config.seed)
+
+    # --- the step -------------------------------------------------------------------------------
+    def compute_pretraining_outputs(self, batch, seed, training=False):
+        """All of one step's tensors: losses (this replica's share), samples, labels, logits."""
+        _check_batch(batch)
+        generator_outputs = self.generator(batch, training=training)
+        mlm_logits = generator_outputs["logits"]
+        mlm_sum, mlm_count = losses.masked_lm_loss(
+            mlm_logits, batch["mask_ids"], batch["mask_weights"])
+        outputs = {"mlm_logits": mlm_logits, "local_mlm_loss": (mlm_sum, mlm_count),
+                   "masked_lm_loss": _share_of_global_mean(mlm_sum, mlm_count)}
+        if self.objective == "mlm":
+            outputs["loss"] = losses.electra_loss(outputs["masked_lm_loss"], gen_weight=self.gen_weight)
+            return outputs
+
+        sampled_ids = losses.sample_replacements(
+            mlm_logits, seed, self.temperature,
+            disallow_ids=batch["mask_ids"] if self.disallow_correct else None)
+        corrupted_ids = losses.corrupt_tokens(
+            batch["token_ids"], batch["mask_positions"], sampled_ids, batch["mask_weights"])
+        labels = losses.replaced_token_labels(
+            batch["mask_ids"], sampled_ids, batch["mask_positions"], batch["mask_weights"],
+            batch["token_ids"])
+        disc_logits = self.discriminator(
+            {"token_ids": corrupted_ids, "segment_ids": batch["segment_ids"],
+             "padding_mask": batch["padding_mask"]}, training=training)["logits"]
+        disc_sum, disc_count = losses.replaced_token_detection_loss(
+            disc_logits, labels, batch["padding_mask"])
+        outputs.update(
+            sampled_ids=sampled_ids, corrupted_ids=corrupted_ids, replaced_token_labels=labels,
+            disc_logits=disc_logits, local_disc_loss=(disc_sum, disc_count),
+            disc_loss=_share_of_global_mean(disc_sum, disc_count))
+        outputs["loss"] = losses.electra_loss(
+            outputs["masked_lm_loss"], outputs["disc_loss"], self.gen_weight, self.disc_weight)
+        return outputs
+
+    def train_step(self, data):
+        data, _, _ = keras.utils.unpack_x_y_sample_weight(data)  # no labels: they are made here
+        with tf.GradientTape() as tape:
+            outputs = self.compute_pretraining_outputs(data, self._next_seed(), training=True)
+            scaled_loss = self.optimizer.scale_loss(outputs["loss"])
+        variables = self.trainable_variables
+        gradients = tape.gradient(scaled_loss, variables)
+        if isinstance(self.optimizer, keras.optimizers.LossScaleOptimizer):
+            gradients = agree_on_finiteness(gradients)
+        self.optimizer.apply(gradients, variables)
+        return self._update_metrics(data, outputs)
+
+    def test_step(self, data):
+        data, _, _ = keras.utils.unpack_x_y_sample_weight(data)
+        outputs = self.compute_pretraining_outputs(data, self._next_seed(), training=False)
+        return self._update_metrics(data, outputs)
+
+    def call(self, inputs, training=False):
+        return self.compute_pretraining_outputs(inputs, self._next_seed(), training=training)
+
+    def _next_seed(self):
+        seed = tf.cast(self.seed_generator.next(), tf.int64)
+        replica_id = tf.distribute.get_replica_context().replica_id_in_sync_group
+        return tf.random.experimental.stateless_fold_in(
+            seed, tf.cast(replica_id, tf.int64), alg=RNG_ALGORITHM)
+
+    # --- metrics --------------------------------------------------------------------------------
+    @property
+    def metrics(self):
+        return list(self._trackers.values())
+
+    def _update_metrics(self, batch, outputs):
+        # Every replica feeds its trackers the *global* batch (summed scalars, gathered
+        # per-token vectors), so the results Keras averages over replicas are all the same
+        # global value: reported metrics match a single-device run exactly.
+        t = self._trackers
+        slot_weights = _gather(batch["mask_weights"], tf.float32)
+        _update_mean(t["masked_lm_loss"], *outputs["local_mlm_loss"])
+        predicted_ids = tf.argmax(outputs["mlm_logits"], axis=-1, output_type=tf.int32)
+        t["masked_lm_accuracy"].update_state(
+            _gather(tf.equal(predicted_ids, batch["mask_ids"]), tf.float32), slot_weights)
+        if self.objective == "electra":
+            t["sampled_masked_lm_accuracy"].update_state(
+                _gather(tf.equal(outputs["sampled_ids"], batch["mask_ids"]), tf.float32),
+                slot_weights)
+            _update_mean(t["disc_loss"], *outputs["local_disc_loss"])
+            token_weights = _gather(batch["padding_mask"], tf.float32)
+            labels = _gather(outputs["replaced_token_labels"], tf.float32)
+            probabilities = _gather(tf.sigmoid(outputs["disc_logits"]), tf.float32)
+            for name in ("disc_accuracy", "disc_precision", "disc_recall", "disc_auc"):
+                t[name].update_state(labels, probabilities, sample_weight=token_weights)
+        return self.metric_results()
+
+    def metric_results(self):
+        results = {name: tracker.result() for name, tracker in self._trackers.items()}
+        results["loss"] = losses.electra_loss(results["masked_lm_loss"], results.get("disc_loss"),
+                                              self.gen_weight, self.disc_weight)
+        return results
+
+    # --- serialization ----------------------------------------------------------------------------
+    def get_config(self):
+        return {
+            "name": self.name,
+            "trainable": self.trainable,
+            "generator": keras.saving.serialize_keras_object(self.generator),
+            "discriminator": (keras.saving.serialize_keras_object(self.discriminator)
+                              if self.discriminator is not None else None),
+            "objective": self.objective,
+            "gen_weight": self.gen_weight,
+            "disc_weight": self.disc_weight,
+            "temperature": self.temperature,
+            "disallow_correct": self.disallow_correct,
+            "seed": self.seed,
+        }
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        discriminator = config.pop("discriminator")
+        generator_config = dict(config.pop("generator"))
+        if discriminator is not None:
+            discriminator = keras.saving.deserialize_keras_object(discriminator)
+            inner = dict(generator_config["config"])
+            # Rebuild the sharing: the generator must get the discriminator's very embedding
+            # layer, not a copy, when the saved one was the same layer.
+            if inner["embeddings"]["config"]["name"] == discriminator.embeddings.name:
+                inner["embeddings"] = discriminator.embeddings
+            generator_config["config"] = inner
+        generator = keras.saving.deserialize_keras_object(generator_config)
+        return cls(generator, discriminator, **config)
+
+
+def _make_trackers(objective):
+    trackers = {
+        "masked_lm_loss": keras.metrics.Mean(name="masked_lm_loss"),
+        "masked_lm_accuracy": keras.metrics.Mean(name="masked_lm_accuracy"),
+    }
+    if objective == "electra":
+        trackers.update(
+            sampled_masked_lm_accuracy=keras.metrics.Mean(name="sampled_masked_lm_accuracy"),
+            disc_loss=keras.metrics.Mean(name="disc_loss"),
+            disc_accuracy=keras.metrics.BinaryAccuracy(name="disc_accuracy", threshold=0.5),
+            disc_precision=keras.metrics.Precision(name="disc_precision", thresholds=0.5),
+            disc_recall=keras.metrics.Recall(name="disc_recall", thresholds=0.5),
+            disc_auc=keras.metrics.AUC(name="disc_auc", num_thresholds=200),
+        )
+    return trackers
+
+
+def agree_on_finiteness(gradients):
+    """Makes every replica's gradients non-finite if any replica's are.
+
+    Keras' LossScaleOptimizer decides to skip a step from the first replica's local gradients,
+    before they are summed; an overflow on another replica alone would then be applied. One
+    scalar all-reduce makes the decision the same everywhere. No-op on one replica.
+    """
+    context = tf.distribute.get_replica_context()
+    if context is None or context.num_replicas_in_sync == 1:
+        return gradients
+    present = [g for g in gradients if g is not None]
+    finite = tf.reduce_all([tf.reduce_all(tf.math.is_finite(g)) for g in present])
+    overflowing = context.all_reduce(tf.distribute.ReduceOp.SUM, 1.0 - tf.cast(finite, tf.float32))
+    poison = tf.where(overflowing > 0, float("nan"), 0.0)
+    return [None if g is None else g + tf.cast(poison, g.dtype) for g in gradients]
+
+
+def _update_mean(tracker, total, count):
+    """Adds the global mean, weighted by the global count, to a Mean tracker."""
+    total, count = _sum_over_replicas(total), _sum_over_replicas(count)
+    tracker.update_state(total / tf.maximum(count, 1.0), sample_weight=count)
+
+
+def _share_of_global_mean(total, count):
+    """This replica's share of the global mean: total / (count summed over all replicas)."""
+    return total / tf.maximum(tf.stop_gradient(_sum_over_replicas(count)), 1.0)
+
+
+def _sum_over_replicas(value):
+    context = tf.distribute.get_replica_context()
+    if context is None or context.num_replicas_in_sync == 1:
+        return value
+    return context.all_reduce(tf.distribute.ReduceOp.SUM, value)
+
+
+def _gather(values, dtype):
+    """Flattens `values` and concatenates them over replicas (a no-op on one replica)."""
+    flat = tf.reshape(tf.cast(values, dtype), [-1])
+    context = tf.distribute.get_replica_context()
+    if context is None or context.num_replicas_in_sync == 1:
+        return flat
+    return context.all_gather(flat, axis=0)
+
+
+def _check_batch(batch):
+    if not isinstance(batch, dict):
+        raise TypeError(f"ElectraPretrainer expects a dict batch with keys {BATCH_KEYS}, "
+                        f"got {type(batch).__name__}.")
+    missing = [key for key in BATCH_KEYS if key not in batch]
+    if missing:
+        raise KeyError(f"ElectraPretrainer batch is missing {missing}; it has {sorted(batch)}. "
+                       "Build batches with electra_tf.pretraining.masking.mask_tokens (or the data pipeline).")

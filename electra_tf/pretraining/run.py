@@ -1,0 +1,260 @@
+"""One whole pre-training run as a library call: `run_pretraining(options) -> RunResult`.
+
+Data (built once for the bundled sample, or read from a build_data folder, or packed on the fly
+from raw text), the strategy and precision, the pretrainer and its optimizer, exact resume from
+the model_dir's latest checkpoint, `fit` with the run's callbacks, a final evaluation on
+held-out batches, and the discriminator's export for TF Serving. `python -m electra_tf.pretrain`
+parses arguments into `PretrainingOptions` and maps the `RunResult` to an exit status.
+
+Rerunning with the same model_dir continues from the last checkpoint (weights, optimizer, step,
+random state and input position). SIGTERM/SIGINT save a checkpoint and stop the run.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from electra_tf.config import ElectraConfig
+from electra_tf.errors import RunError
+from electra_tf.run_dir import DEFAULT_EXPORT_DIR, ModelDir, bundled_data_dir
+
+FINAL_METRICS = ("masked_lm_accuracy", "masked_lm_loss", "sampled_masked_lm_accuracy", "disc_auc",
+                 "disc_accuracy", "disc_precision", "disc_recall", "disc_loss", "loss")
+BUNDLED_SAMPLE_SHARDS = 8
+
+
+@dataclass(frozen=True)
+class PretrainingOptions:
+    config: ElectraConfig
+    model_dir: Path
+    data: list[str] | None = None  # None: the bundled Wikipedia sample
+    vocab: str | None = None  # None: the data's vocabulary (or one learned from raw text)
+    strategy: str = "auto"
+    mixed_precision: str = "auto"
+    xla: bool | None = None
+    checkpoint_every: int = 200
+    keep_checkpoints: int = 3
+    log_every: int = 50
+    sample_every: int = 200
+    eval_batches: int = 20
+    export_dir: Path = DEFAULT_EXPORT_DIR
+    profile_steps: tuple[int, int] | None = None
+    init_from: str | None = None  # a model_dir or checkpoint whose weights a new run starts from
+
+    def __post_init__(self):
+        for name in ("checkpoint_every", "keep_checkpoints", "log_every", "sample_every", "eval_batches"):
+            if getattr(self, name) < 1:
+                raise RunError(f"{name} must be at least 1, got {getattr(self, name)}.")
+        if self.profile_steps is not None and not 0 <= self.profile_steps[0] < self.profile_steps[1]:
+            raise RunError(f"profile_steps takes (START, STOP) with 0 <= START < STOP, got {self.profile_steps}.")
+
+
+@dataclass
+class RunResult:
+    """What a run did. `status` is "finished", "diverged" (at step `diverged_at`) or "stopped"
+    (by `signal`, after saving a checkpoint)."""
+
+    status: str
+    step: int
+    model_dir: ModelDir
+    latest_checkpoint: str | None
+    seconds: float
+    precision: str = "float32"
+    metrics: dict = field(default_factory=dict)
+    export_path: Path | None = None
+    diverged_at: int | None = None
+    signal: int | None = None
+
+
+def resolve_config(config: str, overrides: list[str] = (), steps: int | None = None,
+                   batch_size: int | None = None, seed: int | None = None) -> ElectraConfig:
+    """A preset or JSON file, `key=value` overrides, then the run-length shortcuts. `steps`
+    shortens warmup to at most a tenth of the run, so a short run still decays."""
+    resolved = ElectraConfig.load(config).with_overrides(list(overrides))
+    changes = {}
+    if steps is not None:
+        changes["num_train_steps"] = steps
+        changes["num_warmup_steps"] = min(resolved.num_warmup_steps, steps // 10)
+    if batch_size is not None:
+        changes["train_batch_size"] = batch_size
+    if seed is not None:
+        changes["seed"] = seed
+    return resolved.replace(**changes) if changes else resolved
+
+
+@dataclass(frozen=True)
+class _Data:
+    kind: str  # "records" (a build_data folder) or "raw" (text packed on the fly)
+    location: object  # the folder, or the list of raw inputs
+    tokenizer: object
+    description: str
+
+
+def _prepare_data(options: PretrainingOptions, config: ElectraConfig, model_dir: ModelDir) -> _Data:
+    from electra_tf.data.builder import build_shards
+    from electra_tf.data.shards import read_metadata, resolve_data
+    from electra_tf.data.tokenization import ElectraTokenizer
+
+    if options.data is None:
+        data_dir = bundled_data_dir(config.max_seq_length)
+        if not (data_dir / "metadata.json").is_file():
+            print(f"Preparing the bundled Wikipedia sample in {data_dir} (once; later runs reuse it) ...",
+                  flush=True)
+            build_shards(data_dir, max_seq_length=config.max_seq_length, num_shards=BUNDLED_SAMPLE_SHARDS,
+                         num_workers=min(BUNDLED_SAMPLE_SHARDS, os.cpu_count() or 1), overwrite=True)
+        kind, location = "records", str(data_dir)
+    else:
+        kind, paths = resolve_data(options.data[0])
+        location = paths[0] if kind == "records" else list(options.data)
+    if kind == "records":
+        metadata = read_metadata(location)
+        vocab = options.vocab or metadata["vocab_file"]
+        description = f"{location} ({metadata['examples']:,} packed examples)"
+    else:
+        vocab = options.vocab or str(model_dir.vocab)
+        if not Path(vocab).is_file():
+            from electra_tf.data.vocabulary import DEFAULT_VOCAB_SIZE, build_vocabulary
+            build_vocabulary(list(location), DEFAULT_VOCAB_SIZE, Path(vocab))
+        description = f"raw text, packed on the fly: {' '.join(location)}"
+    return _Data(kind, location, ElectraTokenizer(vocab), description)
+
+
+def _check_resume_config(model_dir: ModelDir, config: ElectraConfig) -> None:
+    if not model_dir.config.is_file():
+        return
+    saved = ElectraConfig.load(str(model_dir.config)).to_dict()
+    differing = sorted(k for k, v in config.to_dict().items() if saved.get(k) != v)
+    if differing:
+        details = ", ".join(f"{k}: {saved.get(k)!r} -> {getattr(config, k)!r}" for k in differing)
+        raise RunError(f"{model_dir.path} holds a run with a different config ({details}). Rerun with "
+                       "the same settings to continue it, or choose a new --model_dir.")
+
+
+def run_pretraining(options: PretrainingOptions) -> RunResult:
+    import keras
+    import tensorflow as tf
+
+    from electra_tf.data.shards import explain_read_error
+    from electra_tf.data.tokenization import write_vocabulary
+    from electra_tf.optimization import create_optimizer
+    from electra_tf.pretraining.callbacks import CheckpointSaver, ReplacementSamples, StepProfiler, TrainingMonitor
+    from electra_tf.pretraining.checkpointing import InputTracker, ResumableInput, RunCheckpoint
+    from electra_tf.pretraining.input_pipeline import pretraining_dataset, raw_text_dataset
+    from electra_tf.pretraining.pretrainer import ElectraPretrainer
+    from electra_tf.runtime import create_strategy, resolve_runtime
+
+    started = time.monotonic()
+    model_dir = ModelDir(options.model_dir)
+    config = options.config
+    data = _prepare_data(options, config, model_dir)
+    tokenizer = data.tokenizer
+    if config.vocab_size != tokenizer.vocabulary_size:
+        config = config.replace(vocab_size=tokenizer.vocabulary_size)
+    _check_resume_config(model_dir, config)
+    runtime = resolve_runtime(options.strategy, options.mixed_precision, options.xla)
+    strategy = create_strategy(runtime)
+    keras.config.set_dtype_policy(runtime.precision)
+    model_dir.path.mkdir(parents=True, exist_ok=True)
+    config.save(model_dir.config)
+    if not model_dir.vocab.exists():
+        write_vocabulary(model_dir.vocab, tokenizer.vocabulary)
+
+    def make_dataset(seed):
+        if data.kind == "records":
+            return pretraining_dataset(data.location, config, tokenizer, config.train_batch_size, seed=seed)
+        return raw_text_dataset(data.location, config, tokenizer, config.train_batch_size, seed=seed)
+
+    resumable = ResumableInput(make_dataset(config.seed))
+    held_out = [batch for batch in make_dataset(config.seed + 1).take(options.eval_batches)]
+    # Initial weights and every dropout seed generator follow the config's seed.
+    keras.utils.set_random_seed(config.seed)
+    with strategy.scope():
+        pretrainer = ElectraPretrainer.from_electra_config(config)
+        pretrainer.compile(optimizer=create_optimizer(config), jit_compile=runtime.xla)
+        pretrainer.optimizer.build(pretrainer.trainable_variables)
+    checkpoint = RunCheckpoint(model_dir.checkpoints, pretrainer, resumable, options.keep_checkpoints)
+    resumed_from = checkpoint.restore_latest()
+    initialized_from = None
+    if options.init_from and resumed_from is None:
+        from electra_tf.loading import initialize_from
+        initialized_from = initialize_from(pretrainer, options.init_from)
+
+    total = config.num_train_steps
+    writer = tf.summary.create_file_writer(str(model_dir.train_logs))
+    _write_run_description(writer, config, runtime, data.description, checkpoint.step, initialized_from)
+    kept = pretrainer.discriminator or pretrainer.generator  # the MLM baseline keeps its generator
+    print(f"ELECTRA pre-training: {model_dir.name}, {kept.count_params():,} parameters kept; "
+          f"{total:,} steps of {config.train_batch_size} x {config.max_seq_length}.")
+    print(f"  data: {data.description}; vocabulary {tokenizer.vocabulary_size:,} tokens")
+    print(f"  runtime: {runtime.strategy_name} ({runtime.num_replicas} replica(s)), {runtime.precision}, "
+          f"XLA {'on' if runtime.xla else 'off'}" + (f" [{'; '.join(runtime.notes)}]" if runtime.notes else ""))
+    print(f"  resumed from step {resumed_from} ({checkpoint.manager.latest_checkpoint})" if resumed_from is not None
+          else f"  starting at step 0; checkpoints every {options.checkpoint_every} steps in {model_dir.checkpoints}")
+    if initialized_from:
+        print(f"  weights from {initialized_from} (fresh optimizer, schedule and step counter)")
+    elif options.init_from:
+        print(f"  --init_from {options.init_from} ignored: continuing this run's own checkpoints")
+    print(f"  watch it: tensorboard --logdir {model_dir.path}", flush=True)
+
+    monitor = TrainingMonitor(writer, total, config.train_batch_size, resumable, options.log_every,
+                              stop_on_nonfinite=runtime.precision != "mixed_float16")
+    saver = CheckpointSaver(checkpoint, options.checkpoint_every)
+    callbacks = [InputTracker(resumable), monitor, saver]
+    if pretrainer.discriminator is not None:
+        callbacks.append(ReplacementSamples(writer, held_out[0], tokenizer, options.sample_every))
+    if options.profile_steps:
+        callbacks.append(StepProfiler(str(model_dir.profile_logs), *options.profile_steps))
+
+    remaining = total - checkpoint.step
+    if remaining > 0:
+        try:
+            pretrainer.fit(resumable.dataset(), epochs=1, steps_per_epoch=remaining, verbose=0,
+                           callbacks=callbacks)
+        except tf.errors.DataLossError as error:
+            if data.kind == "records":
+                raise explain_read_error(error, data.location) from None
+            raise RunError(f"reading the raw text failed: {error}") from None
+    else:
+        print(f"  already trained to step {checkpoint.step}: nothing left to train.")
+
+    def result(status, **details) -> RunResult:
+        return RunResult(status, checkpoint.step, model_dir, checkpoint.manager.latest_checkpoint,
+                         time.monotonic() - started, runtime.precision, **details)
+
+    if monitor.diverged_at is not None:
+        return result("diverged", diverged_at=monitor.diverged_at)
+    if saver.received is not None:
+        return result("stopped", signal=int(saver.received))
+    if not saver.saved_paths or not saver.saved_paths[-1].endswith(f"-{checkpoint.step}"):
+        checkpoint.save()
+
+    metrics = pretrainer.evaluate(tf.data.Dataset.from_tensor_slices(
+        {k: tf.stack([b[k] for b in held_out]) for k in held_out[0]}), return_dict=True, verbose=0)
+    with writer.as_default(step=checkpoint.step):
+        for key, value in metrics.items():
+            tf.summary.scalar(f"final_eval/{key}", value)
+    writer.flush()
+    export_path = None
+    if pretrainer.discriminator is not None:
+        from electra_tf.serving.publish import export_discriminator
+        export_path = export_discriminator(pretrainer.discriminator, tokenizer, config,
+                                           Path(options.export_dir), model_dir.name)
+    return result("finished", metrics={k: float(v) for k, v in metrics.items()}, export_path=export_path)
+
+
+def _write_run_description(writer, config, runtime, data_description, step, initialized_from=None):
+    import tensorflow as tf
+    from tensorboard.plugins.hparams import api as hparams
+
+    text = "\n".join([
+        f"data: {data_description}", f"runtime: {runtime.strategy_name}, {runtime.precision}, "
+        f"XLA {'on' if runtime.xla else 'off'}", f"initial weights: {initialized_from or 'random'}", "",
+        "```json", config.to_json(), "```"])
+    with writer.as_default(step=step):
+        tf.summary.text("run/config", text)
+        hparams.hparams({key: (value if isinstance(value, (int, float, str, bool)) else str(value))
+                         for key, value in config.to_dict().items()})
+    writer.flush()

@@ -1,0 +1,110 @@
+"""The folders runs write and read: every file name of a model_dir, a fine-tuning output folder
+and an export's metadata is spelled here once, and used by the writer and every reader.
+
+A pre-training model_dir (`python -m electra_tf.pretrain --model_dir DIR`)::
+
+    DIR/config.json         the resolved ElectraConfig
+    DIR/vocab.txt           the vocabulary the run tokenizes with
+    DIR/checkpoints/        ckpt-<step>.{index,data-*} and the `checkpoint` index
+    DIR/logs/train/         TensorBoard events (step-keyed scalars, samples, run config)
+    DIR/logs/profile/       profiler traces (--profile_steps)
+
+A fine-tuning output folder (`python -m electra_tf.finetune --output_dir DIR`)::
+
+    DIR/metrics.json        the best epoch's metrics, every epoch, the settings
+    DIR/best.keras          the best epoch's classifier, preprocessor included
+    DIR/logs/               TensorBoard events
+    DIR/export/NAME/<n>/    the TF Serving SavedModel
+
+An export version folder (`EXPORT_DIR/NAME/<n>/`) keeps beside the SavedModel, in the folder TF
+Serving ignores (except for the warmup file), what it takes to fine-tune from it again::
+
+    <n>/assets.extra/config.json, vocab.txt, task.json (classifiers)
+
+>>> run = ModelDir("runs/electra_tiny")
+>>> str(run.checkpoints)
+'runs/electra_tiny/checkpoints'
+>>> ModelDir.default_for("electra_tiny").path.as_posix()
+'runs/electra_tiny'
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+RUNS_ROOT = Path("runs")
+DATA_CACHE = RUNS_ROOT / "data"  # data the default run builds once and reuses
+DEFAULT_EXPORT_DIR = Path("exports")
+
+CONFIG_FILE = "config.json"
+VOCAB_FILE = "vocab.txt"
+TASK_FILE = "task.json"
+
+
+class _Entry:
+    """A file or folder at a fixed place inside a run folder: `ModelDir(path).config` is a Path."""
+
+    def __init__(self, *parts: str):
+        self.parts = parts
+
+    def __get__(self, folder, owner=None):
+        return self if folder is None else folder.path.joinpath(*self.parts)
+
+
+@dataclass(frozen=True)
+class _Folder:
+    path: Path
+
+    def __post_init__(self):
+        object.__setattr__(self, "path", Path(self.path))
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+
+class ModelDir(_Folder):
+    """A pre-training run's folder."""
+
+    config = _Entry(CONFIG_FILE)
+    vocab = _Entry(VOCAB_FILE)
+    checkpoints = _Entry("checkpoints")
+    logs = _Entry("logs")
+    train_logs = _Entry("logs", "train")
+    profile_logs = _Entry("logs", "profile")
+
+    @classmethod
+    def default_for(cls, config_name: str) -> "ModelDir":
+        return cls(RUNS_ROOT / config_name)
+
+    def has_checkpoints(self) -> bool:
+        """Written by pre-training: a config and a checkpoint folder."""
+        return self.config.is_file() and self.checkpoints.is_dir()
+
+
+class FinetuneDir(_Folder):
+    """A fine-tuning run's output folder."""
+
+    metrics = _Entry("metrics.json")
+    best_model = _Entry("best.keras")
+    logs = _Entry("logs")
+    exports = _Entry("export")
+
+
+class ExportMetadata(_Folder):
+    """The `assets.extra/` folder of one export version: `ExportMetadata.of(version_dir)`."""
+
+    config = _Entry(CONFIG_FILE)
+    vocab = _Entry(VOCAB_FILE)
+    task = _Entry(TASK_FILE)
+    warmup_requests = _Entry("tf_serving_warmup_requests")
+
+    @classmethod
+    def of(cls, version_dir) -> "ExportMetadata":
+        return cls(Path(version_dir) / "assets.extra")
+
+
+def bundled_data_dir(max_seq_length: int) -> Path:
+    """Where the default run builds (once) and reuses the bundled Wikipedia sample."""
+    return DATA_CACHE / f"wiki_sample_seq{max_seq_length}"

@@ -1,0 +1,114 @@
+"""Writing a SavedModel for TensorFlow Serving: `publish`, `export_discriminator`,
+`export_text_classifier`.
+
+`EXPORT_DIR/NAME/<version>/` (saved_model.pb, variables/, assets.extra/) is the layout TF
+Serving watches: the next integer version is built in a temporary folder and renamed, so a
+server never sees a half-written version and an existing version is never overwritten.
+assets.extra/ also holds warmup requests the server replays at load, and config.json and
+vocab.txt (and task.json for classifiers), which TF Serving ignores and
+`electra_tf.loading` reads to fine-tune from an export.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+from electra_tf.files import atomic_write_text
+from electra_tf.run_dir import ExportMetadata
+from electra_tf.serving.signatures import TEXT_SIGNATURE, classifier_endpoints, discriminator_endpoints
+
+WARMUP_TEXTS = ("ELECTRA detects replaced tokens.", "", "A longer sentence to warm up the model "
+                "server, so that the first real request does not pay for graph initialisation.")
+
+
+def write_saved_model(model, endpoints: dict, path: Path) -> None:
+    """Writes a SavedModel with `endpoints` as signatures, plus warmup requests, to `path`."""
+    import keras
+    import tensorflow as tf
+
+    archive = keras.export.ExportArchive()
+    archive.track(model)
+    for name, (fn, inputs) in endpoints.items():
+        archive.add_endpoint(name, fn, input_signature=[
+            tf.TensorSpec(shape, dtype, name=input_name) for input_name, shape, dtype in inputs])
+    archive.write_out(str(path), verbose=False)
+    write_warmup_requests(path)
+
+
+def write_warmup_requests(path: Path, model_name: str = "electra") -> None:
+    """assets.extra/tf_serving_warmup_requests: PredictionLog records the server replays at load."""
+    import tensorflow as tf
+    from tensorflow_serving.apis import model_pb2, predict_pb2, prediction_log_pb2
+
+    metadata = ExportMetadata.of(path)
+    metadata.path.mkdir(parents=True, exist_ok=True)
+    with tf.io.TFRecordWriter(str(metadata.warmup_requests)) as writer:
+        for batch in ([WARMUP_TEXTS[0]], list(WARMUP_TEXTS)):
+            request = predict_pb2.PredictRequest(
+                model_spec=model_pb2.ModelSpec(name=model_name, signature_name=TEXT_SIGNATURE))
+            request.inputs["text"].CopyFrom(tf.make_tensor_proto(batch, dtype=tf.string))
+            log = prediction_log_pb2.PredictionLog(
+                predict_log=prediction_log_pb2.PredictLog(request=request))
+            writer.write(log.SerializeToString())
+
+
+def next_version(model_root: Path) -> int:
+    versions = [int(p.name) for p in model_root.iterdir() if p.is_dir() and p.name.isdigit()] \
+        if model_root.is_dir() else []
+    return max(versions, default=0) + 1
+
+
+def publish(model, endpoints: dict, export_dir: Path, name: str, config=None, tokenizer=None,
+            task: dict | None = None) -> Path:
+    """Writes EXPORT_DIR/NAME/<next version>/ atomically; returns that folder. With `config`
+    and `tokenizer`, assets.extra/ also keeps config.json, vocab.txt (and task.json)."""
+    model_root = Path(export_dir) / name
+    model_root.mkdir(parents=True, exist_ok=True)
+    temporary = model_root / f".tmp-{os.getpid()}"
+    shutil.rmtree(temporary, ignore_errors=True)
+    try:
+        write_saved_model(model, endpoints, temporary)
+        if config is not None:
+            write_export_metadata(temporary, config, tokenizer, task)
+        while True:
+            target = model_root / str(next_version(model_root))
+            try:
+                os.rename(temporary, target)  # fails if another export took this version
+                return target
+            except OSError:
+                if not target.exists():
+                    raise
+    finally:
+        shutil.rmtree(temporary, ignore_errors=True)
+
+
+def export_discriminator(discriminator, tokenizer, config, export_dir: Path, name: str) -> Path:
+    return publish(discriminator, discriminator_endpoints(discriminator, tokenizer, config.max_seq_length),
+                   export_dir, name, config, tokenizer)
+
+
+def export_text_classifier(classifier, tokenizer, config, export_dir: Path, name: str,
+                           label_names=None, score_range=None, text_pair: bool = False) -> Path:
+    """`config.max_seq_length` is the length the classifier was fine-tuned at."""
+    endpoints = classifier_endpoints(classifier, tokenizer, config.max_seq_length, label_names,
+                                     score_range, text_pair)
+    task = {"label_names": list(label_names) if label_names is not None else None,
+            "score_range": list(score_range) if score_range is not None else None,
+            "text_pair": text_pair}
+    return publish(classifier, endpoints, export_dir, name, config, tokenizer, task)
+
+
+def write_export_metadata(version_dir: Path, config, tokenizer, task: dict | None = None) -> None:
+    """config.json, vocab.txt (and task.json) under assets.extra/, so an export can be
+    fine-tuned from or inspected without the run that made it."""
+    from electra_tf.data.tokenization import write_vocabulary
+
+    metadata = ExportMetadata.of(version_dir)
+    metadata.path.mkdir(parents=True, exist_ok=True)
+    config.save(metadata.config)
+    write_vocabulary(metadata.vocab, tokenizer.vocabulary)
+    if task is not None:
+        atomic_write_text(metadata.task, json.dumps(task, indent=2) + "\n")

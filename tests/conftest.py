@@ -1,0 +1,132 @@
+"""Shared test fixtures: small corpora written for the tests (our own prose), the helpers that
+build files and shards from them, a vocabulary learned from them, and a fresh-process runner.
+
+Tests take the `corpus` fixture (a namespace of the texts and helpers below), `small_vocab`
+and `run_python`; nothing is imported from another test file.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+DOCUMENTS = [
+    ["The river rises in the northern hills and flows south through three valleys.",
+     "Farmers along its banks grow wheat, barley and apples.",
+     "In spring the water is cold and fast. In late summer it slows and warms.",
+     "A stone bridge built in the twelfth century still carries the old road across it."],
+    ["The library opened in 1902 with four thousand books.",
+     "Its reading room has tall windows facing the square, and the light is good all day.",
+     "Children come after school to borrow novels, atlases and books about animals.",
+     "The librarians keep a card catalogue as well as a computer index."],
+    ["Bees visit the orchard every morning when the weather is warm.",
+     "Each hive holds tens of thousands of workers and a single queen.",
+     "The beekeeper checks the frames once a week and takes honey in autumn.",
+     "Honey from apple blossom is pale and mild; honey from heather is dark and strong."],
+    ["The town market is held on Saturdays in the square beside the library.",
+     "Traders sell bread, cheese, vegetables, flowers and second-hand tools.",
+     "Music plays near the fountain, and people stay to talk long after they have shopped."],
+]
+
+
+def write_sentence_file(path: Path, documents=DOCUMENTS, repeat: int = 1) -> Path:
+    """One sentence per line, a blank line between documents (the official format)."""
+    blocks = ["\n".join(document) for _ in range(repeat) for document in documents]
+    path.write_text("\n\n".join(blocks) + "\n", encoding="utf-8")
+    return path
+
+
+def write_prose_file(path: Path, documents=DOCUMENTS, repeat: int = 1) -> Path:
+    """A paragraph per line (several sentences on a line), a blank line between documents."""
+    blocks = [" ".join(document) for _ in range(repeat) for document in documents]
+    path.write_text("\n\n".join(blocks) + "\n", encoding="utf-8")
+    return path
+
+
+WIKI_PAGE = """<page><title>{title}</title><ns>{ns}</ns><id>{id}</id>{redirect}
+<revision><id>1</id><text xml:space="preserve">{text}</text></revision></page>"""
+
+
+def write_wiki_dump(path: Path, pages) -> Path:
+    """A MediaWiki XML dump (bz2 if the name ends in .bz2) of (title, ns, text, redirect) pages."""
+    import bz2
+    from xml.sax.saxutils import escape
+
+    body = "".join(WIKI_PAGE.format(title=title, ns=ns, id=i, text=escape(text),
+                                    redirect='<redirect title="X" />' if redirect else "")
+                   for i, (title, ns, text, redirect) in enumerate(pages))
+    xml = ('<mediawiki xmlns="http://www.mediawiki.org/xml/export-0.10/"><siteinfo>'
+           "<sitename>Test</sitename></siteinfo>" + body + "</mediawiki>")
+    data = xml.encode("utf-8")
+    path.write_bytes(bz2.compress(data) if path.suffix == ".bz2" else data)
+    return path
+
+
+ARTICLE = """{{Infobox river|name=Test}}
+'''The river''' rises in the [[hills|northern hills]] and flows south.<ref>A source.</ref>
+[[File:River.jpg|thumb|200px|A picture caption]]
+== Course ==
+It passes three valleys and a stone bridge built in the twelfth century.
+{| class="wikitable"
+| cell one || cell two
+|}
+Farmers along its banks grow wheat, barley and apples.
+[[Category:Rivers]]"""
+
+ONLY_MARKUP = """{{Infobox|a=b}}
+[[File:Only.png|thumb|caption]]
+{| class="wikitable"
+| x || y
+|}
+[[Category:Empty]]"""
+
+
+def build_test_shards(folder: Path, vocab: Path, max_seq_length: int, num_shards: int, repeat: int) -> Path:
+    """Shards of the test corpus, built in one worker process."""
+    from electra_tf.data.builder import build_shards
+
+    text = write_sentence_file(folder / "corpus.txt", repeat=repeat)
+    output = folder / "data"
+    build_shards(output, [str(text)], vocab=vocab, max_seq_length=max_seq_length, num_shards=num_shards,
+                 num_workers=1)
+    return output
+
+
+def run_python(code: str):
+    """Runs `code` in a fresh Python process (TensorFlow only, as a model server has) and returns
+    the JSON its last output line holds."""
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="session")
+def corpus():
+    return types.SimpleNamespace(
+        DOCUMENTS=DOCUMENTS, ARTICLE=ARTICLE, ONLY_MARKUP=ONLY_MARKUP, write_sentence_file=write_sentence_file,
+        write_prose_file=write_prose_file, write_wiki_dump=write_wiki_dump, build_test_shards=build_test_shards)
+
+
+@pytest.fixture(scope="session", name="run_python")
+def run_python_fixture():
+    return run_python
+
+
+@pytest.fixture(scope="session")
+def small_vocab(tmp_path_factory):
+    """A WordPiece vocabulary learned from the test corpus (a few hundred tokens)."""
+    import tensorflow as tf
+
+    from electra_tf.data.tokenization import learn_vocabulary
+
+    # Repeated, so whole words are frequent enough to become vocabulary entries.
+    sentences = [sentence for document in DOCUMENTS for sentence in document] * 30
+    vocabulary = learn_vocabulary(tf.data.Dataset.from_tensor_slices(sentences).batch(100), 400)
+    path = tmp_path_factory.mktemp("vocab") / "vocab.txt"
+    path.write_text("\n".join(vocabulary) + "\n", encoding="utf-8")
+    return path

@@ -1,0 +1,98 @@
+"""The pre-training callbacks only observe (the InputTracker advances the input), stop on a
+non-finite loss, and save on schedule and on a signal."""
+
+import io
+import signal
+import types
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from electra_tf.pretraining.callbacks import CheckpointSaver, TrainingMonitor
+from electra_tf.pretraining.checkpointing import InputTracker, ResumableInput
+
+
+class FakePretrainer:
+    def __init__(self):
+        self.optimizer = keras.optimizers.SGD(learning_rate=0.5)
+        self.metrics = []
+        self.stop_training = False
+
+
+def padded_batches(real_tokens=3):
+    mask = np.zeros((2, 4), "int32")
+    mask[:, :real_tokens] = 1
+    return tf.data.Dataset.from_tensors({"padding_mask": mask}).repeat()
+
+
+def run_steps(callbacks, model, steps, losses=None):
+    for callback in callbacks:
+        callback.set_model(model)
+        callback.on_train_begin()
+    for batch in range(steps):
+        model.optimizer.iterations.assign_add(1)
+        for callback in callbacks:
+            callback.on_train_batch_end(batch, {"loss": (losses or {}).get(batch + 1, 1.0)})
+        if model.stop_training:
+            break
+
+
+def test_monitor_logs_rates_whatever_the_callback_order():
+    lines = {}
+    for order in ("tracker_first", "monitor_first"):
+        resumable = ResumableInput(padded_batches())
+        reader = iter(resumable.dataset())
+        stream = io.StringIO()
+        monitor = TrainingMonitor(tf.summary.create_noop_writer(), 4, 2, resumable, log_every=2, stream=stream)
+        tracker = InputTracker(resumable)
+        model = FakePretrainer()
+        callbacks = [tracker, monitor] if order == "tracker_first" else [monitor, tracker]
+        for callback in callbacks:
+            callback.set_model(model)
+            callback.on_train_begin()
+        for batch in range(4):
+            next(reader)  # the step's batch is pulled before the step ends
+            model.optimizer.iterations.assign_add(1)
+            for callback in callbacks:
+                callback.on_train_batch_end(batch, {"loss": 1.0})
+        lines[order] = stream.getvalue().splitlines()
+        assert resumable.tokens_consumed == 4 * 6  # 4 steps x 2 rows x 3 real tokens
+    for order, printed in lines.items():
+        assert [line.split(" (")[0] for line in printed] == ["step 2/4", "step 4/4"], order
+        assert all("tokens/s" in line and "ETA" in line for line in printed)
+    # tokens/s is positive in both orders: the monitor read the step's tokens either way
+    for printed in lines.values():
+        tokens_per_second = float(printed[0].split(" tokens/s")[0].split("| ")[-1].replace(",", ""))
+        assert tokens_per_second > 0
+
+
+def test_monitor_stops_on_a_non_finite_loss_naming_the_step():
+    resumable = ResumableInput(padded_batches())
+    monitor = TrainingMonitor(tf.summary.create_noop_writer(), 10, 2, resumable, log_every=5, stream=io.StringIO())
+    model = FakePretrainer()
+    run_steps([monitor], model, 10, losses={3: float("nan")})
+    assert monitor.diverged_at == 3 and model.stop_training
+
+
+def test_saver_saves_on_schedule_and_after_a_signal_then_restores_handlers():
+    saved = []
+    fake_checkpoint = types.SimpleNamespace(step=0, save=lambda steps_done=None: saved.append(steps_done) or
+                                            f"ckpt-{fake_checkpoint.step}")
+    saver = CheckpointSaver(fake_checkpoint, every=2, signals=(signal.SIGUSR1,))
+    previous = signal.getsignal(signal.SIGUSR1)
+    model = FakePretrainer()
+    saver.set_model(model)
+    saver.on_train_begin()
+    for batch in range(5):
+        fake_checkpoint.step = batch + 1
+        if batch == 2:
+            signal.raise_signal(signal.SIGUSR1)  # arrives during step 3
+        saver.on_train_batch_end(batch, {"loss": 1.0})
+        if model.stop_training:
+            break
+    saver.on_train_end()
+    assert saved == [2, 3]  # step 2 on schedule, step 3 because of the signal, with its input count
+    assert saver.received == signal.SIGUSR1 and model.stop_training
+    assert saver.saved_paths == ["ckpt-2", "ckpt-3"]
+    assert signal.getsignal(signal.SIGUSR1) == previous

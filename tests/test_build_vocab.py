@@ -1,0 +1,22 @@
+"""`python -m electra_tf.build_vocab`: writes a vocabulary, refuses to overwrite or to be tiny."""
+
+from electra_tf import build_vocab
+from electra_tf.data.tokenization import read_vocabulary
+
+
+def test_writes_then_refuses_to_overwrite_unless_told(corpus, tmp_path, capsys):
+    text = corpus.write_sentence_file(tmp_path / "corpus.txt", repeat=20)
+    output = tmp_path / "vocab.txt"
+    assert build_vocab.main(["--input", str(text), "--vocab_size", "300", "--output", str(output)]) == 0
+    assert len(read_vocabulary(output)) > 100
+    assert build_vocab.main(["--input", str(text), "--output", str(output)]) == 2
+    assert "exists; pass --overwrite" in capsys.readouterr().err
+    assert build_vocab.main(["--input", str(text), "--vocab_size", "300", "--output", str(output),
+                             "--overwrite"]) == 0
+
+
+def test_bad_input_is_exit_2_with_a_message(tmp_path, capsys):
+    assert build_vocab.main(["--vocab_size", "50", "--output", str(tmp_path / "v.txt")]) == 2
+    assert "--vocab_size must be at least 100" in capsys.readouterr().err
+    assert build_vocab.main(["--input", str(tmp_path / "none*.txt"), "--output", str(tmp_path / "v.txt")]) == 2
+    assert "no input files found" in capsys.readouterr().err

@@ -1,0 +1,58 @@
+"""Where a discriminator can come from, and the errors when it cannot."""
+
+import json
+
+import numpy as np
+import pytest
+
+from electra_tf.config import ElectraConfig
+from electra_tf.loading import PretrainedError, build_discriminator, load_pretrained, model_weights
+
+VOCABULARY = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "river", "bees", "library"]
+
+
+def tiny_config():
+    return ElectraConfig.load("electra_tiny").replace(vocab_size=len(VOCABULARY), num_layers=1, hidden_size=32,
+                                                      num_heads=1, intermediate_size=64, embedding_size=32)
+
+
+def test_a_bare_discriminator_keras_file_with_its_config_and_vocabulary(tmp_path):
+    config = tiny_config()
+    discriminator = build_discriminator(config)
+    discriminator.save(tmp_path / "discriminator.keras")
+    with pytest.raises(PretrainedError, match="bare Discriminator: put the config.json and vocab.txt"):
+        load_pretrained(tmp_path / "discriminator.keras")
+    config.save(tmp_path / "config.json")
+    with pytest.raises(PretrainedError, match="vocab.txt is missing"):
+        load_pretrained(tmp_path / "discriminator.keras")
+    (tmp_path / "vocab.txt").write_text("\n".join(VOCABULARY) + "\n")
+    loaded = load_pretrained(tmp_path / "discriminator.keras")
+    assert loaded.config == config and loaded.tokenizer.vocabulary == VOCABULARY
+    for mine, theirs in zip(model_weights(loaded.discriminator), model_weights(discriminator)):
+        np.testing.assert_array_equal(mine.numpy(), theirs.numpy())
+
+
+def test_folders_and_files_that_hold_no_discriminator(tmp_path):
+    with pytest.raises(PretrainedError, match="does not exist"):
+        load_pretrained(tmp_path / "missing")
+    (tmp_path / "run").mkdir()
+    tiny_config().save(tmp_path / "run" / "config.json")
+    with pytest.raises(PretrainedError, match="no checkpoints/ folder"):
+        load_pretrained(tmp_path / "run")
+    (tmp_path / "run" / "checkpoints").mkdir()
+    (tmp_path / "run" / "vocab.txt").write_text("\n".join(VOCABULARY) + "\n")
+    with pytest.raises(PretrainedError, match="holds no checkpoint"):
+        load_pretrained(tmp_path / "run")
+    with pytest.raises(PretrainedError, match="ckpt-7 does not exist"):
+        load_pretrained(tmp_path / "run", checkpoint="ckpt-7")
+    (tmp_path / "broken.keras").write_text("not a zip")
+    with pytest.raises(PretrainedError, match="not a loadable .keras model"):
+        load_pretrained(tmp_path / "broken.keras")
+    (tmp_path / "notes").mkdir()
+    with pytest.raises(PretrainedError, match="holds no discriminator"):
+        load_pretrained(tmp_path / "notes")
+    (tmp_path / "bad_config").mkdir()
+    (tmp_path / "bad_config" / "config.json").write_text(json.dumps({"hidden_size": -1}))
+    (tmp_path / "bad_config" / "checkpoints").mkdir()
+    with pytest.raises(PretrainedError, match="hidden_size"):
+        load_pretrained(tmp_path / "bad_config")

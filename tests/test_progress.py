@@ -1,0 +1,30 @@
+import io
+
+from electra_tf.progress import Progress, format_duration
+
+
+def test_format_duration():
+    assert format_duration(0) == "0:00:00"
+    assert format_duration(3723.9) == "1:02:03"
+    assert format_duration(-5) == "0:00:00"
+
+
+def test_line_shows_share_rate_eta_and_extra():
+    progress = Progress("build", total=200, unit="MB", stream=None)
+    assert progress.line(50, "12 documents", elapsed=25.0) == "build: 25.0% | 2.0 MB/s | ETA 0:01:15 | 12 documents"
+    assert Progress("open", total=None, stream=None).line(10, elapsed=5.0) == "open: 2.0 MB/s"
+
+
+def test_updates_are_throttled_in_a_log_and_the_last_one_is_forced():
+    stream = io.StringIO()
+    progress = Progress("job", total=10, unit="items", stream=stream, interval=3600)
+    progress.update(1, force=True)
+    progress.update(2)  # inside the interval: skipped
+    progress.finish(10)
+    lines = stream.getvalue().splitlines()
+    assert len(lines) == 2 and lines[0].startswith("job: 10.0%") and lines[1].startswith("job: 100.0%")
+    every = io.StringIO()
+    progress = Progress("job", total=10, unit="items", stream=every, interval=0.0)
+    for done in range(1, 4):
+        progress.update(done)
+    assert len(every.getvalue().splitlines()) == 3
