@@ -12,7 +12,7 @@ setup(
     long_description_content_type="text/markdown",
     python_requires=">=3.11",
     packages=["electra_tf", "electra_tf.data", "electra_tf.models", "electra_tf.pretraining",
-              "electra_tf.finetuning", "electra_tf.serving", "electra_tf.presets"],
+              "electra_tf.finetuning", "electra_tf.serving", "electra_tf.interop", "electra_tf.presets"],
     # The presets live in configs/ at the top of the repository; installed, they are the
     # data package electra_tf.presets.
     package_dir={"electra_tf": "electra_tf", "electra_tf.presets": "configs"},
@@ -39,8 +39,15 @@ setup(
         # Pearson/Spearman correlation for STS-B-style regression metrics (Spearman with tied
         # ranks done right). Already installed with gensim; listed because we import it.
         "scipy>=1.10",
+        # Reads and writes HuggingFace model.safetensors through its numpy API (no torch): the
+        # format released ELECTRA models are shared in. Small, maintained by HuggingFace.
+        "safetensors>=0.4",
     ],
     extras_require={
         "test": ["pytest>=8"],
+        # Reference comparisons only (tests/fixtures/make_reference.py,
+        # benchmarks/reference_parity.py); the package never imports them. Install a CPU build
+        # of torch first where the default wheel would pull CUDA packages.
+        "reference": ["torch>=2.4", "transformers>=5,<6"],
     },
 )

@@ -7,8 +7,10 @@ The package reads as the pipeline:
     pretraining/  masking, input pipeline, the ELECTRA losses, the training step, resume
     finetuning/   task files, classifiers, metrics, the fine-tuning run
     serving/      SavedModel signatures and publishing for TF Serving, a client
+    interop/      released checkpoints (HuggingFace, Google TF1) in and out
 
-and the commands are `python -m electra_tf.<build_vocab|build_data|pretrain|finetune|export>`.
+and the commands are
+`python -m electra_tf.<build_vocab|build_data|pretrain|finetune|export|convert>`.
 The names below are the public API; they load on first use, so `import electra_tf` does not
 start TensorFlow.
 
@@ -48,6 +50,9 @@ _PUBLIC = {
     "run_finetuning": "electra_tf.finetuning.run",
     "export_discriminator": "electra_tf.serving.publish",
     "export_text_classifier": "electra_tf.serving.publish",
+    "import_huggingface": "electra_tf.interop.convert",
+    "import_google": "electra_tf.interop.convert",
+    "export_huggingface": "electra_tf.interop.convert",
 }
 
 __all__ = sorted(_PUBLIC)

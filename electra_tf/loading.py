@@ -196,3 +196,51 @@ def _from_export(version_dir: Path) -> Pretrained:
         variable.assign(value.numpy())
     return Pretrained(discriminator, tokenizer, config, str(version_dir))
 
+
+def source_model_dir(source) -> tuple[Path, str | None]:
+    """(model_dir, checkpoint or None) for a model_dir or a checkpoint prefix inside one."""
+    source = Path(source)
+    if source.is_dir():
+        return source, None
+    if Path(str(source) + ".index").is_file() and ModelDir(source.parent.parent).config.is_file():
+        return source.parent.parent, str(source)
+    raise PretrainedError(f"{source} is neither a model_dir (config.json + checkpoints/) nor a checkpoint "
+                          "(ckpt-N) inside one's checkpoints/ folder.")
+
+
+def initialize_from(pretrainer, source) -> str:
+    """Copies the weights of another run (or a converted checkpoint) into `pretrainer`, matched
+    by variable name; returns the checkpoint used. The optimizer, step and random state are not
+    copied: the new run starts its own schedule. Every mismatch is named."""
+    from electra_tf.interop.convert import read_provenance
+
+    model_dir, checkpoint = source_model_dir(source)
+    if not read_provenance(model_dir).get("generator_weights", True) and pretrainer.discriminator is not None:
+        raise PretrainedError(f"{model_dir} was converted without a generator; continued ELECTRA pre-training "
+                              "needs both networks. Convert again with --generator.")
+    source_pretrainer, _, _, found = restore_pretrainer(model_dir, checkpoint)
+    theirs = {v.path: v for v in model_weights(source_pretrainer)}
+    ours = model_weights(pretrainer)
+    missing = [v.path for v in ours if v.path not in theirs]
+    mismatched = [f"{v.path} {tuple(theirs[v.path].shape)} -> {tuple(v.shape)}" for v in ours
+                  if v.path in theirs and tuple(theirs[v.path].shape) != tuple(v.shape)]
+    unused = [path for path in theirs if path not in {v.path for v in ours}]
+    if missing or mismatched or unused:
+        problems = [f"shape differs: {', '.join(mismatched[:5])}" if mismatched else "",
+                    f"not in {found}: {_by_layer(missing)}" if missing else "",
+                    f"only in {found}: {_by_layer(unused)}" if unused else ""]
+        raise PretrainedError(f"--init_from {source}: the sizes do not match this run's config ("
+                              + "; ".join(p for p in problems if p) + "). Use the source's config (leave out "
+                              "--config) or change only training settings.")
+    for variable in ours:
+        variable.assign(theirs[variable.path].numpy())
+    return found
+
+
+def _by_layer(paths: list[str]) -> str:
+    """Variable paths grouped by their layer ("generator/transformer_layer_1 (16 variables)")."""
+    groups: dict[str, int] = {}
+    for path in paths:
+        layer = "/".join(path.split("/")[:2])
+        groups[layer] = groups.get(layer, 0) + 1
+    return ", ".join(f"{layer} ({count} variable{'s' if count > 1 else ''})" for layer, count in groups.items())

@@ -10,13 +10,14 @@ from electra_tf.data.shards import DataError
 from electra_tf.data.tokenization import VocabularyError
 from electra_tf.errors import ElectraError, RunError, command
 from electra_tf.finetuning.tasks import TaskDataError
+from electra_tf.interop.huggingface import ConversionError
 from electra_tf.loading import PretrainedError
 
-COMMANDS = ("build_vocab", "build_data", "pretrain", "finetune", "export")
+COMMANDS = ("build_vocab", "build_data", "pretrain", "finetune", "export", "convert")
 
 
 @pytest.mark.parametrize("error", [ConfigError, InputError, DataError, VocabularyError, TaskDataError,
-                                   PretrainedError, RunError])
+                                   PretrainedError, RunError, ConversionError])
 def test_every_input_error_is_an_electra_error(error):
     assert issubclass(error, ElectraError)
     assert not issubclass(error, ValueError)  # so `except ValueError` cannot swallow them, nor they a bug

@@ -1,0 +1,71 @@
+"""`python -m electra_tf.convert`: a released ELECTRA checkpoint -> a model_dir.
+
+    python -m electra_tf.convert --from huggingface --input electra-small-discriminator \\
+        --generator electra-small-generator --output runs/electra_small_hf
+    python -m electra_tf.convert --from google --input electra_small --output runs/electra_small_google
+
+`huggingface`: folders as `save_pretrained` writes them (config.json, model.safetensors,
+vocab.txt or tokenizer.json, tokenizer_config.json): an ElectraForPreTraining (or ElectraModel)
+discriminator, and with --generator its ElectraForMaskedLM, which continued pre-training needs.
+`google`: the official TF1 checkpoint folder (model.ckpt-*, vocab.txt), generator included;
+sizes are read off the variable shapes, the head count (one per 64 units, as the official
+sizes) or anything else from --config.
+
+The model_dir works with `finetune --pretrained`, `export --model_dir` and
+`pretrain --init_from`. Nothing is downloaded: fetch the checkpoint yourself. Exit status: 0
+converted, 2 bad input (nothing is written then). The work is `electra_tf.interop.convert`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from electra_tf.errors import command
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m electra_tf.convert", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--from", dest="source", required=True, choices=("huggingface", "google"))
+    parser.add_argument("--input", required=True, help="the discriminator folder, or the TF1 checkpoint folder")
+    parser.add_argument("--generator", default=None, help="huggingface: the matching ElectraForMaskedLM folder")
+    parser.add_argument("--output", required=True, help="the model_dir to write")
+    parser.add_argument("--config", default=None,
+                        help="google: a preset or JSON config for what shapes cannot tell (e.g. electra_base)")
+    parser.add_argument("--max_seq_length", type=int, default=None,
+                        help="the model_dir's max_seq_length (default 128, at most max_position_embeddings)")
+    parser.add_argument("--overwrite", action="store_true", help="replace a non-empty --output")
+    return parser.parse_args(argv)
+
+
+@command
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    from electra_tf.interop.convert import import_google, import_huggingface, read_provenance
+    from electra_tf.interop.huggingface import ConversionError
+
+    if args.source == "huggingface":
+        if args.config:
+            raise ConversionError("--config is for --from google; a HuggingFace folder's config.json says it all.")
+        model_dir = import_huggingface(args.input, args.output, args.generator, args.max_seq_length, args.overwrite)
+    else:
+        if args.generator:
+            raise ConversionError("--generator is for --from huggingface; a TF1 checkpoint holds both networks.")
+        from electra_tf.config import ElectraConfig
+        base = ElectraConfig.load(args.config) if args.config else None
+        model_dir = import_google(args.input, args.output, base, args.max_seq_length, args.overwrite)
+    provenance = read_provenance(model_dir.path)
+    print(f"Converted {args.input} into {model_dir.path}")
+    if not provenance["rtd_head"]:
+        print("  no replaced-token head in the source (ElectraModel): fine for fine-tuning; the exported "
+              "replaced_probability is untrained")
+    if not provenance["generator_weights"]:
+        print("  no generator: fine-tuning and export work; continued pre-training needs --generator")
+    print(f"  fine-tune: python -m electra_tf.finetune --pretrained {model_dir.path} ...\n"
+          f"  continue pre-training: python -m electra_tf.pretrain --init_from {model_dir.path} ...")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

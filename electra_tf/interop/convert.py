@@ -1,0 +1,164 @@
+"""Released checkpoints in and out: a HuggingFace folder or an official TF1 checkpoint becomes a
+model_dir every command accepts; a model_dir becomes HuggingFace folders.
+
+A converted model_dir holds `config.json`, `vocab.txt`, `checkpoints/ckpt-0` (the model's
+variables, as pre-training saves them) and `imported_from.json` (where the weights came from,
+and whether the replaced-token head and the generator were among them). It is written to a
+temporary folder and renamed, so a failed conversion leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+
+from electra_tf.config import ElectraConfig
+from electra_tf.interop.huggingface import ConversionError, HuggingFaceFolder, config_from_huggingface
+from electra_tf.interop.names import DISCRIMINATOR, GENERATOR, WeightName, embedding_names, weight_table
+from electra_tf.run_dir import ModelDir
+
+IMPORT_FILE = "imported_from.json"
+
+
+def import_huggingface(discriminator: str | Path, output: str | Path, generator: str | Path | None = None,
+                       max_seq_length: int | None = None, overwrite: bool = False) -> ModelDir:
+    """Converts `save_pretrained` folders (ElectraForPreTraining or ElectraModel, and optionally
+    the matching ElectraForMaskedLM) into a model_dir."""
+    disc = HuggingFaceFolder(discriminator)
+    if disc.kind == GENERATOR:
+        raise ConversionError(f"{disc.path} is a generator (ElectraForMaskedLM) folder: give the discriminator as "
+                              "--input and this folder as --generator.")
+    gen = HuggingFaceFolder(generator) if generator is not None else None
+    config = config_from_huggingface(disc, gen, max_seq_length)
+    vocabulary = _checked_vocabulary(disc.vocabulary(), config, disc.path)
+    names = weight_table(config, generator=gen is not None, rtd_head=disc.has_rtd_head)
+    if gen is not None:
+        _check_shared_embeddings(disc, gen)
+
+    def read(name: WeightName):
+        folder = disc if name.model == DISCRIMINATOR else gen
+        return folder.tensor(name.huggingface), f"{folder.path}: tensor {name.huggingface!r}"
+
+    provenance = {"format": "huggingface", "discriminator": str(disc.path),
+                  "generator": str(gen.path) if gen is not None else None,
+                  "rtd_head": disc.has_rtd_head, "generator_weights": gen is not None}
+    return _write_model_dir(config, vocabulary, names, read, "huggingface", output, provenance, overwrite)
+
+
+def import_google(checkpoint: str | Path, output: str | Path, config: ElectraConfig | None = None,
+                  max_seq_length: int | None = None, overwrite: bool = False) -> ModelDir:
+    """Converts an official TF1 checkpoint (generator and discriminator together) into a model_dir."""
+    from electra_tf.interop.google import GoogleCheckpoint
+
+    source = GoogleCheckpoint(checkpoint)
+    resolved = source.config(config, max_seq_length)
+    vocabulary = _checked_vocabulary(source.vocabulary(), resolved, source.folder)
+    names = weight_table(resolved, generator=source.has_generator)
+    provenance = {"format": "google", "checkpoint": source.prefix, "rtd_head": True,
+                  "generator_weights": source.has_generator}
+    def read(name: WeightName):
+        return source.tensor(name.google), f"{source.prefix}: variable {name.google!r}"
+
+    return _write_model_dir(resolved, vocabulary, names, read, "google", output, provenance, overwrite)
+
+
+def export_huggingface(model_dir: str | Path, output: str | Path, checkpoint: str | None = None) -> list[Path]:
+    """Writes OUTPUT/discriminator (ElectraForPreTraining, or ElectraModel if the run never had
+    the replaced-token head) and, when the run has a trained generator, OUTPUT/generator
+    (ElectraForMaskedLM). Returns the folders written."""
+    from electra_tf.interop.huggingface import tensors_for, write_folder
+    from electra_tf.loading import restore_pretrainer
+
+    output = Path(output)
+    if output.exists():
+        raise ConversionError(f"{output} exists; choose another output folder (nothing was written).")
+    pretrainer, tokenizer, config, _ = restore_pretrainer(model_dir, checkpoint)
+    provenance = read_provenance(model_dir)
+    rtd_head = provenance.get("rtd_head", True)
+    with_generator = provenance.get("generator_weights", True)
+    names = weight_table(config, generator=with_generator, rtd_head=rtd_head)
+    values = {variable.path: variable.numpy() for variable in pretrainer.variables}
+    temporary = output.parent / f".{output.name}.tmp-{os.getpid()}"
+    shutil.rmtree(temporary, ignore_errors=True)
+    try:
+        folders = [(DISCRIMINATOR, "ElectraForPreTraining" if rtd_head else "ElectraModel")]
+        if with_generator:
+            folders.append((GENERATOR, "ElectraForMaskedLM"))
+        for model, model_class in folders:
+            tensors = tensors_for(names + (embedding_names(GENERATOR) if model == GENERATOR else []), model, values)
+            if model_class == "ElectraModel":
+                tensors = {key[len("electra."):]: value for key, value in tensors.items()}
+            write_folder(temporary / model, model_class, config, tensors, tokenizer.vocabulary,
+                         generator=model == GENERATOR)
+        output.parent.mkdir(parents=True, exist_ok=True)
+        os.rename(temporary, output)
+    finally:
+        shutil.rmtree(temporary, ignore_errors=True)
+    return [output / model for model, _ in folders]
+
+
+def read_provenance(model_dir: str | Path) -> dict:
+    """What `imported_from.json` says ({} for a model_dir pre-training wrote)."""
+    path = Path(model_dir) / IMPORT_FILE
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+
+
+def _checked_vocabulary(vocabulary: list[str], config: ElectraConfig, where: Path) -> list[str]:
+    if len(vocabulary) != config.vocab_size:
+        raise ConversionError(f"{where}: the vocabulary has {len(vocabulary)} tokens but the model's embedding table "
+                              f"has {config.vocab_size} rows; they must come from the same model.")
+    return vocabulary
+
+
+def _check_shared_embeddings(disc: HuggingFaceFolder, gen: HuggingFaceFolder) -> None:
+    for name in embedding_names(GENERATOR):
+        if not np.array_equal(disc.tensor(name.huggingface), gen.tensor(name.huggingface)):
+            raise ConversionError(
+                f"{gen.path}: {name.huggingface} differs from the discriminator's. ELECTRA's generator and "
+                "discriminator share their embeddings; these two folders were not trained together.")
+
+
+def _write_model_dir(config, vocabulary, names, read, source_format, output, provenance, overwrite) -> ModelDir:
+    import keras
+    import tensorflow as tf
+
+    from electra_tf.data.tokenization import write_vocabulary
+    from electra_tf.files import atomic_write_text
+    from electra_tf.pretraining.pretrainer import ElectraPretrainer
+
+    output = Path(output)
+    if output.exists() and any(output.iterdir()) and not overwrite:
+        raise ConversionError(f"{output} is not empty; choose a new --output or pass --overwrite.")
+    keras.config.set_dtype_policy("float32")
+    pretrainer = ElectraPretrainer.from_electra_config(config)
+    variables = {variable.path: variable for variable in pretrainer.variables}
+    for name in names:
+        variable = variables[name.ours]
+        value, where = read(name)
+        try:
+            converted = name.to_ours(value, tuple(variable.shape), source_format)
+        except ValueError:
+            raise ConversionError(f"{where} has shape {tuple(np.shape(value))}, but the config makes {name.ours} "
+                                  f"{tuple(variable.shape)}; the weights do not match the config.") from None
+        variable.assign(converted)
+    temporary = ModelDir(output.parent / f".{output.name}.tmp-{os.getpid()}")
+    shutil.rmtree(temporary.path, ignore_errors=True)
+    try:
+        temporary.path.mkdir(parents=True)
+        config.save(temporary.config)
+        write_vocabulary(temporary.vocab, vocabulary)
+        manager = tf.train.CheckpointManager(tf.train.Checkpoint(model_variables=list(pretrainer.variables)),
+                                             str(temporary.checkpoints), max_to_keep=1)
+        manager.save(checkpoint_number=0)
+        atomic_write_text(temporary.path / IMPORT_FILE, json.dumps(provenance, indent=2) + "\n")
+        if output.exists():
+            shutil.rmtree(output)
+        output.parent.mkdir(parents=True, exist_ok=True)
+        os.rename(temporary.path, output)
+    finally:
+        shutil.rmtree(temporary.path, ignore_errors=True)
+    return ModelDir(output)
