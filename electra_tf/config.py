@@ -24,6 +24,7 @@ from electra_tf.errors import ElectraError
 from electra_tf.files import atomic_write_text
 
 OBJECTIVES = ("electra", "mlm")
+POSITION_INITS = ("truncated_normal", "sinusoidal")
 # Written by `ElectraConfig.save` beside the values: derived sizes, for people reading the file.
 DERIVED_KEY = "_derived"
 
@@ -46,6 +47,10 @@ class ElectraConfig:
     type_vocab_size: int = 2
     initializer_range: float = 0.02
     layer_norm_epsilon: float = 1e-12
+    # "truncated_normal" (official) or "sinusoidal": the learned table starts as the
+    # Transformer's sin/cos code at the same scale, so nearby positions start out alike. A
+    # deliberate deviation for tiny budgets (README, "Faithfulness"); the variables are the same.
+    position_embedding_init: str = "truncated_normal"
 
     # --- generator, as fractions of the discriminator (official `get_generator_config`) ---
     generator_hidden_fraction: float = 0.25
@@ -235,6 +240,8 @@ def _check_values(c: ElectraConfig) -> None:
     require(c.clip_global_norm > 0, "clip_global_norm", "must be positive.")
     require(c.layer_norm_epsilon > 0, "layer_norm_epsilon", "must be positive.")
     require(c.initializer_range > 0, "initializer_range", "must be positive.")
+    require(c.position_embedding_init in POSITION_INITS, "position_embedding_init",
+            f"must be one of {POSITION_INITS}.")
 
 
 def _parse_value(key: str, raw: str) -> Any:

@@ -55,12 +55,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--task", default=None,
                         help="GLUE task (CoLA, SST-2, MRPC, STS-B, QQP, MNLI, QNLI, RTE, WNLI): "
                              "read its TSV layout and report its official metrics")
-    training = parser.add_argument_group("training (official ELECTRA fine-tuning values by default)")
+    training = parser.add_argument_group("training (official ELECTRA fine-tuning values by default; the learning "
+                                         "rate and layer-wise decay by model size: tiny 3e-3, small 3e-4, base "
+                                         "1e-4, large 5e-5 with decay 0.9)")
     training.add_argument("--epochs", type=int, default=DEFAULTS.epochs)
     training.add_argument("--batch_size", type=int, default=DEFAULTS.batch_size)
-    training.add_argument("--learning_rate", type=float, default=DEFAULTS.learning_rate)
+    training.add_argument("--learning_rate", type=float, default=DEFAULTS.learning_rate,
+                          help="default: by the model's size (see above)")
     training.add_argument("--layerwise_lr_decay", type=float, default=DEFAULTS.layerwise_lr_decay,
-                          help="per-layer factor, embeddings lowest (1 = off)")
+                          help="per-layer factor, embeddings lowest (1 = off; default by the model's size)")
     training.add_argument("--layer_decay_schedule", choices=("official", "corrected"), default="official",
                           help="official: the top layer gets decay^2 as in google-research/electra; "
                                "corrected: decay^1 (see electra_tf/optimization.py)")

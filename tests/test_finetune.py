@@ -51,6 +51,10 @@ def test_classification_end_to_end(topic_csv, run_python, pretrained_dir, tmp_pa
     assert summary["labels"] == ["nature", "town"] and len(summary["epochs"]) == 2
     assert summary["eval"]["accuracy"] == max(e["accuracy"] for e in summary["epochs"])
     assert list((tmp_path / "out" / "logs").glob("events.out.tfevents.*"))
+    # The given learning rate wins; the layer-wise decay comes from the (tiny) model's size.
+    assert "learning rate 0.001 (given), layer-wise decay 0.8; defaults for a tiny model" in printed
+    assert (summary["settings"]["learning_rate"], summary["settings"]["layerwise_lr_decay"],
+            summary["settings"]["size_defaults"]) == (1e-3, 0.8, "tiny")
 
     # The best checkpoint is a .keras file fine-tuning can start from again.
     again = load_pretrained(tmp_path / "out" / "best.keras")
@@ -87,6 +91,7 @@ def test_glue_pair_regression_and_random_init(corpus, run_python, pretrained_dir
                train=stsb, eval_file=stsb) == 0
     summary = json.loads((tmp_path / "sts" / "metrics.json").read_text())
     assert set(summary["eval"]) == {"pearson", "spearman", "score"} and summary["random_init"]
+    assert summary["settings"]["learning_rate"] == 3e-3  # the tiny model's default
     assert summary["score_range"] == [0.0, 5.0]
     export_dir = tmp_path / "sts" / "export" / "stsb" / "1"
     served = run_python(

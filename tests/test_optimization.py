@@ -59,6 +59,16 @@ def test_clipping_applies_to_the_sum_over_replicas(two_replicas):
         np.testing.assert_allclose(result.numpy(), [0.6, 0.8], rtol=1e-6)
 
 
+def test_clipping_uses_the_norm_of_an_embedding_gradient_not_of_its_rows():
+    """Two lookups of row 0 give IndexedSlices with row 0 twice: the gradient is (2, 0) in that
+    row, norm 2, although each listed row has norm 1 (sqrt(2) over the rows)."""
+    variable = keras.Variable(np.zeros((3, 1), "float32"))
+    optimizer = ElectraAdamW(learning_rate=0.1, clip_global_norm=1.0)
+    slices = tf.IndexedSlices(tf.constant([[1.0], [1.0]]), tf.constant([0, 0]), tf.constant([3, 1]))
+    clipped = optimizer._all_reduce_sum_gradients([(slices, variable.value)])[0][0]
+    np.testing.assert_allclose(tf.convert_to_tensor(clipped).numpy(), [[1.0], [0.0], [0.0]], rtol=1e-6)
+
+
 def test_rejects_keras_clipping_arguments():
     with pytest.raises(ValueError, match="clip_global_norm"):
         ElectraAdamW(learning_rate=1e-3, global_clipnorm=1.0)

@@ -10,9 +10,39 @@ from __future__ import annotations
 
 import keras
 import keras_hub
+import numpy as np
 
 from electra_tf.config import ElectraConfig
 from electra_tf.models.heads import truncated_normal
+
+
+@keras.saving.register_keras_serializable(package="electra_tf")
+class SinusoidalInitializer(keras.initializers.Initializer):
+    """The Transformer's sin/cos position code (Vaswani et al., 2017), scaled so its standard
+    deviation is `stddev` like the truncated-normal tables beside it: row p, column 2i is
+    sin(p / 10000^(2i/d)), column 2i+1 the matching cos. Nearby rows start out similar, so a
+    small model can attend by relative position from the first step.
+
+    >>> import numpy as np
+    >>> table = np.asarray(SinusoidalInitializer(0.02)((128, 16)))
+    >>> round(float(table.std()), 3), bool(np.dot(table[5], table[6]) > np.dot(table[5], table[60]))
+    (0.02, True)
+    """
+
+    def __init__(self, stddev: float = 0.02):
+        self.stddev = stddev
+
+    def __call__(self, shape, dtype=None):
+        positions, width = shape
+        angles = np.arange(positions)[:, None] / np.power(10000.0, np.arange(0, width, 2) / width)[None, :]
+        table = np.zeros((positions, width))
+        table[:, 0::2] = np.sin(angles)
+        table[:, 1::2] = np.cos(angles[:, : width // 2])
+        table *= self.stddev / table.std()
+        return keras.ops.convert_to_tensor(table, dtype=dtype or "float32")
+
+    def get_config(self):
+        return {"stddev": self.stddev}
 
 
 @keras.saving.register_keras_serializable(package="electra_tf")
@@ -28,7 +58,7 @@ class ElectraEmbeddings(keras.layers.Layer):
 
     def __init__(self, vocab_size: int, embedding_size: int, max_position_embeddings: int = 512,
                  type_vocab_size: int = 2, dropout: float = 0.1, layer_norm_epsilon: float = 1e-12,
-                 initializer_range: float = 0.02, **kwargs):
+                 initializer_range: float = 0.02, position_embedding_init: str = "truncated_normal", **kwargs):
         super().__init__(**kwargs)
         self.vocab_size = vocab_size
         self.embedding_size = embedding_size
@@ -37,13 +67,15 @@ class ElectraEmbeddings(keras.layers.Layer):
         self.dropout_rate = dropout
         self.layer_norm_epsilon = layer_norm_epsilon
         self.initializer_range = initializer_range
+        self.position_embedding_init = position_embedding_init
         init = truncated_normal(initializer_range)
         # Reversible, so the generator's output layer can be this very table.
         self.word_embeddings = keras_hub.layers.ReversibleEmbedding(
             vocab_size, embedding_size, tie_weights=True, embeddings_initializer=init,
             dtype=self.dtype_policy, name="word_embeddings")
+        position_init = SinusoidalInitializer(initializer_range) if position_embedding_init == "sinusoidal" else init
         self.position_embeddings = keras_hub.layers.PositionEmbedding(
-            max_position_embeddings, initializer=init, dtype=self.dtype_policy,
+            max_position_embeddings, initializer=position_init, dtype=self.dtype_policy,
             name="position_embeddings")
         self.token_type_embeddings = keras.layers.Embedding(
             type_vocab_size, embedding_size, embeddings_initializer=init,
@@ -74,6 +106,7 @@ class ElectraEmbeddings(keras.layers.Layer):
             "dropout": self.dropout_rate,
             "layer_norm_epsilon": self.layer_norm_epsilon,
             "initializer_range": self.initializer_range,
+            "position_embedding_init": self.position_embedding_init,
         }
 
     @classmethod
@@ -87,5 +120,6 @@ class ElectraEmbeddings(keras.layers.Layer):
             dropout=config.dropout,
             layer_norm_epsilon=config.layer_norm_epsilon,
             initializer_range=config.initializer_range,
+            position_embedding_init=config.position_embedding_init,
             name=name,
         )

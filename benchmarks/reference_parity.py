@@ -1,0 +1,272 @@
+"""Our ELECTRA against transformers' PyTorch ELECTRA: same initial weights, same batches, same
+hyper-parameters. Needs the optional extra: pip install -e ".[reference]" (torch, transformers).
+
+    python benchmarks/reference_parity.py                          # the electra_tiny preset
+    python benchmarks/reference_parity.py --set position_embedding_init=sinusoidal --steps 2000
+
+1. Batches come from our tf.data pipeline (the bundled Wikipedia sample, masked in-graph) and
+   are dumped once; both implementations train on exactly these, and are evaluated on the same
+   held-out batches.
+2. The PyTorch side is `ElectraForMaskedLM` (generator) + `ElectraForPreTraining`
+   (discriminator) sharing one embedding module, the output layer tied to it, as the official
+   code. Its initial weights are ours, copied through the interop name table.
+3. First step, dropout off, the discriminator fed OUR replacement samples: the MLM loss, RTD
+   loss and gradient norm must agree within 1e-4.
+4. Learning curves with dropout on, each sampling its own replacements (Gumbel-max on their own
+   random streams; the objective is the same): masked-LM accuracy, discriminator AUC and loss
+   on the held-out batches at the listed steps. AdamW (no decay on LayerNorm and biases,
+   epsilon 1e-6, bias correction on both sides), global-norm clipping 1.0, linear warmup times
+   linear decay to 0 (the official schedule).
+Prints a table; the README's "Parity with the reference implementation" shows one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+KEYS = ("token_ids", "segment_ids", "padding_mask", "mask_positions", "mask_ids", "mask_weights")
+
+
+def auc(scores: np.ndarray, labels: np.ndarray) -> float:
+    """Area under the ROC curve by ranks (ties averaged)."""
+    from scipy.stats import rankdata
+
+    positives = labels.sum()
+    negatives = len(labels) - positives
+    if positives == 0 or negatives == 0:
+        return float("nan")
+    ranks = rankdata(scores)
+    return float((ranks[labels == 1].sum() - positives * (positives + 1) / 2) / (positives * negatives))
+
+
+def dump_batches(config, tokenizer, data_dir, count, seed):
+    from electra_tf.pretraining.input_pipeline import pretraining_dataset
+
+    dataset = pretraining_dataset(data_dir, config, tokenizer, config.train_batch_size, seed=seed).take(count)
+    return [{key: batch[key].numpy() for key in KEYS} for batch in dataset]
+
+
+class TorchElectra:
+    """The reference: transformers' classes wired as the official pre-training wires them."""
+
+    def __init__(self, config, values_by_ours):
+        import torch
+        import transformers
+
+        from electra_tf.interop.names import DISCRIMINATOR, GENERATOR, embedding_names, weight_table
+        from electra_tf.interop.huggingface import tensors_for
+
+        self.torch = torch
+        common = dict(vocab_size=config.vocab_size, embedding_size=config.embedding_size,
+                      max_position_embeddings=config.max_position_embeddings,
+                      type_vocab_size=config.type_vocab_size, layer_norm_eps=config.layer_norm_epsilon,
+                      hidden_act="gelu", hidden_dropout_prob=config.dropout,
+                      attention_probs_dropout_prob=config.dropout)
+        self.discriminator = transformers.ElectraForPreTraining(transformers.ElectraConfig(
+            hidden_size=config.hidden_size, num_hidden_layers=config.num_layers,
+            num_attention_heads=config.num_heads, intermediate_size=config.intermediate_size, **common))
+        self.generator = transformers.ElectraForMaskedLM(transformers.ElectraConfig(
+            hidden_size=config.generator_hidden_size, num_hidden_layers=config.generator_num_layers,
+            num_attention_heads=config.generator_num_heads,
+            intermediate_size=config.generator_intermediate_size, **common))
+        names = weight_table(config)
+        for model, which in ((self.discriminator, DISCRIMINATOR), (self.generator, GENERATOR)):
+            extra = embedding_names(GENERATOR) if which == GENERATOR else []
+            tensors = tensors_for(names + extra, which, values_by_ours)
+            state = {key: torch.from_numpy(np.array(value)) for key, value in tensors.items()}
+            missing, unexpected = model.load_state_dict(state, strict=False)
+            assert not unexpected and set(missing) <= {"generator_lm_head.weight"}, (missing, unexpected)
+        # One embedding module for both networks; the generator's output layer is its table.
+        self.generator.electra.embeddings = self.discriminator.electra.embeddings
+        self.generator.generator_lm_head.weight = self.discriminator.electra.embeddings.word_embeddings.weight
+        self.parameters = list({id(p): p for model in (self.generator, self.discriminator)
+                                for p in model.parameters()}.values())
+        self.named = {id(p): name for model in (self.generator, self.discriminator)
+                      for name, p in model.named_parameters()}
+
+    def losses(self, batch, sampled_ids=None, rng=None, temperature=1.0):
+        """(mlm loss, disc loss, total, mlm logits at the slots, disc logits, labels) of one batch."""
+        torch = self.torch
+        t = {key: torch.from_numpy(np.asarray(value)).long() for key, value in batch.items()}
+        positions, weights = t["mask_positions"], t["mask_weights"].float()
+        hidden = self.generator.electra(t["token_ids"], attention_mask=t["padding_mask"],
+                                        token_type_ids=t["segment_ids"]).last_hidden_state
+        at_slots = torch.gather(hidden, 1, positions[..., None].expand(-1, -1, hidden.shape[-1]))
+        mlm_logits = self.generator.generator_lm_head(self.generator.generator_predictions(at_slots))
+        per_slot = torch.nn.functional.cross_entropy(mlm_logits.transpose(1, 2), t["mask_ids"], reduction="none")
+        mlm_loss = (per_slot * weights).sum() / weights.sum().clamp(min=1)
+        if sampled_ids is None:
+            uniform = torch.rand(mlm_logits.shape, generator=rng).clamp(1e-9, 1 - 1e-9)
+            gumbel = -torch.log(-torch.log(uniform))
+            sampled = (mlm_logits.detach() / temperature + gumbel).argmax(-1)
+        else:
+            sampled = torch.from_numpy(np.asarray(sampled_ids)).long()
+        original = t["token_ids"].clone()
+        original.scatter_(1, positions, torch.where(weights > 0, t["mask_ids"], original.gather(1, positions)))
+        corrupted = original.clone()
+        corrupted.scatter_(1, positions, torch.where(weights > 0, sampled, original.gather(1, positions)))
+        labels = (corrupted != original).float()
+        disc_logits = self.discriminator(corrupted, attention_mask=t["padding_mask"],
+                                         token_type_ids=t["segment_ids"]).logits
+        mask = t["padding_mask"].float()
+        per_token = torch.nn.functional.binary_cross_entropy_with_logits(disc_logits, labels, reduction="none")
+        disc_loss = (per_token * mask).sum() / mask.sum()
+        return mlm_loss, disc_loss, mlm_loss + 50.0 * disc_loss, mlm_logits, disc_logits, labels
+
+    def optimizer(self, config):
+        torch = self.torch
+        no_decay = [p for p in self.parameters if "LayerNorm" in self.named[id(p)] or "bias" in self.named[id(p)]]
+        decay = [p for p in self.parameters if all(p is not q for q in no_decay)]
+        optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": config.weight_decay},
+                                       {"params": no_decay, "weight_decay": 0.0}],
+                                      lr=config.learning_rate, eps=config.adam_epsilon, betas=(0.9, 0.999))
+        warmup, total = config.num_warmup_steps, config.num_train_steps
+
+        def factor(step):  # the step about to be taken is step + 1 in ours (iterations before apply)
+            return max(0.0, 1.0 - step / total) * (min(1.0, step / warmup) if warmup else 1.0)
+
+        return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+
+    def evaluate(self, batches, rng):
+        torch = self.torch
+        self.generator.eval(), self.discriminator.eval()
+        correct = slots = 0.0
+        scores, labels, losses = [], [], []
+        with torch.no_grad():
+            for batch in batches:
+                _, disc_loss, _, mlm_logits, disc_logits, label = self.losses(batch, rng=rng)
+                weights = batch["mask_weights"].astype(bool)
+                correct += float((mlm_logits.argmax(-1).numpy() == batch["mask_ids"])[weights].sum())
+                slots += weights.sum()
+                real = batch["padding_mask"].astype(bool)
+                scores.append(disc_logits.numpy()[real]), labels.append(label.numpy()[real])
+                losses.append(float(disc_loss))
+        self.generator.train(), self.discriminator.train()
+        return {"masked_lm_accuracy": correct / slots, "disc_auc": auc(np.concatenate(scores), np.concatenate(labels)),
+                "disc_loss": float(np.mean(losses))}
+
+
+def first_step_parity(pretrainer, reference, batch, seed):
+    import tensorflow as tf
+
+    tf_batch = {key: tf.constant(value) for key, value in batch.items()}
+    with tf.GradientTape() as tape:
+        outputs = pretrainer.compute_pretraining_outputs(tf_batch, tf.constant(seed, tf.int64), training=False)
+    gradients = tape.gradient(outputs["loss"], pretrainer.trainable_variables)
+    ours = {"mlm loss": float(outputs["masked_lm_loss"]), "rtd loss": float(outputs["disc_loss"]),
+            "gradient norm": float(tf.linalg.global_norm([tf.convert_to_tensor(g) for g in gradients
+                                                          if g is not None]))}
+    reference.generator.eval(), reference.discriminator.eval()
+    mlm, disc, total, _, _, _ = reference.losses(batch, sampled_ids=outputs["sampled_ids"].numpy())
+    for p in reference.parameters:
+        p.grad = None
+    total.backward()
+    norm = float(reference.torch.sqrt(sum((p.grad.double() ** 2).sum() for p in reference.parameters
+                                          if p.grad is not None)))
+    theirs = {"mlm loss": float(mlm.detach()), "rtd loss": float(disc.detach()), "gradient norm": norm}
+    reference.generator.train(), reference.discriminator.train()
+    for p in reference.parameters:
+        p.grad = None
+    return ours, theirs
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--config", default="electra_tiny")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--steps", type=int, default=2000)
+    parser.add_argument("--eval_at", default="0,250,500,1000,2000")
+    parser.add_argument("--eval_batches", type=int, default=20)
+    parser.add_argument("--skip_training", action="store_true", help="first-step parity only")
+    args = parser.parse_args(argv)
+    try:
+        import torch
+    except ImportError:
+        print("error: needs torch and transformers: pip install -e \".[reference]\"", file=sys.stderr)
+        return 2
+
+    import keras
+    import tensorflow as tf
+
+    from electra_tf.config import ElectraConfig
+    from electra_tf.data.builder import build_shards
+    from electra_tf.data.tokenization import ElectraTokenizer
+    from electra_tf.optimization import create_optimizer
+    from electra_tf.pretraining.pretrainer import ElectraPretrainer
+    from electra_tf.run_dir import bundled_data_dir
+
+    config = ElectraConfig.load(args.config).with_overrides(args.set)
+    config = config.replace(num_train_steps=args.steps, num_warmup_steps=min(config.num_warmup_steps, args.steps // 10))
+    data_dir = bundled_data_dir(config.max_seq_length)
+    if not (data_dir / "metadata.json").is_file():
+        build_shards(data_dir, max_seq_length=config.max_seq_length, num_workers=2, overwrite=True)
+    tokenizer = ElectraTokenizer(data_dir / "vocab.txt")
+    config = config.replace(vocab_size=tokenizer.vocabulary_size)
+    print(f"config {args.config} {' '.join(args.set)}: {args.steps} steps of {config.train_batch_size} x "
+          f"{config.max_seq_length}", flush=True)
+    train = dump_batches(config, tokenizer, data_dir, args.steps, config.seed)
+    held_out = dump_batches(config, tokenizer, data_dir, args.eval_batches, config.seed + 1)
+
+    keras.utils.set_random_seed(config.seed)
+    pretrainer = ElectraPretrainer.from_electra_config(config)
+    pretrainer.compile(optimizer=create_optimizer(config))
+    pretrainer.optimizer.build(pretrainer.trainable_variables)
+    pretrainer.compute_pretraining_outputs({k: tf.constant(v) for k, v in train[0].items()},
+                                           tf.constant([0, 0], tf.int64))
+    torch.manual_seed(config.seed)
+    reference = TorchElectra(config, {v.path: v.numpy() for v in pretrainer.variables})
+
+    ours, theirs = first_step_parity(pretrainer, reference, train[0], [config.seed, 1])
+    print("\nFirst step, dropout off, the same replacement samples:")
+    print(f"{'':16}{'electra_tf':>14}{'transformers':>14}{'difference':>12}")
+    for key in ours:
+        print(f"{key:16}{ours[key]:14.6f}{theirs[key]:14.6f}{abs(ours[key] - theirs[key]):12.2e}")
+    worst = max(abs(ours[k] - theirs[k]) for k in ours)
+    print(f"largest difference {worst:.2e} ({'within' if worst <= 1e-4 else 'OUTSIDE'} 1e-4)", flush=True)
+    if args.skip_training:
+        return 0 if worst <= 1e-4 else 1
+
+    eval_at = sorted({int(s) for s in args.eval_at.split(",") if int(s) <= args.steps})
+    held_out_tf = tf.data.Dataset.from_tensor_slices({k: np.stack([b[k] for b in held_out]) for k in KEYS})
+    train_tf = tf.data.Dataset.from_tensor_slices({k: np.stack([b[k] for b in train]) for k in KEYS})
+    optimizer, schedule = reference.optimizer(config)
+    rng = torch.Generator().manual_seed(config.seed + 7)
+    eval_rng = torch.Generator().manual_seed(config.seed + 11)
+    rows, done, started = [], 0, time.monotonic()
+    for target in eval_at:
+        if target > done:
+            pretrainer.fit(train_tf.skip(done).take(target - done), epochs=1, verbose=0)
+            for batch in train[done:target]:
+                _, _, total, _, _, _ = reference.losses(batch, rng=rng, temperature=config.temperature)
+                optimizer.zero_grad()
+                total.backward()
+                torch.nn.utils.clip_grad_norm_(reference.parameters, config.clip_global_norm)
+                optimizer.step()
+                schedule.step()
+            done = target
+        ours_eval = pretrainer.evaluate(held_out_tf, return_dict=True, verbose=0)
+        theirs_eval = reference.evaluate(held_out, eval_rng)
+        rows.append((target, ours_eval, theirs_eval))
+        print(f"step {target}: ours MLM acc {ours_eval['masked_lm_accuracy']:.3f} AUC {ours_eval['disc_auc']:.3f} "
+              f"loss {ours_eval['disc_loss']:.4f} | transformers MLM acc {theirs_eval['masked_lm_accuracy']:.3f} "
+              f"AUC {theirs_eval['disc_auc']:.3f} loss {theirs_eval['disc_loss']:.4f} "
+              f"({(time.monotonic() - started) / 60:.1f} min)", flush=True)
+    print("\n| step | MLM accuracy (ours / transformers) | disc AUC (ours / transformers) | disc loss (ours / transformers) |")
+    print("|---|---|---|---|")
+    for step, a, b in rows:
+        print(f"| {step} | {a['masked_lm_accuracy']:.3f} / {b['masked_lm_accuracy']:.3f} | "
+              f"{a['disc_auc']:.3f} / {b['disc_auc']:.3f} | {a['disc_loss']:.4f} / {b['disc_loss']:.4f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
