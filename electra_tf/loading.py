@@ -123,6 +123,17 @@ def restore_pretrainer(model_dir, checkpoint: str | None = None):
     if config.objective == "mlm":
         raise PretrainedError(f"{model_dir.path} was trained with objective='mlm' (BERT-style baseline): "
                               "it has no discriminator to fine-tune.")
+    from electra_tf.pretraining.checkpointing import checkpoint_damage
+
+    problem = checkpoint_damage(found)
+    if problem is not None:
+        intact = [p for p in (tf.train.get_checkpoint_state(str(checkpoints)).all_model_checkpoint_paths
+                              if tf.train.get_checkpoint_state(str(checkpoints)) else [])
+                  if p != found and checkpoint_damage(p) is None]
+        raise PretrainedError(f"checkpoint {found} is damaged ({problem}): its files {found}.index / "
+                              f"{found}.data-* cannot be read in full. "
+                              + (f"Intact: {', '.join(Path(p).name for p in intact)}; pass one with --checkpoint."
+                                 if intact else "No other intact checkpoint is listed."))
     pretrainer = ElectraPretrainer.from_electra_config(config)
     # Same variable list as RunCheckpoint; the optimizer and input state are not needed here.
     tf.train.Checkpoint(model_variables=list(pretrainer.variables)).restore(found).expect_partial()

@@ -8,6 +8,7 @@ A pre-training model_dir (`python -m electra_tf.pretrain --model_dir DIR`)::
     DIR/checkpoints/        ckpt-<step>.{index,data-*} and the `checkpoint` index
     DIR/logs/train/         TensorBoard events (step-keyed scalars, samples, run config)
     DIR/logs/profile/       profiler traces (--profile_steps)
+    DIR/.electra_tf.lock    while a run writes it (also in fine-tuning and data folders)
 
 A fine-tuning output folder (`python -m electra_tf.finetune --output_dir DIR`)::
 
@@ -40,6 +41,7 @@ DEFAULT_EXPORT_DIR = Path("exports")
 CONFIG_FILE = "config.json"
 VOCAB_FILE = "vocab.txt"
 TASK_FILE = "task.json"
+LOCK_FILE = ".electra_tf.lock"  # held by the one process writing the folder (locking.py)
 
 
 class _Entry:

@@ -3,6 +3,7 @@
 import glob
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -136,6 +137,39 @@ def test_sigkill_then_rerun_resumes_exactly(data_dir, reference_run, tmp_path):
     for step, value in after.items():
         np.testing.assert_allclose(value, reference[step], rtol=1e-4, err_msg=f"step {step}")
     assert after[STEPS] < reference[5] * 0.9  # and it is the trained loss, not a restart
+
+
+def test_a_damaged_newest_checkpoint_is_set_aside_and_the_run_resumes(data_dir, reference_run, tmp_path, capsys):
+    from electra_tf import export
+
+    model_dir = tmp_path / "model"
+    shutil.copytree(reference_run[0] / "model", model_dir)
+    newest = tf.train.latest_checkpoint(str(model_dir / "checkpoints"))
+    data_file = next(Path(newest).parent.glob(Path(newest).name + ".data-*"))
+    data_file.write_bytes(data_file.read_bytes()[: data_file.stat().st_size // 2])  # an interrupted copy
+
+    # Readers name the damage and the intact alternatives.
+    assert export.main(["--model_dir", str(model_dir), "--export_dir", str(tmp_path / "x")]) == 2
+    error = capsys.readouterr().err
+    assert f"checkpoint {newest} is damaged" in error and "Intact: ckpt-" in error
+
+    argv = command(data_dir, model_dir, tmp_path / "exports")[3:]
+    assert pretrain.main(argv) == 0
+    printed = capsys.readouterr()
+    assert f"checkpoint {newest} is damaged" in printed.err and "trying the one before it" in printed.err
+    assert "resumed from step 140" in printed.out and f"step {STEPS}/{STEPS}" in printed.out
+    damaged = model_dir / "checkpoints" / "damaged"
+    assert sorted(p.name for p in damaged.iterdir()) == sorted([f"ckpt-{STEPS}.index", data_file.name])
+    assert tf.train.latest_checkpoint(str(model_dir / "checkpoints")).endswith(f"ckpt-{STEPS}")  # written anew
+
+
+def test_no_intact_checkpoint_is_a_clear_error(data_dir, reference_run, tmp_path, capsys):
+    model_dir = tmp_path / "model"
+    shutil.copytree(reference_run[0] / "model", model_dir)
+    for data_file in (model_dir / "checkpoints").glob("*.data-*"):
+        data_file.write_bytes(b"")
+    assert pretrain.main(command(data_dir, model_dir, tmp_path / "exports")[3:]) == 2
+    assert "has no intact checkpoint" in capsys.readouterr().err
 
 
 def test_rerun_with_a_different_config_is_refused(data_dir, reference_run, capsys):

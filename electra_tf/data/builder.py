@@ -61,7 +61,14 @@ def build_shards(output_dir: str | Path, inputs: list[str] | None = None, *, voc
         if value < least:
             raise DataError(f"{name} must be at least {least}, got {value}.")
     output_dir = Path(output_dir)
-    if output_dir.exists() and existing_data(output_dir) and not overwrite:
+    from electra_tf.locking import FolderLock
+
+    with FolderLock(output_dir, "electra_tf.build_data"):
+        return _build(output_dir, inputs, vocab, vocab_size, max_seq_length, num_shards, num_workers, seed, overwrite)
+
+
+def _build(output_dir, inputs, vocab, vocab_size, max_seq_length, num_shards, num_workers, seed, overwrite):
+    if existing_data(output_dir) and not overwrite:
         raise DataError(f"{output_dir} already holds pre-training data; pass --overwrite "
                         "to replace it (it is kept until the new data is complete).")
     skips = Skips()

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from electra_tf.errors import RunError
-from electra_tf.run_dir import FinetuneDir
+from electra_tf.run_dir import LOCK_FILE, FinetuneDir
 
 # Defaults by model size (by the discriminator's hidden size): the official fine-tuning learning
 # rates (the paper's 3e-4 for Small; 1e-4 Base; 5e-5 and layer decay 0.9 for Large) and, for the
@@ -76,7 +76,7 @@ class FinetuningOptions:
         if self.learning_rate is not None and self.learning_rate <= 0:
             raise RunError("--learning_rate must be positive.")
         output_dir = Path(self.output_dir)
-        if output_dir.exists() and any(output_dir.iterdir()) and not self.overwrite:
+        if _written(output_dir) and not self.overwrite and not (output_dir / LOCK_FILE).exists():
             raise RunError(f"{output_dir} is not empty; choose a new --output_dir or pass --overwrite.")
 
 
@@ -97,6 +97,11 @@ class FinetuningResult:
     summary: dict  # what metrics.json holds
     output_dir: FinetuneDir
     export_path: Path
+
+
+def _written(folder: Path) -> list[Path]:
+    """What a folder holds besides a writer's lock file."""
+    return [p for p in folder.iterdir() if p.name != LOCK_FILE] if folder.is_dir() else []
 
 
 def read_data(options: FinetuningOptions):
@@ -132,6 +137,16 @@ def make_datasets(task, preprocessor, batch_size: int, seed: int):
 
 
 def run_finetuning(options: FinetuningOptions) -> FinetuningResult:
+    """The whole run, holding the output folder's lock (one writer per folder)."""
+    from electra_tf.locking import FolderLock
+
+    with FolderLock(options.output_dir, "electra_tf.finetune"):
+        if _written(Path(options.output_dir)) and not options.overwrite:  # filled while we waited to lock
+            raise RunError(f"{options.output_dir} is not empty; choose a new --output_dir or pass --overwrite.")
+        return _run(options)
+
+
+def _run(options: FinetuningOptions) -> FinetuningResult:
     import keras
     import tensorflow as tf
 
@@ -166,8 +181,8 @@ def run_finetuning(options: FinetuningOptions) -> FinetuningResult:
           flush=True)
 
     output = FinetuneDir(options.output_dir)
-    if output.path.exists() and options.overwrite:
-        shutil.rmtree(output.path)
+    for old in _written(output.path) if options.overwrite else ():  # keep our lock file
+        shutil.rmtree(old) if old.is_dir() else old.unlink()
     output.path.mkdir(parents=True, exist_ok=True)
     keras.utils.set_random_seed(options.seed)
 

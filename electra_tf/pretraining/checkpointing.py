@@ -17,11 +17,18 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import os
+import sys
 import threading
+import time
+from pathlib import Path
 
 import keras
 import numpy as np
 import tensorflow as tf
+
+from electra_tf.errors import RunError
+from electra_tf.files import atomic_write_text
 
 
 class ResumableInput:
@@ -117,6 +124,7 @@ class RunCheckpoint:
         self.checkpoint = tf.train.Checkpoint(
             model_variables=list(pretrainer.variables), optimizer=pretrainer.optimizer,
             data_iterator=resumable_input.iterator, in_flight=resumable_input.in_flight)
+        self.keep = keep
         self.manager = tf.train.CheckpointManager(self.checkpoint, str(directory), max_to_keep=keep)
 
     @property
@@ -124,13 +132,42 @@ class RunCheckpoint:
         return int(self.pretrainer.optimizer.iterations)
 
     def restore_latest(self) -> int | None:
-        """Restores the latest checkpoint if any; returns its step."""
-        latest = self.manager.latest_checkpoint
-        if latest is None:
+        """Restores the newest intact checkpoint, if any; returns its step. Damaged ones (a
+        truncated or missing file) are set aside with a warning; none intact is an error."""
+        if self.manager.latest_checkpoint is None:
             return None
-        self.checkpoint.restore(latest).assert_existing_objects_matched()
-        self.input.restored()
-        return self.step
+        directory = Path(self.manager.directory)
+        for path in reversed(self.manager.checkpoints):
+            problem = checkpoint_damage(path)
+            if problem is None:
+                check_architecture(path, self.pretrainer.variables)
+                try:
+                    self.checkpoint.restore(path).assert_existing_objects_matched()
+                except (tf.errors.OpError, IndexError) as error:
+                    # Damage in what checkpoint_damage cannot read; an older checkpoint's
+                    # restore then overwrites every value this one set.
+                    problem = f"{type(error).__name__}: {str(error).strip().splitlines()[0][:160]}"
+            if problem is None:
+                self.input.restored()
+                return self.step
+            moved = set_aside(path)
+            print(f"warning: checkpoint {path} is damaged ({problem}); moved {', '.join(moved)} to "
+                  f"{directory / DAMAGED_FOLDER} and trying the one before it.", file=sys.stderr, flush=True)
+            self._forget(path)
+        raise RunError(f"{directory} has no intact checkpoint (the damaged ones are in {directory / DAMAGED_FOLDER}). "
+                       "Start a new run in another --model_dir, or restore the files from a copy.")
+
+    def _forget(self, path: str) -> None:
+        """Drops a set-aside checkpoint from the `checkpoint` index and from the manager."""
+        remaining = [p for p in self.manager.checkpoints if p != path]
+        index = Path(self.manager.directory) / "checkpoint"
+        if remaining:  # the CheckpointState text proto CheckpointManager reads, relative names
+            lines = [f'model_checkpoint_path: "{Path(remaining[-1]).name}"']
+            lines += [f'all_model_checkpoint_paths: "{Path(p).name}"' for p in remaining]
+            atomic_write_text(index, "\n".join(lines) + "\n")
+        else:
+            index.unlink(missing_ok=True)
+        self.manager = tf.train.CheckpointManager(self.checkpoint, self.manager.directory, max_to_keep=self.keep)
 
     def save(self, steps_done: int | None = None) -> str:
         """Writes a checkpoint; `steps_done` (steps of the current `fit`) first settles the
@@ -139,6 +176,56 @@ class RunCheckpoint:
             self.input.advance_to(steps_done)
         with self.input.frozen():
             return self.manager.save(checkpoint_number=self.step)
+
+
+DAMAGED_FOLDER = "damaged"
+
+
+def checkpoint_damage(path: str) -> str | None:
+    """Why the checkpoint at `path` (a prefix such as .../ckpt-200) cannot be read in full, or
+    None if every tensor reads. Reading everything is what finds a truncated data file."""
+    try:
+        reader = tf.train.load_checkpoint(path)
+        for name, dtype in reader.get_variable_to_dtype_map().items():
+            if dtype != tf.variant:  # the input iterator's state: restore_latest reads it
+                reader.get_tensor(name)
+    except Exception as error:  # TensorFlow raises IndexError, DataLossError, NotFoundError, ...
+        lines = str(error).strip().splitlines() or [type(error).__name__]
+        return f"{type(error).__name__}: {lines[0][:160]}"
+    return None
+
+
+def set_aside(path: str) -> list[str]:
+    """Moves a checkpoint's files into a `damaged/` folder beside them (never deletes)."""
+    prefix = Path(path)
+    folder = prefix.parent / DAMAGED_FOLDER
+    folder.mkdir(exist_ok=True)
+    moved = []
+    for file in sorted(prefix.parent.glob(prefix.name + ".*")):
+        target = folder / file.name
+        if target.exists():
+            target = folder / f"{file.name}.{int(time.time())}"
+        os.replace(file, target)
+        moved.append(file.name)
+    return moved
+
+
+def check_architecture(path: str, variables) -> None:
+    """A RunError listing the first variables whose saved shape differs from the model's."""
+    shapes = tf.train.load_checkpoint(path).get_variable_to_shape_map()
+    mismatched = []
+    for index, variable in enumerate(variables):
+        key = f"model_variables/{index}/.ATTRIBUTES/VARIABLE_VALUE"
+        saved = shapes.get(key)
+        if saved is None or tuple(saved) != tuple(variable.shape):
+            mismatched.append(f"{variable.path} {tuple(variable.shape)} (checkpoint: "
+                              f"{tuple(saved) if saved is not None else 'absent'})")
+    extra = sum(1 for key in shapes if key.startswith("model_variables/")
+                and key.endswith("VARIABLE_VALUE") and int(key.split("/")[1]) >= len(variables))
+    if mismatched or extra:
+        raise RunError(f"checkpoint {path} holds a different architecture: {'; '.join(mismatched[:5])}"
+                       + (f"; and {extra} more saved variables than the model has" if extra else "")
+                       + ". Use the config it was trained with, or another --model_dir.")
 
 
 class InputTracker(keras.callbacks.Callback):

@@ -134,6 +134,14 @@ def _check_resume_config(model_dir: ModelDir, config: ElectraConfig) -> None:
 
 
 def run_pretraining(options: PretrainingOptions) -> RunResult:
+    """The whole run, holding the model_dir's lock (one writer per folder)."""
+    from electra_tf.locking import FolderLock
+
+    with FolderLock(options.model_dir, "electra_tf.pretrain"):
+        return _run(options)
+
+
+def _run(options: PretrainingOptions) -> RunResult:
     import keras
     import tensorflow as tf
 
