@@ -4,6 +4,7 @@ and an export's metadata is spelled here once, and used by the writer and every 
 A pre-training model_dir (`python -m electra_tf.pretrain --model_dir DIR`)::
 
     DIR/config.json         the resolved ElectraConfig
+    DIR/config_history.json what later runs changed (a longer --steps), and when
     DIR/vocab.txt           the vocabulary the run tokenizes with
     DIR/checkpoints/        ckpt-<step>.{index,data-*} and the `checkpoint` index
     DIR/logs/train/         TensorBoard events (step-keyed scalars, samples, run config)
@@ -70,6 +71,7 @@ class ModelDir(_Folder):
     """A pre-training run's folder."""
 
     config = _Entry(CONFIG_FILE)
+    config_history = _Entry("config_history.json")
     vocab = _Entry(VOCAB_FILE)
     checkpoints = _Entry("checkpoints")
     logs = _Entry("logs")

@@ -196,3 +196,27 @@ def test_an_export_is_a_pretrained_source(exported, keras_discriminator):
         for mine, theirs in zip(model_weights(restored.discriminator), model_weights(discriminator)):
             assert mine.path == theirs.path
             np.testing.assert_array_equal(mine.numpy(), theirs.numpy())
+
+
+def test_sigkill_during_export_leaves_no_version_tf_serving_could_load(trained, tmp_path):
+    """Killed after the SavedModel is written, before it is renamed into place: the only trace
+    is a hidden temporary folder, which TF Serving (integer versions only) never looks at."""
+    code = f"""
+import os, signal
+from electra_tf.loading import load_pretrained
+from electra_tf.serving import publish
+pretrained = load_pretrained({str(trained / "run")!r})
+publish.write_warmup_requests = lambda *args, **kwargs: os.kill(os.getpid(), signal.SIGKILL)
+publish.export_discriminator(pretrained.discriminator, pretrained.tokenizer, pretrained.config,
+                             {str(tmp_path)!r}, "run")
+"""
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=300,
+                            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+    assert result.returncode == -9
+    written = [p for p in (tmp_path / "run").iterdir()]
+    assert written and all(p.name.startswith(".tmp-") for p in written)  # the SavedModel was under way
+    assert not [p for p in written if p.name.isdigit()]
+    # The next export still becomes version 1.
+    pretrained = load_pretrained(trained / "run")
+    assert publish.export_discriminator(pretrained.discriminator, pretrained.tokenizer, pretrained.config,
+                                        tmp_path, "run").name == "1"

@@ -1,6 +1,7 @@
 """The pre-training run end to end: subprocesses for kill/resume, event files for TensorBoard."""
 
 import glob
+import json
 import os
 import re
 import shutil
@@ -170,6 +171,63 @@ def test_no_intact_checkpoint_is_a_clear_error(data_dir, reference_run, tmp_path
         data_file.write_bytes(b"")
     assert pretrain.main(command(data_dir, model_dir, tmp_path / "exports")[3:]) == 2
     assert "has no intact checkpoint" in capsys.readouterr().err
+
+
+def test_a_larger_steps_extends_a_finished_run(data_dir, reference_run, tmp_path, capsys):
+    model_dir = tmp_path / "model"
+    shutil.copytree(reference_run[0] / "model", model_dir)
+    argv = command(data_dir, model_dir, tmp_path / "exports")[3:]
+    longer = [str(STEPS + 20) if a == str(STEPS) else a for a in argv]
+    assert pretrain.main(longer) == 0
+    printed = capsys.readouterr().out
+    assert f"resumed from step {STEPS}" in printed and f"step {STEPS + 20}/{STEPS + 20}" in printed
+    assert f"extending the run from {STEPS} to {STEPS + 20} steps" in printed
+    history = json.loads((model_dir / "config_history.json").read_text())
+    assert history[-1]["changed"] == {"num_train_steps": [STEPS, STEPS + 20]}
+    saved = json.loads((model_dir / "config.json").read_text())
+    assert saved["num_train_steps"] == STEPS + 20 and saved["num_warmup_steps"] == STEPS // 10
+    rates = scalars(model_dir / "logs" / "train", "train/learning_rate", newest_file_only=True)
+    assert rates[STEPS + 20] == 0.0 and rates[STEPS + 5] > 0  # decays to 0 at the new end
+    shorter = [str(STEPS - 20) if a == str(STEPS) else a for a in argv]
+    assert pretrain.main(shorter) == 2
+    assert "--steps may only grow" in capsys.readouterr().err
+
+
+def test_sigterm_during_the_final_evaluation_exits_143_with_the_checkpoint(data_dir, tmp_path, monkeypatch,
+                                                                           capsys):
+    from electra_tf.pretraining.pretrainer import ElectraPretrainer
+
+    def evaluate_until_terminated(self, *args, **kwargs):
+        os.kill(os.getpid(), signal.SIGTERM)  # e.g. a preemption notice, mid-evaluation
+        time.sleep(30)
+        raise AssertionError("SIGTERM did not stop the evaluation")
+
+    monkeypatch.setattr(ElectraPretrainer, "evaluate", evaluate_until_terminated)
+    argv = [("20" if a == str(STEPS) else a) for a in command(data_dir, tmp_path / "model", tmp_path / "x")[3:]]
+    assert pretrain.main(argv) == 128 + signal.SIGTERM
+    assert "Stopped by signal 15 after step 20; checkpoint saved" in capsys.readouterr().out
+    assert tf.train.latest_checkpoint(str(tmp_path / "model" / "checkpoints")).endswith("ckpt-20")
+    assert not (tmp_path / "x").exists()  # no export of an unevaluated run
+    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL  # handlers restored
+
+
+def test_a_checkpoint_write_error_stops_the_run_with_a_clear_message(data_dir, tmp_path, monkeypatch, capsys):
+    saves = []
+    real_save = tf.train.CheckpointManager.save
+
+    def full_after_first(self, *args, **kwargs):
+        saves.append(1)
+        if len(saves) > 1:
+            raise tf.errors.ResourceExhaustedError(None, None, "No space left on device")
+        return real_save(self, *args, **kwargs)
+
+    monkeypatch.setattr(tf.train.CheckpointManager, "save", full_after_first)
+    argv = command(data_dir, tmp_path / "model", tmp_path / "x")[3:]
+    assert pretrain.main(argv) == 2
+    error = capsys.readouterr().err
+    assert "could not write checkpoint ckpt-40" in error and "No space left on device" in error
+    assert "last good checkpoint is" in error and error.count("ckpt-20") >= 1
+    assert tf.train.latest_checkpoint(str(tmp_path / "model" / "checkpoints")).endswith("ckpt-20")
 
 
 def test_rerun_with_a_different_config_is_refused(data_dir, reference_run, capsys):

@@ -175,7 +175,16 @@ class RunCheckpoint:
         if steps_done is not None:
             self.input.advance_to(steps_done)
         with self.input.frozen():
-            return self.manager.save(checkpoint_number=self.step)
+            try:
+                return self.manager.save(checkpoint_number=self.step)
+            except (tf.errors.OpError, OSError) as error:
+                # TensorFlow writes the files first and the `checkpoint` index last: a failed
+                # write leaves the previous checkpoint as the latest, intact.
+                reason = str(error).strip().splitlines()[0][:200] if str(error).strip() else type(error).__name__
+                raise RunError(f"could not write checkpoint ckpt-{self.step} in {self.manager.directory} "
+                               f"({reason}). The last good checkpoint is "
+                               f"{self.manager.latest_checkpoint or 'none'}; free space or fix permissions, then "
+                               "rerun the same command to continue from it.") from None
 
 
 DAMAGED_FOLDER = "damaged"

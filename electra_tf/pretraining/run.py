@@ -12,7 +12,9 @@ random state and input position). SIGTERM/SIGINT save a checkpoint and stop the 
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -122,15 +124,42 @@ def _prepare_data(options: PretrainingOptions, config: ElectraConfig, model_dir:
     return _Data(kind, location, ElectraTokenizer(vocab), description)
 
 
-def _check_resume_config(model_dir: ModelDir, config: ElectraConfig) -> None:
+def _continue_config(model_dir: ModelDir, config: ElectraConfig) -> ElectraConfig:
+    """The config to run with in a model_dir that may hold a run already. Only a longer run
+    may differ from the saved config: more num_train_steps extends it, keeping its warmup. The
+    learning rate then follows the official schedule computed for the new total, as the
+    official code does when restarted with a larger num_train_steps: linear decay to 0 at the
+    new end (at the extension point the rate steps up from where the old plan had it)."""
     if not model_dir.config.is_file():
-        return
-    saved = ElectraConfig.load(str(model_dir.config)).to_dict()
-    differing = sorted(k for k, v in config.to_dict().items() if saved.get(k) != v)
-    if differing:
-        details = ", ".join(f"{k}: {saved.get(k)!r} -> {getattr(config, k)!r}" for k in differing)
-        raise RunError(f"{model_dir.path} holds a run with a different config ({details}). Rerun with "
-                       "the same settings to continue it, or choose a new --model_dir.")
+        return config
+    saved = ElectraConfig.load(str(model_dir.config))
+    differing = sorted(k for k, v in config.to_dict().items() if saved.to_dict().get(k) != v)
+    if not differing:
+        return config
+    if set(differing) <= {"num_train_steps", "num_warmup_steps"} and config.num_train_steps > saved.num_train_steps:
+        extended = config.replace(num_warmup_steps=saved.num_warmup_steps)
+        _record_change(model_dir, saved, extended)
+        print(f"  extending the run from {saved.num_train_steps:,} to {extended.num_train_steps:,} steps: the "
+              "learning rate decays linearly to 0 at the new end (official schedule for the new total)")
+        return extended
+    details = ", ".join(f"{k}: {getattr(saved, k)!r} -> {getattr(config, k)!r}" for k in differing)
+    hint = (" (--steps may only grow: a larger value extends the run)" if "num_train_steps" in differing else "")
+    raise RunError(f"{model_dir.path} holds a run with a different config ({details}){hint}. Rerun with the same "
+                   "settings to continue it, choose a new --model_dir, or start a new run from its weights with "
+                   "--init_from.")
+
+
+def _record_change(model_dir: ModelDir, saved: ElectraConfig, new: ElectraConfig) -> None:
+    import json
+
+    from electra_tf.files import atomic_write_text
+
+    history = json.loads(model_dir.config_history.read_text()) if model_dir.config_history.is_file() else []
+    history.append({"time": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+                    "changed": {k: [getattr(saved, k), getattr(new, k)] for k in ("num_train_steps",)
+                                if getattr(saved, k) != getattr(new, k)},
+                    "rule": "linear decay to 0 at the new num_train_steps, warmup unchanged"})
+    atomic_write_text(model_dir.config_history, json.dumps(history, indent=2) + "\n")
 
 
 def run_pretraining(options: PretrainingOptions) -> RunResult:
@@ -161,7 +190,7 @@ def _run(options: PretrainingOptions) -> RunResult:
     tokenizer = data.tokenizer
     if config.vocab_size != tokenizer.vocabulary_size:
         config = config.replace(vocab_size=tokenizer.vocabulary_size)
-    _check_resume_config(model_dir, config)
+    config = _continue_config(model_dir, config)
     runtime = resolve_runtime(options.strategy, options.mixed_precision, options.xla)
     strategy = create_strategy(runtime)
     keras.config.set_dtype_policy(runtime.precision)
@@ -239,18 +268,45 @@ def _run(options: PretrainingOptions) -> RunResult:
     if not saver.saved_paths or not saver.saved_paths[-1].endswith(f"-{checkpoint.step}"):
         checkpoint.save()
 
-    metrics = pretrainer.evaluate(tf.data.Dataset.from_tensor_slices(
-        {k: tf.stack([b[k] for b in held_out]) for k in held_out[0]}), return_dict=True, verbose=0)
-    with writer.as_default(step=checkpoint.step):
-        for key, value in metrics.items():
-            tf.summary.scalar(f"final_eval/{key}", value)
-    writer.flush()
-    export_path = None
-    if pretrainer.discriminator is not None:
-        from electra_tf.serving.publish import export_discriminator
-        export_path = export_discriminator(pretrainer.discriminator, tokenizer, config,
-                                           Path(options.export_dir), model_dir.name)
+    # Training is saved; a signal from here on stops the evaluation and export, not the run's state.
+    try:
+        with _stop_on_signals() as received:
+            metrics = pretrainer.evaluate(tf.data.Dataset.from_tensor_slices(
+                {k: tf.stack([b[k] for b in held_out]) for k in held_out[0]}), return_dict=True, verbose=0)
+            with writer.as_default(step=checkpoint.step):
+                for key, value in metrics.items():
+                    tf.summary.scalar(f"final_eval/{key}", value)
+            writer.flush()
+            export_path = None
+            if pretrainer.discriminator is not None:
+                from electra_tf.serving.publish import export_discriminator
+                export_path = export_discriminator(pretrainer.discriminator, tokenizer, config,
+                                                   Path(options.export_dir), model_dir.name)
+    except _Stopped:
+        return result("stopped", signal=received[0])
     return result("finished", metrics={k: float(v) for k, v in metrics.items()}, export_path=export_path)
+
+
+class _Stopped(Exception):
+    """SIGTERM/SIGINT arrived after the final checkpoint."""
+
+
+@contextlib.contextmanager
+def _stop_on_signals(signals=(signal.SIGTERM, signal.SIGINT)):
+    """Turns SIGTERM/SIGINT into `_Stopped` (the caller reports "stopped", exit 128+N); the
+    number is left in the yielded list."""
+    received: list[int] = []
+
+    def handler(number, frame):
+        received.append(number)
+        raise _Stopped()
+
+    previous = {number: signal.signal(number, handler) for number in signals}
+    try:
+        yield received
+    finally:
+        for number, old in previous.items():
+            signal.signal(number, old)
 
 
 def _write_run_description(writer, config, runtime, data_description, step, initialized_from=None):

@@ -2,9 +2,10 @@ import types
 
 import keras
 import numpy as np
+import pytest
 import tensorflow as tf
 
-from electra_tf.pretraining.checkpointing import ResumableInput
+from electra_tf.pretraining.checkpointing import ResumableInput, RunCheckpoint
 
 
 def numbered_batches():
@@ -71,3 +72,52 @@ def test_checkpoint_after_a_step_is_the_same_whichever_callback_runs_first(tmp_p
         RunCheckpoint(tmp_path / order, model(), restored).restore_latest()
         replayed[order] = indices(iter(restored.dataset()), 3)
     assert replayed["tracker_first"] == replayed["saver_first"] == [3, 4, 5]
+
+
+def tiny_model():
+    return types.SimpleNamespace(variables=[tf.Variable(1.0)], optimizer=keras.optimizers.SGD())
+
+
+def test_sigkill_while_writing_a_checkpoint_leaves_the_previous_one_latest_and_intact(tmp_path):
+    """The process dies after the new checkpoint's files and before its `checkpoint` index
+    entry (where TensorFlow writes it last)."""
+    import subprocess
+    import sys
+
+    code = f"""
+import os, signal, types, keras, tensorflow as tf
+from tensorflow.python.checkpoint import checkpoint_management
+from electra_tf.pretraining.checkpointing import ResumableInput, RunCheckpoint
+model = types.SimpleNamespace(variables=[tf.Variable(1.0)], optimizer=keras.optimizers.SGD())
+data = ResumableInput(tf.data.Dataset.range(1000).map(lambda i: {{"index": tf.fill([2], tf.cast(i, tf.int32))}}).prefetch(4))
+checkpoint = RunCheckpoint({str(tmp_path)!r}, model, data)
+model.optimizer.iterations.assign(10); checkpoint.save()
+model.variables[0].assign(2.0); model.optimizer.iterations.assign(20)
+checkpoint_management.update_checkpoint_state_internal = lambda *a, **k: os.kill(os.getpid(), signal.SIGKILL)
+checkpoint.save()
+"""
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=120)
+    assert result.returncode == -9
+    assert (tmp_path / "ckpt-20.index").is_file()  # its files were written ...
+    assert tf.train.latest_checkpoint(str(tmp_path)).endswith("ckpt-10")  # ... but it is not the latest
+    model = tiny_model()
+    restored = RunCheckpoint(tmp_path, model, ResumableInput(numbered_batches())).restore_latest()
+    assert restored == 10 and float(model.variables[0].numpy()) == 1.0
+
+
+def test_a_failed_write_is_a_clear_error_and_keeps_the_last_good_checkpoint(tmp_path, monkeypatch):
+    from electra_tf.errors import RunError
+
+    model = tiny_model()
+    checkpoint = RunCheckpoint(tmp_path, model, ResumableInput(numbered_batches()))
+    model.optimizer.iterations.assign(10)
+    first = checkpoint.save()
+
+    def disk_full(self, checkpoint_number=None, **kwargs):
+        raise tf.errors.ResourceExhaustedError(None, None, "No space left on device")
+
+    monkeypatch.setattr(tf.train.CheckpointManager, "save", disk_full)
+    model.optimizer.iterations.assign(20)
+    with pytest.raises(RunError, match=f"could not write checkpoint ckpt-20 .*No space left .*is {first}"):
+        checkpoint.save()
+    assert tf.train.latest_checkpoint(str(tmp_path)) == first
