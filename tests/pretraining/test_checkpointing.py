@@ -121,3 +121,16 @@ def test_a_failed_write_is_a_clear_error_and_keeps_the_last_good_checkpoint(tmp_
     with pytest.raises(RunError, match=f"could not write checkpoint ckpt-20 .*No space left .*is {first}"):
         checkpoint.save()
     assert tf.train.latest_checkpoint(str(tmp_path)) == first
+
+
+def test_a_checkpoint_of_another_architecture_lists_the_mismatched_variables(tmp_path):
+    from electra_tf.errors import RunError
+
+    small = types.SimpleNamespace(variables=[keras.Variable(np.zeros((4, 2)), name="kernel")],
+                                  optimizer=keras.optimizers.SGD())
+    RunCheckpoint(tmp_path, small, ResumableInput(numbered_batches())).save()
+    wide = types.SimpleNamespace(variables=[keras.Variable(np.zeros((4, 3)), name="kernel")],
+                                 optimizer=keras.optimizers.SGD())
+    with pytest.raises(RunError, match=r"different architecture: kernel \(4, 3\) \(checkpoint: \(4, 2\)\)"):
+        RunCheckpoint(tmp_path, wide, ResumableInput(numbered_batches())).restore_latest()
+    assert (tmp_path / "ckpt-0.index").is_file()  # not mistaken for damage: nothing was moved
