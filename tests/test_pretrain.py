@@ -230,6 +230,19 @@ def test_a_checkpoint_write_error_stops_the_run_with_a_clear_message(data_dir, t
     assert tf.train.latest_checkpoint(str(tmp_path / "model" / "checkpoints")).endswith("ckpt-20")
 
 
+def test_raw_text_runs_checkpoint_and_resume(corpus, small_vocab, tmp_path, capsys):
+    text = corpus.write_sentence_file(tmp_path / "corpus.txt", repeat=10)
+    argv = ["--data", str(text), "--vocab", str(small_vocab), "--model_dir", str(tmp_path / "model"),
+            "--export_dir", str(tmp_path / "x"), "--steps", "6", "--batch_size", "4", "--set", "num_layers=1",
+            "--set", "max_seq_length=32", "--checkpoint_every", "3", "--log_every", "3", "--eval_batches", "1"]
+    assert pretrain.main(argv) == 0
+    assert tf.train.latest_checkpoint(str(tmp_path / "model" / "checkpoints")).endswith("ckpt-6")
+    longer = [("9" if a == "6" else a) for a in argv]
+    assert pretrain.main(longer) == 0
+    printed = capsys.readouterr().out
+    assert "resumed from step 6" in printed and "raw text input restarts from the beginning" in printed
+
+
 def test_rerun_with_a_different_config_is_refused(data_dir, reference_run, capsys):
     root = reference_run[0]
     argv = command(data_dir, root / "model", root / "exports")[3:]

@@ -34,8 +34,11 @@ from electra_tf.files import atomic_write_text
 class ResumableInput:
     """Wraps a tf.data pipeline so its position can be checkpointed while `fit` reads it."""
 
-    def __init__(self, dataset: tf.data.Dataset):
+    def __init__(self, dataset: tf.data.Dataset, checkpointable: bool = True):
+        """`checkpointable=False` for a pipeline whose iterator TensorFlow cannot save (one fed
+        by a Python generator, as raw text is): checkpoints then leave the input position out."""
         self.spec = dict(dataset.element_spec)
+        self.checkpointable = checkpointable
         self.iterator = iter(dataset)
         self._lock = threading.Lock()
         self._handed_out = collections.deque()  # (batch, tokens) yielded, not yet consumed by a step
@@ -121,9 +124,10 @@ class RunCheckpoint:
         self.input = resumable_input
         # The model's variables are listed explicitly: tf.train.Checkpoint(model=...) misses a
         # Keras 3 model's layer lists and its seed-generator states (sampling and dropout).
+        state = {"data_iterator": resumable_input.iterator} if resumable_input.checkpointable else {}
         self.checkpoint = tf.train.Checkpoint(
             model_variables=list(pretrainer.variables), optimizer=pretrainer.optimizer,
-            data_iterator=resumable_input.iterator, in_flight=resumable_input.in_flight)
+            in_flight=resumable_input.in_flight, **state)
         self.keep = keep
         self.manager = tf.train.CheckpointManager(self.checkpoint, str(directory), max_to_keep=keep)
 

@@ -204,7 +204,9 @@ def _run(options: PretrainingOptions) -> RunResult:
             return pretraining_dataset(data.location, config, tokenizer, config.train_batch_size, seed=seed)
         return raw_text_dataset(data.location, config, tokenizer, config.train_batch_size, seed=seed)
 
-    resumable = ResumableInput(make_dataset(config.seed))
+    # Raw text is read through a Python generator, whose position TensorFlow cannot save: a
+    # resumed run then reads the text from the start again (build_data's shards resume exactly).
+    resumable = ResumableInput(make_dataset(config.seed), checkpointable=data.kind == "records")
     held_out = [batch for batch in make_dataset(config.seed + 1).take(options.eval_batches)]
     # Initial weights and every dropout seed generator follow the config's seed.
     keras.utils.set_random_seed(config.seed)
@@ -228,6 +230,9 @@ def _run(options: PretrainingOptions) -> RunResult:
     print(f"  data: {data.description}; vocabulary {tokenizer.vocabulary_size:,} tokens")
     print(f"  runtime: {runtime.strategy_name} ({runtime.num_replicas} replica(s)), {runtime.precision}, "
           f"XLA {'on' if runtime.xla else 'off'}" + (f" [{'; '.join(runtime.notes)}]" if runtime.notes else ""))
+    if resumed_from is not None and data.kind != "records":
+        print("  note: raw text input restarts from the beginning of the text on resume (shards from "
+              "build_data resume at the exact batch)")
     print(f"  resumed from step {resumed_from} ({checkpoint.manager.latest_checkpoint})" if resumed_from is not None
           else f"  starting at step 0; checkpoints every {options.checkpoint_every} steps in {model_dir.checkpoints}")
     if initialized_from:
