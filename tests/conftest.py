@@ -14,6 +14,10 @@ from pathlib import Path
 
 import pytest
 
+# Scripts that make fixtures run by hand with the optional `.[reference]` extra (torch); with
+# --doctest-modules pytest would import them.
+collect_ignore_glob = ["fixtures/*"]
+
 DOCUMENTS = [
     ["The river rises in the northern hills and flows south through three valleys.",
      "Farmers along its banks grow wheat, barley and apples.",
