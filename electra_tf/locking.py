@@ -45,8 +45,10 @@ class FolderLock:
         self.path = self.folder / LOCK_FILE
         self.command = command
         self.held = False
+        self.created_folder = False
 
     def acquire(self) -> "FolderLock":
+        self.created_folder = not self.folder.exists()
         self.folder.mkdir(parents=True, exist_ok=True)
         record = {"host": socket.gethostname(), "pid": os.getpid(), "command": self.command,
                   "started": time.strftime("%Y-%m-%d %H:%M:%S %Z")}
@@ -79,6 +81,8 @@ class FolderLock:
             if holder is not None and holder.get("pid") == os.getpid():
                 self.path.unlink(missing_ok=True)
             self.held = False
+            if self.created_folder and not any(self.folder.iterdir()):
+                self.folder.rmdir()  # a run that wrote nothing leaves no empty folder behind
 
     def _holder(self) -> dict | None:
         try:
