@@ -127,9 +127,9 @@ def restore_pretrainer(model_dir, checkpoint: str | None = None):
 
     problem = checkpoint_damage(found)
     if problem is not None:
-        intact = [p for p in (tf.train.get_checkpoint_state(str(checkpoints)).all_model_checkpoint_paths
-                              if tf.train.get_checkpoint_state(str(checkpoints)) else [])
-                  if p != found and checkpoint_damage(p) is None]
+        state = tf.train.get_checkpoint_state(str(checkpoints))
+        listed = state.all_model_checkpoint_paths if state else []
+        intact = [p for p in listed if p != found and checkpoint_damage(p) is None]
         raise PretrainedError(f"checkpoint {found} is damaged ({problem}): its files {found}.index / "
                               f"{found}.data-* cannot be read in full. "
                               + (f"Intact: {', '.join(Path(p).name for p in intact)}; pass one with --checkpoint."

@@ -9,6 +9,7 @@ import pytest
 from safetensors.numpy import load_file
 
 from electra_tf import convert, export, finetune, pretrain
+from electra_tf.interop.convert import export_huggingface
 from electra_tf.loading import restore_pretrainer
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "huggingface"
@@ -90,7 +91,7 @@ def test_transformers_loads_the_export_when_installed(converted, tmp_path):
     """Runs only where the optional `.[reference]` extra is installed (never in CI)."""
     transformers = pytest.importorskip("transformers")
     torch = pytest.importorskip("torch")
-    folders = __import__("electra_tf.interop.convert", fromlist=["x"]).export_huggingface(converted, tmp_path / "hf")
+    folders = export_huggingface(converted, tmp_path / "hf")
     model = transformers.ElectraForPreTraining.from_pretrained(str(folders[0])).eval()
     reference = np.load(FIXTURE / "reference_outputs.npz")
     with torch.no_grad():

@@ -2,6 +2,7 @@
 name-based format, as `tf.compat.v1.train.Saver` writes it) from the HuggingFace fixture's
 weights must give transformers' reference outputs."""
 
+import json
 import re
 import shutil
 from pathlib import Path
@@ -54,7 +55,7 @@ def write_official_checkpoint(folder: Path) -> Path:
     tf.raw_ops.SaveV2(prefix=str(folder / "model.ckpt-1000000"), tensor_names=names,
                       shape_and_slices=[""] * len(names), tensors=[tensors[n] for n in names])
     (folder / "checkpoint").write_text('model_checkpoint_path: "model.ckpt-1000000"\n')
-    vocab = __import__("json").loads((FIXTURE / "discriminator" / "tokenizer.json").read_text())["model"]["vocab"]
+    vocab = json.loads((FIXTURE / "discriminator" / "tokenizer.json").read_text())["model"]["vocab"]
     (folder / "vocab.txt").write_text("\n".join(sorted(vocab, key=vocab.get)) + "\n")
     return folder
 
