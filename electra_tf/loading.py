@@ -72,14 +72,18 @@ def model_weights(model) -> list:
     return [v for v in model.variables if "seed_generator" not in v.path]
 
 
-def load_pretrained(path, checkpoint: str | None = None) -> Pretrained:
+def load_pretrained(path, checkpoint: str | None = None, encoder_only: bool = False) -> Pretrained:
+    """The discriminator of a model_dir, `.keras` file or export. `encoder_only` (fine-tuning)
+    also accepts a run of the BERT-style baseline (`objective: mlm`): its encoder comes in a
+    discriminator whose replaced-token head is freshly initialised, since only the encoder is
+    fine-tuned."""
     path = Path(path)
     if not path.exists():
         raise PretrainedError(f"{path} does not exist.")
     if path.is_file() and path.suffix == ".keras":
         return _from_keras_file(path)
     if path.is_dir() and ModelDir(path).has_checkpoints():
-        return _from_model_dir(path, checkpoint)
+        return _from_model_dir(path, checkpoint, encoder_only)
     if path.is_dir():
         versions = sorted((int(p.name) for p in path.iterdir() if p.name.isdigit() and p.is_dir()))
         if (path / "saved_model.pb").is_file():
@@ -96,14 +100,32 @@ def load_pretrained(path, checkpoint: str | None = None) -> Pretrained:
         "checkpoints/), a .keras file, or a SavedModel from `python -m electra_tf.export`.")
 
 
-def _from_model_dir(model_dir: Path, checkpoint: str | None) -> Pretrained:
-    pretrainer, tokenizer, config, found = restore_pretrainer(model_dir, checkpoint)
+def _from_model_dir(model_dir: Path, checkpoint: str | None, encoder_only: bool) -> Pretrained:
+    pretrainer, tokenizer, config, found = restore_pretrainer(model_dir, checkpoint, allow_mlm=encoder_only)
+    if config.objective == "mlm":
+        return Pretrained(mlm_encoder_as_discriminator(pretrainer.generator, config), tokenizer, config, found)
     return Pretrained(pretrainer.discriminator, tokenizer, config, found)
 
 
-def restore_pretrainer(model_dir, checkpoint: str | None = None):
+def mlm_encoder_as_discriminator(generator, config: ElectraConfig):
+    """A discriminator holding the encoder of an `objective: mlm` run (its full-size generator:
+    embeddings, projection, transformer layers); the replaced-token head stays fresh. This is
+    how the BERT-style baseline is fine-tuned: the encoder, not the pre-training head."""
+    discriminator = build_discriminator(config)
+    sources = [generator.embeddings] + [generator.embeddings_project] * (generator.embeddings_project is not None) \
+        + list(generator.transformer_layers)
+    targets = [discriminator.embeddings] + [discriminator.embeddings_project] * (
+        discriminator.embeddings_project is not None) + list(discriminator.transformer_layers)
+    for source, target in zip(sources, targets, strict=True):
+        for theirs, ours in zip(model_weights(source), model_weights(target), strict=True):
+            ours.assign(theirs)
+    return discriminator
+
+
+def restore_pretrainer(model_dir, checkpoint: str | None = None, allow_mlm: bool = False):
     """Generator and discriminator of a pre-training model_dir, restored from its latest (or the
-    named) checkpoint: (pretrainer, tokenizer, config, checkpoint path)."""
+    named) checkpoint: (pretrainer, tokenizer, config, checkpoint path). A run of the MLM
+    baseline has no discriminator; it is refused unless `allow_mlm`."""
     import tensorflow as tf
 
     from electra_tf.pretraining.pretrainer import ElectraPretrainer
@@ -120,9 +142,9 @@ def restore_pretrainer(model_dir, checkpoint: str | None = None):
         found = checkpoint if Path(checkpoint).is_absolute() else str(checkpoints / checkpoint)
         if not tf.io.gfile.exists(found + ".index"):
             raise PretrainedError(f"checkpoint {found} does not exist.")
-    if config.objective == "mlm":
+    if config.objective == "mlm" and not allow_mlm:
         raise PretrainedError(f"{model_dir.path} was trained with objective='mlm' (BERT-style baseline): "
-                              "it has no discriminator to fine-tune.")
+                              "it has no discriminator to export or convert; fine-tune it instead.")
     from electra_tf.pretraining.checkpointing import checkpoint_damage
 
     problem = checkpoint_damage(found)

@@ -2,6 +2,7 @@
 
 import csv
 import importlib.util
+import json
 from pathlib import Path
 
 import numpy as np
@@ -29,18 +30,50 @@ def test_split_is_stratified_deterministic_and_reads_latin1(tmp_path):
     assert len(train) == 12 and not {t for t, _ in train} & {t for t, _ in dev}
     assert bbc.split(tmp_path, 0.2, 0) == (train, dev)
     assert train[0][0].startswith("Title ") and "\u00a35" in train[0][0] and "\n" not in train[0][0]
-    rows = list(csv.reader(bbc.to_csv(train).splitlines()))
+    rows = list(csv.reader(load_script("labelled_text").to_csv(train).splitlines()))
     assert rows[0] == ["text", "label"] and len(rows) == 13
 
 
 def test_train_per_class_keeps_that_many_of_each_topic_deterministically():
-    bbc = load_script()
+    shared = load_script("labelled_text")
     train = [(f"{topic} {n}", topic) for topic, count in (("sport", 6), ("tech", 4)) for n in range(count)]
-    kept = bbc.subsample(train, per_class=3, seed=0)
+    kept = shared.subsample(train, per_class=3, seed=0)
     assert sorted(label for _, label in kept) == ["sport"] * 3 + ["tech"] * 3
-    assert set(kept) <= set(train) and kept == bbc.subsample(train, 3, 0)
+    assert set(kept) <= set(train) and kept == shared.subsample(train, 3, 0)
     with pytest.raises(SystemExit, match="'tech': 4"):
-        bbc.subsample(train, per_class=5, seed=0)
+        shared.subsample(train, per_class=5, seed=0)
+
+
+def test_unlabeled_text_is_the_whole_training_split_and_never_dev(tmp_path):
+    spam = load_script("spam_assassin")
+    folder = tmp_path / "data"
+    bodies = {"spam-1": ["Win money now", "Cheap pills here", "Win money now"], "spam-2": ["Click this link"],
+              "easy-ham-1": ["Lunch at noon?", "The build is green"], "easy-ham-2": ["Minutes attached"],
+              "hard-ham-1": ["Your order shipped"]}
+    for group, texts in bodies.items():
+        (folder / group).mkdir(parents=True)
+        for n, body in enumerate(texts):
+            raw = f"From: a@b.c\nReceived: from relay.spamhost.example\nSubject: note\n\n{body}\n"
+            (folder / group / f"{n:05d}.json").write_text(json.dumps({"id": n, "group": group, "text": raw}))
+    assert spam.main(["--corpus", str(folder), "--output", str(tmp_path / "out"), "--dev_fraction", "0.25",
+                      "--train_per_class", "2", "--unlabeled", str(tmp_path / "unlabeled.txt")]) == 0
+    read = lambda name: list(csv.DictReader((tmp_path / "out" / name).open()))  # noqa: E731
+    train, dev = read("train.csv"), read("dev.csv")
+    unlabeled = [doc for doc in (tmp_path / "unlabeled.txt").read_text().split("\n\n") if doc]
+    assert sorted(row["label"] for row in train) == ["ham", "ham", "spam", "spam"]
+    assert len(unlabeled) + len(dev) == 7  # the duplicate message is kept once
+    assert not set(unlabeled) & {row["text"] for row in dev}
+    assert {row["text"] for row in train} <= set(unlabeled)
+    assert all("relay" not in text and text.startswith("note ") for text in unlabeled)  # headers dropped
+
+
+def test_message_text_reads_html_and_quoted_printable_bodies():
+    spam = load_script("spam_assassin")
+    raw = ("Subject: Offer\nContent-Type: text/html; charset=iso-8859-1\n"
+           "Content-Transfer-Encoding: quoted-printable\n\n"
+           "<html><style>p {}</style><body><p>Save 50=25 to=\nday</p><script>x()</script></body></html>\n")
+    assert spam.message_text(raw) == "Offer Save 50% today"
+    assert spam.message_text("Subject: empty\n\n   \n") == ""
 
 
 def test_order_probe_shuffles_words_only_and_keeps_targets_aligned():

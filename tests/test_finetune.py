@@ -2,7 +2,6 @@
 process, GLUE layouts, the random-init baseline, and bad input."""
 
 import json
-import shutil
 
 import numpy as np
 import pytest
@@ -122,13 +121,6 @@ def test_bad_input_is_a_clear_error(topic_csv, pretrained_dir, tmp_path, capsys)
     empty.mkdir()
     assert run(empty, tmp_path / "c", train=data, eval_file=data) == 2
     assert "holds no discriminator" in capsys.readouterr().err
-
-    mlm = tmp_path / "mlm_model"
-    shutil.copytree(pretrained_dir, mlm)
-    config = json.loads((mlm / "config.json").read_text())
-    (mlm / "config.json").write_text(json.dumps({**config, "objective": "mlm"}))
-    assert run(mlm, tmp_path / "d", train=data, eval_file=data) == 2
-    assert "objective='mlm'" in capsys.readouterr().err
 
     (tmp_path / "used").mkdir()
     (tmp_path / "used" / "metrics.json").write_text("{}")

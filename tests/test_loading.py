@@ -56,3 +56,27 @@ def test_folders_and_files_that_hold_no_discriminator(tmp_path):
     (tmp_path / "bad_config" / "checkpoints").mkdir()
     with pytest.raises(PretrainedError, match="hidden_size"):
         load_pretrained(tmp_path / "bad_config")
+
+
+def test_an_mlm_baseline_run_is_fine_tuned_through_its_encoder(tmp_path):
+    import tensorflow as tf
+
+    from electra_tf.pretraining.pretrainer import ElectraPretrainer
+
+    config = tiny_config().replace(objective="mlm", dropout=0.0)
+    pretrainer = ElectraPretrainer.from_electra_config(config)
+    for variable in model_weights(pretrainer):  # away from the fresh init a copy would also have
+        variable.assign(variable + tf.random.stateless_normal(variable.shape, (1, 2), dtype=variable.dtype) * 0.1)
+    (tmp_path / "checkpoints").mkdir()
+    tf.train.Checkpoint(model_variables=list(pretrainer.variables)).write(str(tmp_path / "checkpoints" / "ckpt-1"))
+    (tmp_path / "checkpoints" / "checkpoint").write_text('model_checkpoint_path: "ckpt-1"\n')
+    config.save(tmp_path / "config.json")
+    (tmp_path / "vocab.txt").write_text("\n".join(VOCABULARY) + "\n")
+
+    with pytest.raises(PretrainedError, match="objective='mlm'.*no discriminator to export"):
+        load_pretrained(tmp_path)
+    loaded = load_pretrained(tmp_path, encoder_only=True)
+    batch = {"token_ids": np.array([[2, 5, 4, 7, 3]], "int32"), "segment_ids": np.zeros((1, 5), "int32"),
+             "padding_mask": np.ones((1, 5), "int32")}
+    np.testing.assert_allclose(loaded.discriminator.encode(batch).numpy(),
+                               pretrainer.generator.encode(batch).numpy(), atol=1e-6)

@@ -165,7 +165,7 @@ def _run(options: FinetuningOptions) -> FinetuningResult:
     strategy = create_strategy(runtime)
     keras.config.set_dtype_policy(runtime.precision)
     with strategy.scope():  # the model's variables are created (or restored) here
-        pretrained = load_pretrained(options.pretrained, options.checkpoint)
+        pretrained = load_pretrained(options.pretrained, options.checkpoint, encoder_only=True)
     config = pretrained.config
     max_seq_length = options.max_seq_length or config.max_seq_length
     if not 3 <= max_seq_length <= config.max_position_embeddings:
