@@ -58,7 +58,8 @@ def build_parser() -> argparse.ArgumentParser:
     training = parser.add_argument_group("training (official ELECTRA fine-tuning values by default; the learning "
                                          "rate and layer-wise decay by model size: tiny 3e-3, small 3e-4, base "
                                          "1e-4, large 5e-5 with decay 0.9)")
-    training.add_argument("--epochs", type=int, default=DEFAULTS.epochs)
+    training.add_argument("--epochs", type=int, default=None,
+                          help="default: 3 (official), 10 for RTE, STS-B and files under 6,000 examples")
     training.add_argument("--batch_size", type=int, default=DEFAULTS.batch_size)
     training.add_argument("--learning_rate", type=float, default=DEFAULTS.learning_rate,
                           help="default: by the model's size (see above)")

@@ -118,11 +118,12 @@ def report(result, eval_batches: int) -> int:
               f"{result.latest_checkpoint}. Rerun the same command to continue.")
         return 128 + result.signal
     model_dir = result.model_dir
-    export = result.export_path or "none (objective mlm has no discriminator; the model is in the checkpoints)"
+    export = (f"{result.export_path} (TensorFlow Serving SavedModel)" if result.export_path else
+              "none (objective mlm has no discriminator; fine-tune the checkpoints' encoder)")
     print(f"\nDone in {result.seconds / 60:.1f} min at step {result.step}.")
     print(f"  config:        {model_dir.config}")
     print(f"  checkpoints:   {model_dir.checkpoints} (latest {result.latest_checkpoint})")
-    print(f"  discriminator: {export} (TensorFlow Serving SavedModel)")
+    print(f"  discriminator: {export}")
     print(f"  TensorBoard:   tensorboard --logdir {model_dir.path}")
     print(f"Final metrics on {eval_batches} batches with fresh masking:")
     from electra_tf.pretraining.run import FINAL_METRICS

@@ -51,7 +51,7 @@ def test_classification_end_to_end(topic_csv, run_python, pretrained_dir, tmp_pa
     assert summary["eval"]["accuracy"] == max(e["accuracy"] for e in summary["epochs"])
     assert list((tmp_path / "out" / "logs").glob("events.out.tfevents.*"))
     # The given learning rate wins; the layer-wise decay comes from the (tiny) model's size.
-    assert "learning rate 0.001 (given), layer-wise decay 0.8; defaults for a tiny model" in printed
+    assert "2 epochs (given), learning rate 0.001 (given), layer-wise decay 0.8; defaults for a tiny model" in printed
     assert (summary["settings"]["learning_rate"], summary["settings"]["layerwise_lr_decay"],
             summary["settings"]["size_defaults"]) == (1e-3, 0.8, "tiny")
 

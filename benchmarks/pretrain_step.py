@@ -1,0 +1,141 @@
+"""Speed of the pre-training step against this machine's matrix-multiply peak, in one run.
+
+    python benchmarks/pretrain_step.py                         # ELECTRA-Small and -Base, all variants
+    python benchmarks/pretrain_step.py --sizes small --precisions float32 --xla off --steps 20
+
+For each model size, precision and XLA setting the project's own step (`ElectraPretrainer`,
+compiled with `create_optimizer` and driven by `fit`, as `python -m electra_tf.pretrain` drives
+it) runs on synthetic batches already in memory, so the input pipeline costs nothing. Printed:
+the first step's time (tracing, compiling, variable and optimizer-slot creation), tokens/s over
+the timed steps after warm-up, the analytic training FLOPs per step, achieved GFLOP/s and the
+fraction of the fp32 GEMM peak measured by this script (large square matmuls through
+TensorFlow) in the same process. Ratios, not absolute times, are comparable between machines.
+
+Training FLOPs per step (forward + backward = 3 x forward, each multiply-add 2 FLOPs):
+  6 x tokens x (encoder weights of the discriminator + generator, embedding projections)
+  + 6 x masked positions x (generator head dense + tied output layer: vocab x embedding)
+  + 6 x tokens x hidden (discriminator head dense; the 1-unit output is negligible)
+  + attention: 12 x layers x tokens x seq_length x hidden per network (QK^T and AV, x3 for backward)
+Embedding lookups, softmax, LayerNorm, GELU and the optimizer are not counted as FLOPs: they
+are the memory-bound part the fraction below 1 is made of.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+SIZES = {"small": ("electra_small", 32), "base": ("electra_base", 8)}
+
+
+def gemm_peak(n: int = 2048, repeats: int = 10) -> float:
+    """fp32 GFLOP/s of the best of `repeats` n x n x n matmuls (after a warm-up)."""
+    import tensorflow as tf
+
+    a = tf.random.normal((n, n))
+    b = tf.random.normal((n, n))
+    matmul = tf.function(lambda x, y: tf.linalg.matmul(x, y))
+    matmul(a, b).numpy()
+    best = float("inf")
+    for _ in range(repeats):
+        started = time.perf_counter()
+        matmul(a, b).numpy()
+        best = min(best, time.perf_counter() - started)
+    return 2 * n ** 3 / best / 1e9
+
+
+def encoder_weights(hidden: int, intermediate: int, layers: int) -> int:
+    return layers * (4 * hidden * hidden + 2 * hidden * intermediate)
+
+
+def training_flops(config, batch: int) -> float:
+    tokens = batch * config.max_seq_length
+    masked = batch * config.num_masked_predictions
+    e, length = config.embedding_size, config.max_seq_length
+    weights = encoder_weights(config.hidden_size, config.intermediate_size, config.num_layers)
+    attention = 12 * config.num_layers * tokens * length * config.hidden_size
+    dense = 6 * tokens * config.hidden_size * config.hidden_size  # RTD head dense
+    head = 0
+    if config.embedding_size != config.hidden_size:
+        weights += e * config.hidden_size
+    if config.objective == "electra":
+        g = config.generator_hidden_size
+        weights += encoder_weights(g, config.generator_intermediate_size, config.generator_num_layers)
+        weights += e * g if e != g else 0
+        attention += 12 * config.generator_num_layers * tokens * length * g
+        head = masked * (g * g + g * e + e * config.vocab_size)  # generator dense (+ projection) + tied output
+    return 6 * tokens * weights + 6 * head + dense + attention
+
+
+def measure(size: str, precision: str, xla: bool, steps: int, warmup: int) -> dict:
+    import keras
+    import tensorflow as tf
+
+    from electra_tf.config import ElectraConfig
+    from electra_tf.optimization import create_optimizer
+    from electra_tf.pretraining.pretrainer import ElectraPretrainer
+    from electra_tf.pretraining.synthetic import masked_batch
+
+    preset, batch_size = SIZES[size]
+    keras.backend.clear_session()
+    keras.config.set_dtype_policy(precision)
+    config = ElectraConfig.load(preset).replace(train_batch_size=batch_size, num_train_steps=10_000,
+                                                num_warmup_steps=100)
+    batch = masked_batch(config, batch_size, seed=0)
+    dataset = tf.data.Dataset.from_tensors(batch).repeat()
+    keras.utils.set_random_seed(0)
+    started = time.perf_counter()
+    pretrainer = ElectraPretrainer.from_electra_config(config)
+    pretrainer.compile(optimizer=create_optimizer(config), jit_compile=xla)
+
+    times = []
+
+    class StepTimes(keras.callbacks.Callback):
+        def on_train_batch_end(self, step, logs=None):
+            times.append(time.perf_counter())
+
+    pretrainer.fit(dataset, steps_per_epoch=warmup + steps, epochs=1, verbose=0, callbacks=[StepTimes()])
+    keras.config.set_dtype_policy("float32")
+    first = times[0] - started
+    timed = (times[-1] - times[warmup]) / (steps - 1) if steps > 1 else float("nan")
+    flops = training_flops(config, batch_size)
+    return {"first_step_s": first, "step_s": timed, "tokens_per_s": batch_size * config.max_seq_length / timed,
+            "gflops_per_step": flops / 1e9, "gflops_per_s": flops / timed / 1e9}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", nargs="+", default=["small", "base"], choices=sorted(SIZES))
+    parser.add_argument("--precisions", nargs="+", default=["float32", "mixed_bfloat16"],
+                        choices=["float32", "mixed_bfloat16"])
+    parser.add_argument("--xla", nargs="+", default=["off", "on"], choices=["off", "on"])
+    parser.add_argument("--steps", type=int, default=20, help="timed steps (after warm-up)")
+    parser.add_argument("--warmup", type=int, default=3)
+    args = parser.parse_args(argv)
+    import tensorflow as tf
+
+    print(f"TensorFlow {tf.__version__}, {os.cpu_count()} CPU(s), "
+          f"intra-op threads {tf.config.threading.get_intra_op_parallelism_threads() or 'default'}")
+    peak = gemm_peak()
+    print(f"fp32 GEMM peak (2048^3 matmul, best of 10): {peak:.1f} GFLOP/s\n")
+    header = (f"{'size':6} {'precision':15} {'XLA':4} {'batch':>6} {'first step s':>12} {'step s':>8} "
+              f"{'tokens/s':>9} {'GFLOP/step':>10} {'GFLOP/s':>8} {'of peak':>8}")
+    print(header)
+    for size in args.sizes:
+        for precision in args.precisions:
+            for xla in args.xla:
+                result = measure(size, precision, xla == "on", args.steps, args.warmup)
+                print(f"{size:6} {precision:15} {xla:4} {SIZES[size][1]:>3}x128 {result['first_step_s']:12.1f} "
+                      f"{result['step_s']:8.3f} {result['tokens_per_s']:9.0f} {result['gflops_per_step']:10.1f} "
+                      f"{result['gflops_per_s']:8.1f} {result['gflops_per_s'] / peak:8.1%}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,135 @@
+"""Latency and throughput of an exported discriminator, in a process that imports only
+TensorFlow and tensorflow-text (what TF Serving's model server has: no electra_tf, no Keras).
+
+    python benchmarks/serving_latency.py                          # tiny (random weights) and Small-sized
+    python benchmarks/serving_latency.py --export exports/electra_tiny/1 --batches 1 8 32
+
+Without `--export`, the script exports two discriminators with fresh weights through the
+project's own exporter (weights do not change the cost): the `electra_tiny` preset and an
+ELECTRA-Small-sized one (12 layers, hidden 256; the tiny vocabulary, which only changes the
+embedding lookup). The measuring process then loads each SavedModel and calls both signatures,
+`serving_default` with real sentences from the bundled Wikipedia sample, joined so every input
+fills the 128 tokens, and `encode_ids` with 128 token ids, at each batch size: p50 and p99
+latency per call and sequences/s, after warm-up calls. One thread of requests at a time; TF
+Serving's batching (README) trades some of this latency for throughput.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+MEASURE = r'''
+import json, sys, time
+import numpy as np
+import tensorflow as tf
+import tensorflow_text  # noqa: F401  (registers the tokenizer ops the text signature uses)
+
+assert "electra_tf" not in sys.modules  # the model server has no Python of ours
+request = json.loads(sys.stdin.read())
+model = tf.saved_model.load(request["export"])
+length, calls, warmup = request["length"], request["calls"], request["warmup"]
+rng = np.random.default_rng(0)
+results = []
+for batch in request["batches"]:
+    texts = tf.constant((request["texts"] * batch)[:batch])
+    ids = {"token_ids": tf.constant(rng.integers(5, request["vocab_size"], (batch, length)), tf.int32),
+           "segment_ids": tf.zeros((batch, length), tf.int32), "padding_mask": tf.ones((batch, length), tf.int32)}
+    for signature, inputs in (("serving_default", {"text": texts}), ("encode_ids", ids)):
+        function = model.signatures[signature]
+        for _ in range(warmup):
+            function(**inputs)
+        seconds = []
+        for _ in range(calls):
+            started = time.perf_counter()
+            output = function(**inputs)
+            next(iter(output.values())).numpy()
+            seconds.append(time.perf_counter() - started)
+        seconds = np.array(seconds)
+        results.append({"signature": signature, "batch": batch, "p50_ms": 1e3 * np.percentile(seconds, 50),
+                        "p99_ms": 1e3 * np.percentile(seconds, 99), "sequences_per_s": batch / seconds.mean()})
+print(json.dumps(results))
+'''
+
+
+def sentences_of_length(tokenizer, length: int, count: int) -> list[str]:
+    """`count` texts of real Wikipedia sentences, each at least `length` word pieces long."""
+    from electra_tf.data.corpus import Skips, embedded_sample_path, iter_raw_documents, to_sentences
+
+    texts, current = [], []
+    skips = Skips()
+    for document in iter_raw_documents(embedded_sample_path(), skips):
+        for sentence in to_sentences(document, skips):
+            current.append(sentence)
+            if int(tokenizer.tokenize([" ".join(current)]).row_lengths()[0]) >= length:
+                texts.append(" ".join(current))
+                current = []
+                if len(texts) == count:
+                    return texts
+    raise SystemExit("error: the bundled sample has too little text.")
+
+
+def fresh_exports(folder: Path):
+    from electra_tf.config import ElectraConfig
+    from electra_tf.data.tokenization import ElectraTokenizer
+    from electra_tf.loading import build_discriminator
+    from electra_tf.run_dir import bundled_data_dir
+    from electra_tf.serving.publish import export_discriminator
+
+    tiny = ElectraConfig.load("electra_tiny")
+    vocab = bundled_data_dir(tiny.max_seq_length) / "vocab.txt"
+    if not vocab.is_file():
+        raise SystemExit(f"error: {vocab} is missing; run `python -m electra_tf.pretrain` once (it builds the "
+                         "bundled data), or pass --export.")
+    tokenizer = ElectraTokenizer(vocab)
+    small = ElectraConfig.load("electra_small").replace(vocab_size=tokenizer.vocabulary_size)
+    exports = []
+    for name, config in (("tiny", tiny.replace(vocab_size=tokenizer.vocabulary_size)), ("small-sized", small)):
+        exports.append((name, export_discriminator(build_discriminator(config), tokenizer, config, folder, name)))
+    return exports, tokenizer
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--export", action="append", default=[], help="an export version folder (repeatable)")
+    parser.add_argument("--batches", type=int, nargs="+", default=[1, 8, 32])
+    parser.add_argument("--calls", type=int, default=50)
+    parser.add_argument("--warmup", type=int, default=5)
+    args = parser.parse_args(argv)
+    from electra_tf.data.tokenization import ElectraTokenizer
+    from electra_tf.serving.publish import ExportMetadata
+
+    with tempfile.TemporaryDirectory() as scratch:
+        if args.export:
+            exports = [(Path(path).parent.name, Path(path)) for path in args.export]
+            tokenizer = ElectraTokenizer(ExportMetadata.of(exports[0][1]).vocab)
+        else:
+            exports, tokenizer = fresh_exports(Path(scratch))
+        print(f"{'model':12} {'signature':16} {'batch':>5} {'p50 ms':>8} {'p99 ms':>8} {'sequences/s':>12}")
+        for name, export in exports:
+            metadata = json.loads(ExportMetadata.of(export).config.read_text())
+            length = metadata["max_seq_length"]
+            texts = sentences_of_length(tokenizer, length, max(args.batches))
+            request = {"export": str(export), "length": length, "texts": texts, "batches": args.batches,
+                       "calls": args.calls, "warmup": args.warmup, "vocab_size": metadata["vocab_size"]}
+            finished = subprocess.run([sys.executable, "-c", MEASURE], input=json.dumps(request), text=True,
+                                      capture_output=True)
+            if finished.returncode != 0:
+                raise SystemExit(f"error: measuring {export} failed:\n{finished.stderr[-2000:]}")
+            for row in json.loads(finished.stdout.strip().splitlines()[-1]):
+                print(f"{name:12} {row['signature']:16} {row['batch']:>5} {row['p50_ms']:8.1f} {row['p99_ms']:8.1f} "
+                      f"{row['sequences_per_s']:12.1f}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
