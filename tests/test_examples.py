@@ -1,4 +1,4 @@
-"""examples/: the BBC demo's data split (on a small stand-in corpus) and the order probe."""
+"""examples/: the data writers (on small stand-in corpora), the order probe and the token-similarity probe."""
 
 import csv
 import importlib.util
@@ -116,3 +116,10 @@ def test_order_probe_in_order_scores_are_the_models_own():
     used = batch["mask_weights"] > 0
     assert results["in order"]["masked_lm_accuracy"] == (predicted == batch["mask_ids"])[used].mean()
     assert set(results["shuffled"]) == {"disc_auc", "masked_lm_accuracy"}
+
+
+def test_token_similarity_is_one_for_identical_vectors_and_zero_for_orthogonal():
+    probe = load_script("token_similarity")
+    assert probe.mean_pairwise_cosine(np.array([[1.0, 2.0], [2.0, 4.0], [3.0, 6.0]])) == pytest.approx(1.0)
+    assert probe.mean_pairwise_cosine(np.eye(3)) == pytest.approx(0.0)
+    assert probe.mean_pairwise_cosine(np.array([[1.0, 0.0], [1.0, 1.0]])) == pytest.approx(2 ** -0.5)
