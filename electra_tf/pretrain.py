@@ -118,6 +118,9 @@ def report(result, eval_batches: int) -> int:
               f"{result.latest_checkpoint}. Rerun the same command to continue.")
         return 128 + result.signal
     model_dir = result.model_dir
+    if not result.is_chief:
+        print(f"Done at step {result.step} (the chief reports the run).")
+        return 0
     export = (f"{result.export_path} (TensorFlow Serving SavedModel)" if result.export_path else
               "none (objective mlm has no discriminator; fine-tune the checkpoints' encoder)")
     print(f"\nDone in {result.seconds / 60:.1f} min at step {result.step}.")

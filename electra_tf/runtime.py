@@ -22,6 +22,7 @@ import os
 
 from electra_tf.errors import RunError
 
+COLLECTIVE_TIMEOUT_SECONDS = 600.0  # ELECTRA_TF_COLLECTIVE_TIMEOUT overrides it
 STRATEGIES = ("auto", "one_device", "mirrored", "multi_worker", "tpu")
 PRECISIONS = ("auto", "float32", "mixed_float16", "mixed_bfloat16")
 
@@ -79,7 +80,10 @@ def resolve_runtime(strategy: str = "auto", precision: str = "auto", xla: bool |
         use_xla = False
         notes.append("XLA turned off: a MirroredStrategy step over CPU devices does not compile "
                      "with XLA (resources on one logical device are read from another)")
-    devices = [d.name for d in tf.config.list_logical_devices("GPU" if gpus else "CPU")]
+    # Listing logical devices starts TensorFlow's runtime, after which a MultiWorkerMirroredStrategy
+    # can no longer configure its collectives ("must be configured at program startup").
+    devices = ([] if chosen == "multi_worker" else
+               [d.name for d in tf.config.list_logical_devices("GPU" if gpus else "CPU")])
     return Runtime(chosen, chosen_precision, bool(use_xla), devices, notes)
 
 
@@ -91,9 +95,15 @@ def create_strategy(runtime: Runtime):
     elif runtime.strategy_name == "mirrored":
         strategy = tf.distribute.MirroredStrategy(runtime.devices if len(runtime.devices) > 1 else None)
     elif runtime.strategy_name == "multi_worker":
-        strategy = tf.distribute.MultiWorkerMirroredStrategy()
+        # A peer that vanishes without closing its connections (a lost host) would otherwise
+        # leave the others waiting in the next all-reduce forever; the timeout must exceed the
+        # slowest first step (tracing and compiling, minutes for large models).
+        timeout = float(os.environ.get("ELECTRA_TF_COLLECTIVE_TIMEOUT", COLLECTIVE_TIMEOUT_SECONDS))
+        strategy = tf.distribute.MultiWorkerMirroredStrategy(
+            communication_options=tf.distribute.experimental.CommunicationOptions(timeout_seconds=timeout))
     else:
-        resolver = tf.distribute.cluster_resolver.TPUClusterResolver()
+        # TPU_NAME names a TPU node; on a Cloud TPU VM the TPU is local to this host.
+        resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=os.environ.get("TPU_NAME", "local"))
         tf.config.experimental_connect_to_cluster(resolver)
         tf.tpu.experimental.initialize_tpu_system(resolver)
         strategy = tf.distribute.TPUStrategy(resolver)

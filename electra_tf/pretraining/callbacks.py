@@ -32,8 +32,12 @@ CONSOLE_METRICS = ("loss", "masked_lm_accuracy", "disc_auc")
 
 class TrainingMonitor(keras.callbacks.Callback):
     def __init__(self, writer, total_steps: int, batch_size: int, resumable_input, log_every: int = 50,
-                 stop_on_nonfinite: bool = True, stream=None):
+                 stop_on_nonfinite: bool = True, stream=None, token_scale: int = 1, quiet: bool = False):
+        """`token_scale`: how many alike inputs the tokens this process reads stand for (the
+        workers of a multi-worker run). `quiet`: no progress lines (a worker that is not the chief)."""
         super().__init__()
+        self.token_scale = token_scale
+        self.quiet = quiet
         self.writer = writer
         self.total_steps = total_steps
         self.batch_size = batch_size
@@ -46,7 +50,7 @@ class TrainingMonitor(keras.callbacks.Callback):
         self._window_start = None
 
     def _step(self) -> int:
-        return int(self.model.optimizer.iterations)
+        return int(self.model.optimizer.iterations.numpy())
 
     def on_train_begin(self, logs=None):
         self._first_step = self._step()
@@ -71,7 +75,7 @@ class TrainingMonitor(keras.callbacks.Callback):
         elapsed = max(now - started, 1e-9)
         rates = {
             "examples_per_second": steps * self.batch_size / elapsed,
-            "tokens_per_second": (tokens - tokens_before) / elapsed,
+            "tokens_per_second": self.token_scale * (tokens - tokens_before) / elapsed,
             "step_time_seconds": elapsed / steps,
         }
         optimizer = self.model.optimizer
@@ -92,10 +96,11 @@ class TrainingMonitor(keras.callbacks.Callback):
         done = step - self._first_step
         remaining = (self.total_steps - step) * total_elapsed / max(done, 1)
         shown = " | ".join(f"{key} {scalars[key]:.4f}" for key in CONSOLE_METRICS if key in scalars)
-        print(f"step {step}/{self.total_steps} ({100.0 * step / self.total_steps:.1f}%) | "
-              f"{rates['examples_per_second']:.0f} examples/s | "
-              f"{rates['tokens_per_second']:,.0f} tokens/s | {shown} | "
-              f"ETA {format_duration(remaining)}", file=self.stream, flush=True)
+        if not self.quiet:
+            print(f"step {step}/{self.total_steps} ({100.0 * step / self.total_steps:.1f}%) | "
+                  f"{rates['examples_per_second']:.0f} examples/s | "
+                  f"{rates['tokens_per_second']:,.0f} tokens/s | {shown} | "
+                  f"ETA {format_duration(remaining)}", file=self.stream, flush=True)
         for metric in self.model.metrics:  # next window averages over its own steps only
             metric.reset_state()
         self._window_start = (now, step, tokens)
@@ -146,10 +151,10 @@ class ReplacementSamples(keras.callbacks.Callback):
         self.every = every
 
     def on_train_begin(self, logs=None):
-        self._write(int(self.model.optimizer.iterations))
+        self._write(int(self.model.optimizer.iterations.numpy()))
 
     def on_train_batch_end(self, batch, logs=None):
-        step = int(self.model.optimizer.iterations)
+        step = int(self.model.optimizer.iterations.numpy())
         if step % self.every == 0:
             self._write(step)
 
@@ -199,13 +204,13 @@ class StepProfiler(keras.callbacks.Callback):
         self.active = False
 
     def on_train_batch_begin(self, batch, logs=None):
-        step = int(self.model.optimizer.iterations)
+        step = int(self.model.optimizer.iterations.numpy())
         if step == self.start and not self.active:
             tf.profiler.experimental.start(self.logdir)
             self.active = True
 
     def on_train_batch_end(self, batch, logs=None):
-        if self.active and int(self.model.optimizer.iterations) >= self.stop:
+        if self.active and int(self.model.optimizer.iterations.numpy()) >= self.stop:
             tf.profiler.experimental.stop()
             self.active = False
 

@@ -117,49 +117,95 @@ class ResumableInput:
 
 
 class RunCheckpoint:
-    """Checkpoint + CheckpointManager over the pretrainer, its optimizer and the input."""
+    """Checkpoint + CheckpointManager over the pretrainer, its optimizer and the input.
 
-    def __init__(self, directory, pretrainer, resumable_input: ResumableInput, keep: int = 3):
+    In a multi-worker run the chief writes the run's checkpoints (model, optimizer and its own
+    input position) to `directory`; every other worker writes only its input position, to
+    `directory/worker-<index>/`, numbered by the same step. All workers restore the model from
+    the chief's newest checkpoint for which every worker's input position exists, so a worker
+    killed between the chief's save and its own costs one checkpoint interval, never a mismatch.
+    The checkpoint folder must be one all workers see (shared storage across machines).
+    """
+
+    def __init__(self, directory, pretrainer, resumable_input: ResumableInput, keep: int = 3,
+                 worker_index: int = 0, num_workers: int = 1):
         self.pretrainer = pretrainer
         self.input = resumable_input
+        self.worker_index, self.num_workers = worker_index, num_workers
         # The model's variables are listed explicitly: tf.train.Checkpoint(model=...) misses a
         # Keras 3 model's layer lists and its seed-generator states (sampling and dropout).
-        state = {"data_iterator": resumable_input.iterator} if resumable_input.checkpointable else {}
-        self.checkpoint = tf.train.Checkpoint(
-            model_variables=list(pretrainer.variables), optimizer=pretrainer.optimizer,
-            in_flight=resumable_input.in_flight, **state)
+        model_state = {"model_variables": list(pretrainer.variables), "optimizer": pretrainer.optimizer}
+        input_state = {"in_flight": resumable_input.in_flight}
+        if resumable_input.checkpointable:
+            input_state["data_iterator"] = resumable_input.iterator
         self.keep = keep
-        self.manager = tf.train.CheckpointManager(self.checkpoint, str(directory), max_to_keep=keep)
+        self.run_directory = str(directory)
+        self.model_checkpoint = tf.train.Checkpoint(**model_state)  # restores a chief's checkpoint's model
+        if worker_index == 0:
+            self.checkpoint = tf.train.Checkpoint(**model_state, **input_state)
+            own_directory = self.run_directory
+        else:
+            self.checkpoint = tf.train.Checkpoint(**input_state)
+            own_directory = worker_input_directory(directory, worker_index)
+        self.manager = tf.train.CheckpointManager(self.checkpoint, own_directory, max_to_keep=keep)
+        # The run's checkpoints, which every worker restores the model from.
+        self.run_manager = (self.manager if worker_index == 0 else tf.train.CheckpointManager(
+            self.model_checkpoint, self.run_directory, max_to_keep=keep))
 
     @property
     def step(self) -> int:
-        return int(self.pretrainer.optimizer.iterations)
+        return int(self.pretrainer.optimizer.iterations.numpy())
 
     def restore_latest(self) -> int | None:
         """Restores the newest intact checkpoint, if any; returns its step. Damaged ones (a
-        truncated or missing file) are set aside with a warning; none intact is an error."""
-        if self.manager.latest_checkpoint is None:
+        truncated or missing file) are set aside with a warning (by the chief); none intact is
+        an error. In a multi-worker run, checkpoints some worker has no input position for are
+        passed over."""
+        candidates = self.run_manager.checkpoints
+        if not candidates:
             return None
-        directory = Path(self.manager.directory)
-        for path in reversed(self.manager.checkpoints):
+        directory = Path(self.run_directory)
+        complete = [path for path in candidates if self._inputs_complete(path)]
+        if not complete:
+            raise RunError(f"{directory} has checkpoints, but none that every one of the {self.num_workers} "
+                           f"workers saved its input position for ({directory}/worker-<i>/). Was the run "
+                           "started with another number of workers? Rerun with that number.")
+        for path in reversed(complete):
             problem = checkpoint_damage(path)
             if problem is None:
                 check_architecture(path, self.pretrainer.variables)
+                own = path if self.worker_index == 0 else self._own_input_path(path)
+                check_input_batch(own, self.input, self.num_workers)
                 try:
-                    self.checkpoint.restore(path).assert_existing_objects_matched()
+                    if self.worker_index != 0:
+                        self.model_checkpoint.restore(path).expect_partial()
+                    self.checkpoint.restore(own).assert_existing_objects_matched()
                 except (tf.errors.OpError, IndexError) as error:
                     # Damage in what checkpoint_damage cannot read; an older checkpoint's
                     # restore then overwrites every value this one set.
                     problem = f"{type(error).__name__}: {str(error).strip().splitlines()[0][:160]}"
             if problem is None:
+                if path != candidates[-1]:
+                    print(f"note: restoring {path}, the newest checkpoint every worker saved its input "
+                          "position for.", file=sys.stderr, flush=True)
                 self.input.restored()
                 return self.step
+            if self.worker_index != 0:  # the chief sets damaged checkpoints aside
+                continue
             moved = set_aside(path)
             print(f"warning: checkpoint {path} is damaged ({problem}); moved {', '.join(moved)} to "
                   f"{directory / DAMAGED_FOLDER} and trying the one before it.", file=sys.stderr, flush=True)
             self._forget(path)
         raise RunError(f"{directory} has no intact checkpoint (the damaged ones are in {directory / DAMAGED_FOLDER}). "
                        "Start a new run in another --model_dir, or restore the files from a copy.")
+
+    def _own_input_path(self, run_checkpoint_path: str) -> str:
+        return str(Path(worker_input_directory(self.run_directory, self.worker_index)) / Path(run_checkpoint_path).name)
+
+    def _inputs_complete(self, run_checkpoint_path: str) -> bool:
+        name = Path(run_checkpoint_path).name
+        return all((Path(worker_input_directory(self.run_directory, index)) / f"{name}.index").is_file()
+                   for index in range(1, self.num_workers))
 
     def _forget(self, path: str) -> None:
         """Drops a set-aside checkpoint from the `checkpoint` index and from the manager."""
@@ -172,6 +218,7 @@ class RunCheckpoint:
         else:
             index.unlink(missing_ok=True)
         self.manager = tf.train.CheckpointManager(self.checkpoint, self.manager.directory, max_to_keep=self.keep)
+        self.run_manager = self.manager
 
     def save(self, steps_done: int | None = None) -> str:
         """Writes a checkpoint; `steps_done` (steps of the current `fit`) first settles the
@@ -192,6 +239,11 @@ class RunCheckpoint:
 
 
 DAMAGED_FOLDER = "damaged"
+
+
+def worker_input_directory(checkpoint_directory, worker_index: int) -> str:
+    """Where worker `worker_index` (not the chief) keeps its input positions."""
+    return str(Path(checkpoint_directory) / f"worker-{worker_index}")
 
 
 def checkpoint_damage(path: str) -> str | None:
@@ -239,6 +291,19 @@ def check_architecture(path: str, variables) -> None:
         raise RunError(f"checkpoint {path} holds a different architecture: {'; '.join(mismatched[:5])}"
                        + (f"; and {extra} more saved variables than the model has" if extra else "")
                        + ". Use the config it was trained with, or another --model_dir.")
+
+
+def check_input_batch(path: str, resumable_input: ResumableInput, num_workers: int) -> None:
+    """A RunError if the checkpoint's input batches are not this worker's batch size: the run
+    was made with another number of workers (each worker's batch is the global batch / workers)."""
+    key = next(iter(resumable_input.spec))
+    saved = tf.train.load_checkpoint(path).get_variable_to_shape_map().get(
+        f"in_flight/{key}/.ATTRIBUTES/VARIABLE_VALUE")
+    batch = resumable_input.spec[key].shape[0]
+    if saved is not None and len(saved) > 1 and saved[1] != batch:
+        raise RunError(f"checkpoint {path} was written by a run whose workers read batches of {saved[1]} "
+                       f"(this one reads {batch} on each of {num_workers} worker(s)): rerun it with the "
+                       "number of workers it was started with.")
 
 
 class InputTracker(keras.callbacks.Callback):

@@ -140,12 +140,23 @@ class ElectraPretrainer(keras.Model):
         if isinstance(self.optimizer, keras.optimizers.LossScaleOptimizer):
             gradients = agree_on_finiteness(gradients)
         self.optimizer.apply(gradients, variables)
-        return self._update_metrics(data, outputs)
+        return _shaped_for_keras_reduction(self._update_metrics(data, outputs))
 
     def test_step(self, data):
         data, _, _ = keras.utils.unpack_x_y_sample_weight(data)
         outputs = self.compute_pretraining_outputs(data, self._next_seed(), training=False)
-        return self._update_metrics(data, outputs)
+        return _shaped_for_keras_reduction(self._update_metrics(data, outputs))
+
+    def _maybe_symbolic_build(self, iterator=None, data_batch=None):
+        # Under a strategy Keras pulls one batch out of fit's own iterator here, only to build
+        # what is still unbuilt: that batch never reaches a step (the run's input position would
+        # be off by one), and under MultiWorkerMirroredStrategy the pull fails outright ("unsupported
+        # type PerReplica", keras-team/keras#20585). The pretrainer's layers are built in
+        # __init__ and runs build the optimizer before fit, so then there is nothing to build.
+        if self.optimizer is not None and self.optimizer.built and all(
+                layer.built for layer in self._flatten_layers()):
+            return
+        super()._maybe_symbolic_build(iterator=iterator, data_batch=data_batch)
 
     def call(self, inputs, training=False):
         return self.compute_pretraining_outputs(inputs, self._next_seed(), training=training)
@@ -237,6 +248,18 @@ def _make_trackers(objective):
             disc_auc=keras.metrics.AUC(name="disc_auc", num_thresholds=200),
         )
     return trackers
+
+
+def _shaped_for_keras_reduction(logs):
+    """Keras 3 reduces a step's logs over replicas with `strategy.reduce("MEAN", v, axis=0)`
+    under MultiWorkerMirroredStrategy, which fails on scalars ("Invalid reduction dimension 0",
+    keras-team/keras#20329). Shape [1] per replica reduces to the scalar Keras reports, and the
+    value is unchanged: every replica's logs are already the global metrics."""
+    strategy = tf.distribute.get_strategy()
+    if not (isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
+            and strategy.extended._in_multi_worker_mode()):
+        return logs
+    return {name: tf.reshape(value, [1]) for name, value in logs.items()}
 
 
 def agree_on_finiteness(gradients):

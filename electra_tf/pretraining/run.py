@@ -69,6 +69,7 @@ class RunResult:
     export_path: Path | None = None
     diverged_at: int | None = None
     signal: int | None = None
+    is_chief: bool = True  # False: a multi-worker run's other worker (the chief writes the run's files)
 
 
 def resolve_config(config: str, overrides: list[str] = (), steps: int | None = None,
@@ -95,14 +96,16 @@ class _Data:
     description: str
 
 
-def _prepare_data(options: PretrainingOptions, config: ElectraConfig, model_dir: ModelDir) -> _Data:
+def _prepare_data(options: PretrainingOptions, config: ElectraConfig, model_dir: ModelDir, role) -> _Data:
     from electra_tf.data.builder import build_shards
     from electra_tf.data.shards import read_metadata, resolve_data
     from electra_tf.data.tokenization import ElectraTokenizer
 
     if options.data is None:
         data_dir = bundled_data_dir(config.max_seq_length)
-        if not (data_dir / "metadata.json").is_file():
+        if not role.is_chief:
+            _wait_for_chief(data_dir / "metadata.json", "the bundled sample's shards")
+        elif not (data_dir / "metadata.json").is_file():
             print(f"Preparing the bundled Wikipedia sample in {data_dir} (once; later runs reuse it) ...",
                   flush=True)
             build_shards(data_dir, max_seq_length=config.max_seq_length, num_shards=BUNDLED_SAMPLE_SHARDS,
@@ -116,6 +119,10 @@ def _prepare_data(options: PretrainingOptions, config: ElectraConfig, model_dir:
         vocab = options.vocab or metadata["vocab_file"]
         description = f"{location} ({metadata['examples']:,} packed examples)"
     else:
+        if role.is_multi_worker:
+            raise RunError("a multi-worker run reads build_data shards, which split between workers by file "
+                           "and resume exactly: build them first (python -m electra_tf.build_data --input ... "
+                           "--num_shards N with N a multiple of the workers) and pass that folder to --data.")
         vocab = options.vocab or str(model_dir.vocab)
         if not Path(vocab).is_file():
             from electra_tf.data.vocabulary import DEFAULT_VOCAB_SIZE, build_vocabulary
@@ -124,7 +131,19 @@ def _prepare_data(options: PretrainingOptions, config: ElectraConfig, model_dir:
     return _Data(kind, location, ElectraTokenizer(vocab), description)
 
 
-def _continue_config(model_dir: ModelDir, config: ElectraConfig) -> ElectraConfig:
+def _wait_for_chief(path: Path, what: str, timeout: float = 1800.0) -> None:
+    """A worker waits for a file the chief writes once (the job's shared data)."""
+    deadline = time.monotonic() + timeout
+    if not path.is_file():
+        print(f"  waiting for the chief to prepare {what} ({path}) ...", flush=True)
+    while not path.is_file():
+        if time.monotonic() > deadline:
+            raise RunError(f"the chief did not prepare {what} within {timeout / 60:.0f} minutes ({path} is "
+                           "missing); check the chief's output.")
+        time.sleep(1.0)
+
+
+def _continue_config(model_dir: ModelDir, config: ElectraConfig, record: bool = True) -> ElectraConfig:
     """The config to run with in a model_dir that may hold a run already. Only a longer run
     may differ from the saved config: more num_train_steps extends it, keeping its warmup. The
     learning rate then follows the official schedule computed for the new total, as the
@@ -138,7 +157,8 @@ def _continue_config(model_dir: ModelDir, config: ElectraConfig) -> ElectraConfi
         return config
     if set(differing) <= {"num_train_steps", "num_warmup_steps"} and config.num_train_steps > saved.num_train_steps:
         extended = config.replace(num_warmup_steps=saved.num_warmup_steps)
-        _record_change(model_dir, saved, extended)
+        if record:
+            _record_change(model_dir, saved, extended)
         print(f"  extending the run from {saved.num_train_steps:,} to {extended.num_train_steps:,} steps: the "
               "learning rate decays linearly to 0 at the new end (official schedule for the new total)")
         return extended
@@ -164,13 +184,28 @@ def _record_change(model_dir: ModelDir, saved: ElectraConfig, new: ElectraConfig
 
 def run_pretraining(options: PretrainingOptions) -> RunResult:
     """The whole run, holding the model_dir's lock (one writer per folder)."""
+    from electra_tf.cluster import WorkerRole
     from electra_tf.locking import FolderLock
 
+    role = WorkerRole.from_environ()
+    if not role.is_chief:  # the chief holds the lock for the whole job
+        return _run(options, role)
     with FolderLock(options.model_dir, "electra_tf.pretrain"):
-        return _run(options)
+        return _run(options, role)
 
 
-def _run(options: PretrainingOptions) -> RunResult:
+def _run(options: PretrainingOptions, role) -> RunResult:
+    from electra_tf.runtime import create_strategy, resolve_runtime
+
+    # The strategy comes first: a MultiWorkerMirroredStrategy must configure its collectives
+    # before TensorFlow runs anything (the tokenizer's tables included).
+    runtime = resolve_runtime(options.strategy, options.mixed_precision, options.xla)
+    if role.is_multi_worker != (runtime.strategy_name == "multi_worker"):
+        raise RunError(f"TF_CONFIG describes {role.count} worker(s) but the strategy is {runtime.strategy_name}: "
+                       "use --strategy auto (or multi_worker with a TF_CONFIG of several workers, as "
+                       "python -m electra_tf.launch sets).")
+    strategy = create_strategy(runtime)
+
     import keras
     import tensorflow as tf
 
@@ -181,28 +216,33 @@ def _run(options: PretrainingOptions) -> RunResult:
     from electra_tf.pretraining.checkpointing import InputTracker, ResumableInput, RunCheckpoint
     from electra_tf.pretraining.input_pipeline import pretraining_dataset, raw_text_dataset
     from electra_tf.pretraining.pretrainer import ElectraPretrainer
-    from electra_tf.runtime import create_strategy, resolve_runtime
 
     started = time.monotonic()
     model_dir = ModelDir(options.model_dir)
     config = options.config
-    data = _prepare_data(options, config, model_dir)
+    data = _prepare_data(options, config, model_dir, role)
     tokenizer = data.tokenizer
     if config.vocab_size != tokenizer.vocabulary_size:
         config = config.replace(vocab_size=tokenizer.vocabulary_size)
-    config = _continue_config(model_dir, config)
-    runtime = resolve_runtime(options.strategy, options.mixed_precision, options.xla)
-    strategy = create_strategy(runtime)
+    config = _continue_config(model_dir, config, record=role.is_chief)
     keras.config.set_dtype_policy(runtime.precision)
-    model_dir.path.mkdir(parents=True, exist_ok=True)
-    config.save(model_dir.config)
-    if not model_dir.vocab.exists():
-        write_vocabulary(model_dir.vocab, tokenizer.vocabulary)
+    if role.is_chief:
+        model_dir.path.mkdir(parents=True, exist_ok=True)
+        config.save(model_dir.config)
+        if not model_dir.vocab.exists():
+            write_vocabulary(model_dir.vocab, tokenizer.vocabulary)
+    if config.train_batch_size % role.count:
+        raise RunError(f"train_batch_size {config.train_batch_size} does not split evenly over {role.count} "
+                       "workers: choose a multiple of the number of workers.")
+    worker_batch = config.train_batch_size // role.count  # each worker reads its own share of every step
+    input_context = (tf.distribute.InputContext(role.count, role.index, runtime.num_replicas)
+                     if role.is_multi_worker else None)
 
     def make_dataset(seed):
         if data.kind == "records":
-            return pretraining_dataset(data.location, config, tokenizer, config.train_batch_size, seed=seed)
-        return raw_text_dataset(data.location, config, tokenizer, config.train_batch_size, seed=seed)
+            return pretraining_dataset(data.location, config, tokenizer, worker_batch, seed=seed,
+                                       input_context=input_context)
+        return raw_text_dataset(data.location, config, tokenizer, worker_batch, seed=seed)
 
     # Raw text is read through a Python generator, whose position TensorFlow cannot save: a
     # resumed run then reads the text from the start again (build_data's shards resume exactly).
@@ -214,7 +254,8 @@ def _run(options: PretrainingOptions) -> RunResult:
         pretrainer = ElectraPretrainer.from_electra_config(config)
         pretrainer.compile(optimizer=create_optimizer(config), jit_compile=runtime.xla)
         pretrainer.optimizer.build(pretrainer.trainable_variables)
-    checkpoint = RunCheckpoint(model_dir.checkpoints, pretrainer, resumable, options.keep_checkpoints)
+    checkpoint = RunCheckpoint(model_dir.checkpoints, pretrainer, resumable, options.keep_checkpoints,
+                               worker_index=role.index, num_workers=role.count)
     resumed_from = checkpoint.restore_latest()
     initialized_from = None
     if options.init_from and resumed_from is None:
@@ -222,14 +263,21 @@ def _run(options: PretrainingOptions) -> RunResult:
         initialized_from = initialize_from(pretrainer, options.init_from)
 
     total = config.num_train_steps
-    writer = tf.summary.create_file_writer(str(model_dir.train_logs))
-    _write_run_description(writer, config, runtime, data.description, checkpoint.step, initialized_from)
+    # Only the chief writes the run's event files; the other workers report to it through the
+    # (global) metrics every step already carries.
+    writer = (tf.summary.create_file_writer(str(model_dir.train_logs)) if role.is_chief
+              else tf.summary.create_noop_writer())
+    if role.is_chief:
+        _write_run_description(writer, config, runtime, data.description, checkpoint.step, initialized_from)
     kept = pretrainer.discriminator or pretrainer.generator  # the MLM baseline keeps its generator
     print(f"ELECTRA pre-training: {model_dir.name}, {kept.count_params():,} parameters kept; "
           f"{total:,} steps of {config.train_batch_size} x {config.max_seq_length}.")
     print(f"  data: {data.description}; vocabulary {tokenizer.vocabulary_size:,} tokens")
     print(f"  runtime: {runtime.strategy_name} ({runtime.num_replicas} replica(s)), {runtime.precision}, "
           f"XLA {'on' if runtime.xla else 'off'}" + (f" [{'; '.join(runtime.notes)}]" if runtime.notes else ""))
+    if role.is_multi_worker:
+        print(f"  this process: {role.describe()}, reading {worker_batch} of every step's "
+              f"{config.train_batch_size} examples from its own shards")
     if resumed_from is not None and data.kind != "records":
         print("  note: raw text input restarts from the beginning of the text on resume (shards from "
               "build_data resume at the exact batch)")
@@ -241,20 +289,23 @@ def _run(options: PretrainingOptions) -> RunResult:
         print(f"  --init_from {options.init_from} ignored: continuing this run's own checkpoints")
     print(f"  watch it: tensorboard --logdir {model_dir.path}", flush=True)
 
+    # Tokens/s: this worker's tokens times the workers (their batches are alike in size).
     monitor = TrainingMonitor(writer, total, config.train_batch_size, resumable, options.log_every,
-                              stop_on_nonfinite=runtime.precision != "mixed_float16")
+                              stop_on_nonfinite=runtime.precision != "mixed_float16",
+                              token_scale=role.count, quiet=not role.is_chief)
     saver = CheckpointSaver(checkpoint, options.checkpoint_every)
     callbacks = [InputTracker(resumable), monitor, saver]
-    if pretrainer.discriminator is not None:
+    if pretrainer.discriminator is not None and role.is_chief:
         callbacks.append(ReplacementSamples(writer, held_out[0], tokenizer, options.sample_every))
-    if options.profile_steps:
+    if options.profile_steps and role.is_chief:
         callbacks.append(StepProfiler(str(model_dir.profile_logs), *options.profile_steps))
 
     remaining = total - checkpoint.step
     if remaining > 0:
         try:
-            pretrainer.fit(resumable.dataset(), epochs=1, steps_per_epoch=remaining, verbose=0,
-                           callbacks=callbacks)
+            with _lost_workers_reported(role, checkpoint):
+                pretrainer.fit(_per_worker(strategy, role, resumable.dataset()), epochs=1,
+                               steps_per_epoch=remaining, verbose=0, callbacks=callbacks)
         except tf.errors.DataLossError as error:
             if data.kind == "records":
                 raise explain_read_error(error, data.location) from None
@@ -264,7 +315,7 @@ def _run(options: PretrainingOptions) -> RunResult:
 
     def result(status, **details) -> RunResult:
         return RunResult(status, checkpoint.step, model_dir, checkpoint.manager.latest_checkpoint,
-                         time.monotonic() - started, runtime.precision, **details)
+                         time.monotonic() - started, runtime.precision, is_chief=role.is_chief, **details)
 
     if monitor.diverged_at is not None:
         return result("diverged", diverged_at=monitor.diverged_at)
@@ -275,21 +326,61 @@ def _run(options: PretrainingOptions) -> RunResult:
 
     # Training is saved; a signal from here on stops the evaluation and export, not the run's state.
     try:
-        with _stop_on_signals() as received:
-            metrics = pretrainer.evaluate(tf.data.Dataset.from_tensor_slices(
-                {k: tf.stack([b[k] for b in held_out]) for k in held_out[0]}), return_dict=True, verbose=0)
+        with _stop_on_signals() as received, _lost_workers_reported(role, checkpoint):
+            metrics = pretrainer.evaluate(_per_worker(strategy, role, tf.data.Dataset.from_tensor_slices(
+                {k: tf.stack([b[k] for b in held_out]) for k in held_out[0]})), return_dict=True, verbose=0)
             with writer.as_default(step=checkpoint.step):
                 for key, value in metrics.items():
                     tf.summary.scalar(f"final_eval/{key}", value)
             writer.flush()
             export_path = None
-            if pretrainer.discriminator is not None:
+            if pretrainer.discriminator is not None and role.is_chief:
                 from electra_tf.serving.publish import export_discriminator
                 export_path = export_discriminator(pretrainer.discriminator, tokenizer, config,
                                                    Path(options.export_dir), model_dir.name)
     except _Stopped:
         return result("stopped", signal=received[0])
     return result("finished", metrics={k: float(v) for k, v in metrics.items()}, export_path=export_path)
+
+
+@contextlib.contextmanager
+def _lost_workers_reported(role, checkpoint):
+    """In a multi-worker run, a collective that fails because a peer died (connection reset,
+    the collective timeout, the coordination service's heartbeat) becomes a RunError that says
+    so, instead of TensorFlow's traceback from inside the step."""
+    import tensorflow as tf
+
+    try:
+        yield
+    except (tf.errors.UnavailableError, tf.errors.DeadlineExceededError, tf.errors.CancelledError,
+            tf.errors.AbortedError, tf.errors.InternalError) as error:
+        if not role.is_multi_worker:
+            raise
+        lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+        first_line = next((line for line in lines if not line.startswith(("Graph execution error", "Detected at"))),
+                          type(error).__name__)[:200]
+        raise RunError(f"{role.describe()}: a collective with the other workers failed ({type(error).__name__}: "
+                       f"{first_line}); a worker has died or become unreachable, and the job cannot go on "
+                       f"without it. The last checkpoint is {checkpoint.run_manager.latest_checkpoint or 'none yet'}: "
+                       "rerun the same command on every worker (or the same python -m electra_tf.launch "
+                       "command) to resume from it.") from None
+
+
+def _per_worker(strategy, role, dataset):
+    """What fit and evaluate read. One worker: the dataset (Keras splits each batch over the
+    replicas). Several: each worker's own batches, split over its replicas, through
+    `distribute_datasets_from_function` (the worker's batch is its share of the global one)."""
+    if not role.is_multi_worker:
+        return dataset
+    replicas_per_worker = strategy.num_replicas_in_sync // role.count
+
+    def worker_dataset(context):
+        if replicas_per_worker == 1:
+            return dataset
+        batch = next(iter(dataset.element_spec.values())).shape[0]
+        return dataset.rebatch(batch // replicas_per_worker)
+
+    return strategy.distribute_datasets_from_function(worker_dataset)
 
 
 class _Stopped(Exception):

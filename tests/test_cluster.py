@@ -1,0 +1,115 @@
+"""Worker roles from TF_CONFIG, the local launcher, and two real worker processes: the same
+training as one worker, and a killed worker that stops the job and resumes exactly."""
+
+import io
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from electra_tf import cluster
+from electra_tf.cluster import WorkerRole, launch_local, local_tf_configs
+from electra_tf.errors import RunError
+from tests.test_pretrain import environment
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def tf_config(workers, task_type="worker", index=0, chief=0):
+    cluster_spec = {"worker": [f"127.0.0.1:{2000 + i}" for i in range(workers)]}
+    if chief:
+        cluster_spec["chief"] = ["127.0.0.1:1999"]
+    return {"TF_CONFIG": json.dumps({"cluster": cluster_spec, "task": {"type": task_type, "index": index}})}
+
+
+def test_worker_roles_follow_tf_config():
+    assert WorkerRole.from_environ({}) == WorkerRole(0, 1, True)
+    assert WorkerRole.from_environ(tf_config(1)) == WorkerRole(0, 1, True)
+    assert WorkerRole.from_environ(tf_config(2, index=0)) == WorkerRole(0, 2, True)
+    assert WorkerRole.from_environ(tf_config(2, index=1)) == WorkerRole(1, 2, False)
+    # A cluster that names a chief: the chief is worker 0, the workers follow it.
+    assert WorkerRole.from_environ(tf_config(2, "chief", 0, chief=1)) == WorkerRole(0, 3, True)
+    assert WorkerRole.from_environ(tf_config(2, "worker", 0, chief=1)) == WorkerRole(1, 3, False)
+
+
+@pytest.mark.parametrize("raw, message", [
+    ("{not json", "TF_CONFIG is not a valid cluster description"),
+    (json.dumps({"cluster": {"worker": ["a:1", "b:2"]}, "task": {"type": "worker", "index": 5}}),
+     "not one of the cluster's workers"),
+    (json.dumps({"cluster": {"worker": ["a:1", "b:2"]}, "task": {"type": "ps", "index": 0}}),
+     "not one of the cluster's workers"),
+])
+def test_a_bad_tf_config_is_a_clear_error(raw, message):
+    with pytest.raises(RunError, match=message):
+        WorkerRole.from_environ({"TF_CONFIG": raw})
+
+
+def test_local_tf_configs_name_every_worker_on_distinct_ports():
+    configs = [json.loads(c) for c in local_tf_configs(3)]
+    addresses = configs[0]["cluster"]["worker"]
+    assert len(set(addresses)) == 3 and all(a.startswith("127.0.0.1:") for a in addresses)
+    assert [c["task"] for c in configs] == [{"type": "worker", "index": i} for i in range(3)]
+    assert all(c["cluster"] == configs[0]["cluster"] for c in configs)
+
+
+def test_launcher_runs_every_worker_with_its_tf_config_and_prefixes_output():
+    code = ("import json, os; c = json.loads(os.environ['TF_CONFIG']); "
+            "print('index', c['task']['index'], 'of', len(c['cluster']['worker']), 'threads', "
+            "os.environ['TF_NUM_INTRAOP_THREADS'], 'cuda', os.environ['CUDA_VISIBLE_DEVICES'])")
+    out = io.StringIO()
+    assert launch_local([sys.executable, "-c", code], workers=2, threads_per_worker=1, stream=out) == 0
+    lines = sorted(out.getvalue().splitlines())
+    assert lines == ["[worker 0] index 0 of 2 threads 1 cuda -1", "[worker 1] index 1 of 2 threads 1 cuda -1"]
+
+
+def test_a_dead_worker_stops_the_job_with_a_message_instead_of_a_hang(monkeypatch):
+    monkeypatch.setattr(cluster, "STOP_GRACE_SECONDS", 1.0)
+    # Worker 1 dies by SIGKILL; worker 0 would wait forever and even ignores SIGTERM, as a
+    # worker blocked inside a collective does.
+    code = ("import json, os, signal, time; i = json.loads(os.environ['TF_CONFIG'])['task']['index']\n"
+            "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+            "time.sleep(0.5)\n"
+            "os.kill(os.getpid(), signal.SIGKILL) if i == 1 else time.sleep(600)")
+    out = io.StringIO()
+    started = time.monotonic()
+    status = launch_local([sys.executable, "-c", code], workers=2, stream=out)
+    assert status == 128 + 9
+    assert time.monotonic() - started < 60
+    assert "worker 1 was killed by signal 9; stopping worker(s) 0" in out.getvalue()
+    assert "Rerun the same command to resume" in out.getvalue()
+
+
+def test_a_failing_worker_s_exit_status_is_the_job_s():
+    code = "import json, os, sys; sys.exit(3 if json.loads(os.environ['TF_CONFIG'])['task']['index'] else 0)"
+    out = io.StringIO()
+    assert launch_local([sys.executable, "-c", code], workers=2, stream=out) == 3
+    assert "worker 1 exited with status 3" in out.getvalue()
+
+
+@pytest.mark.slow
+def test_two_workers_train_exactly_as_one_worker_on_the_same_global_batch(tmp_path):
+    """Losses of every step within 1e-5 and the weights after the steps: MultiWorkerMirroredStrategy
+    over two processes through Keras fit, against one process on the whole batch."""
+    script = str(REPO / "tests" / "fixtures" / "multi_worker_fit.py")
+    results = {}
+    for workers in (1, 2):
+        output = tmp_path / f"workers_{workers}.npz"
+        out = io.StringIO()
+        status = launch_local([sys.executable, script, str(output), "4"], workers=workers, stream=out,
+                              env=environment())
+        assert status == 0, out.getvalue()[-3000:]
+        results[workers] = np.load(output)
+    one, two = results[1], results[2]
+    logs = [key for key in one.files if key.startswith("log_")]
+    assert {"log_loss", "log_masked_lm_loss", "log_disc_loss", "log_disc_auc"} <= set(logs)
+    for key in logs:
+        assert one[key].shape == (4,)
+        np.testing.assert_allclose(two[key], one[key], rtol=1e-5, err_msg=key)
+    weights = [key for key in one.files if key.startswith("weight_")]
+    assert len(weights) > 40
+    for key in weights:
+        np.testing.assert_allclose(two[key], one[key], rtol=1e-5, atol=1e-6, err_msg=key)
+    assert not np.allclose(one["log_loss"][0], one["log_loss"][-1])  # the steps did train

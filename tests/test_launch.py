@@ -1,0 +1,136 @@
+"""`python -m electra_tf.launch`: a real two-worker pre-training run, a worker killed with
+SIGKILL mid-run (the job stops with a message, no hang), and the same command resuming exactly."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from electra_tf import launch
+from tests.test_pretrain import environment, scalars
+
+REPO = Path(__file__).resolve().parents[1]
+STEPS = 60
+
+
+@pytest.fixture(scope="module")
+def data_dir(corpus, small_vocab, tmp_path_factory):
+    return corpus.build_test_shards(tmp_path_factory.mktemp("launch_data"), small_vocab, 32, num_shards=4, repeat=40)
+
+
+def command(data_dir, model_dir, export_dir):
+    return [sys.executable, "-m", "electra_tf.launch", "--workers", "2", "--",
+            "--data", str(data_dir), "--model_dir", str(model_dir), "--export_dir", str(export_dir),
+            "--steps", str(STEPS), "--batch_size", "8", "--set", "num_layers=1", "--set", "max_seq_length=32",
+            "--checkpoint_every", "20", "--log_every", "5", "--eval_batches", "2"]
+
+
+def losses(model_dir, newest_file_only=False):
+    return scalars(Path(model_dir) / "logs" / "train", "train/loss", newest_file_only)
+
+
+def weights(checkpoint_path):
+    reader = tf.train.load_checkpoint(str(checkpoint_path))
+    return {key: reader.get_tensor(key) for key in reader.get_variable_to_shape_map()
+            if key.startswith("model_variables/")}
+
+
+def worker_pid(launcher_pid, index):
+    """The pid of the launcher's worker `index` (its TF_CONFIG names the task)."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            environ = (entry / "environ").read_bytes()
+        except (OSError, IndexError, ValueError):
+            continue
+        if parent == launcher_pid and f'"index": {index}}}'.encode() in environ:
+            return int(entry.name)
+    return None
+
+
+@pytest.fixture(scope="module")
+def reference_run(data_dir, tmp_path_factory):
+    root = tmp_path_factory.mktemp("two_workers")
+    result = subprocess.run(command(data_dir, root / "model", root / "exports"), env=environment(),
+                            capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, result.stdout[-3000:]
+    return root, result.stdout
+
+
+@pytest.mark.slow
+def test_two_workers_run_to_the_end_with_only_the_chief_writing(reference_run):
+    root, stdout = reference_run
+    assert "[worker 0]   this process: worker 0 of 2 (chief), reading 4 of every step's 8 examples" in stdout
+    assert "[worker 1]   this process: worker 1 of 2, reading 4" in stdout
+    assert f"[worker 0] step {STEPS}/{STEPS}" in stdout and f"[worker 1] step" not in stdout
+    assert "[worker 1] Done at step 60 (the chief reports the run)." in stdout
+    checkpoints = root / "model" / "checkpoints"
+    assert (checkpoints / f"ckpt-{STEPS}.index").is_file()
+    # Worker 1 keeps only its input position, under the chief's checkpoint numbers.
+    assert (checkpoints / "worker-1" / f"ckpt-{STEPS}.index").is_file()
+    saved = tf.train.load_checkpoint(str(checkpoints / "worker-1" / f"ckpt-{STEPS}")).get_variable_to_shape_map()
+    assert not any(key.startswith(("model_variables/", "optimizer/")) for key in saved)
+    assert [p.name for p in (root / "exports" / "model").iterdir()] == ["1"]
+    assert len(list((root / "model" / "logs" / "train").glob("events.out.tfevents.*"))) == 1
+
+
+@pytest.mark.slow
+def test_a_killed_worker_stops_the_job_and_the_same_command_resumes_exactly(data_dir, reference_run, tmp_path):
+    model_dir = tmp_path / "model"
+    argv = command(data_dir, model_dir, tmp_path / "exports")
+    launcher = subprocess.Popen(argv, env=environment(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline and launcher.poll() is None:
+        if (model_dir / "checkpoints" / "worker-1" / "ckpt-20.index").is_file():
+            break
+        time.sleep(0.05)
+    pid = worker_pid(launcher.pid, 1)
+    assert launcher.poll() is None and pid, "the run ended before a worker could be killed"
+    os.kill(pid, signal.SIGKILL)
+    killed_at = time.monotonic()
+    stdout, _ = launcher.communicate(timeout=120)  # no hang: the job stops
+    assert time.monotonic() - killed_at < 60
+    assert launcher.returncode != 0
+    assert "launch: worker 1 was killed by signal 9" in stdout
+
+    resumed = subprocess.run(argv, env=environment(), capture_output=True, text=True, timeout=900)
+    assert resumed.returncode == 0, resumed.stdout[-3000:]
+    resumed_from = int(resumed.stdout.split("[worker 0]   resumed from step ")[1].split()[0])
+    assert 20 <= resumed_from < STEPS and resumed_from % 20 == 0
+    assert f"[worker 1]   resumed from step {resumed_from}" in resumed.stdout
+
+    # Same losses after the resume point as the uninterrupted run, and the same final weights:
+    # both workers went on from their own input positions.
+    reference_dir = reference_run[0] / "model"
+    reference = losses(reference_dir)
+    after = losses(model_dir, newest_file_only=True)
+    assert min(after) == resumed_from + 5 and max(after) == STEPS
+    for step, value in after.items():
+        np.testing.assert_allclose(value, reference[step], rtol=1e-5, err_msg=f"step {step}")
+    final, expected = weights(model_dir / "checkpoints" / f"ckpt-{STEPS}"), weights(
+        reference_dir / "checkpoints" / f"ckpt-{STEPS}")
+    assert final.keys() == expected.keys()
+    for key in expected:
+        np.testing.assert_allclose(final[key], expected[key], rtol=1e-5, atol=1e-7, err_msg=key)
+
+
+def test_arguments_after_the_separator_go_to_every_worker(monkeypatch):
+    seen = {}
+    monkeypatch.setattr("electra_tf.cluster.launch_local",
+                        lambda command, workers, threads: seen.update(command=command, workers=workers) or 0)
+    assert launch.main(["--workers", "3", "--", "--steps", "10", "--model_dir", "runs/x"]) == 0
+    assert seen == {"command": [sys.executable, "-m", "electra_tf.pretrain", "--steps", "10", "--model_dir", "runs/x"],
+                    "workers": 3}
+
+
+def test_zero_workers_is_a_clear_error(capsys):
+    assert launch.main(["--workers", "0", "--", "--steps", "1"]) == 2
+    assert "--workers must be at least 1" in capsys.readouterr().err
