@@ -41,12 +41,30 @@ def serialize_example(token_ids: list[int], segment_ids: list[int]) -> bytes:
     return example.SerializeToString(deterministic=True)
 
 
+_FEATURES = {"token_ids": tf.io.VarLenFeature(tf.int64), "segment_ids": tf.io.VarLenFeature(tf.int64)}
+
+
 def parse_example(serialized):
-    features = tf.io.parse_single_example(serialized, {
-        "token_ids": tf.io.VarLenFeature(tf.int64),
-        "segment_ids": tf.io.VarLenFeature(tf.int64),
-    })
+    features = tf.io.parse_single_example(serialized, _FEATURES)
     return {key: tf.cast(tf.sparse.to_dense(value), tf.int32) for key, value in features.items()}
+
+
+def parse_padded_batch(serialized, length: int):
+    """A batch of serialized examples -> token_ids, segment_ids and padding_mask [batch, length]
+    (int32, zero-padded, cut to `length`), as `parse_example` and padding give one by one. One
+    vectorized parse per batch: parsing example by example took most of the pipeline's time."""
+    features = tf.io.parse_example(serialized, _FEATURES)
+    batch = tf.shape(serialized, out_type=tf.int64)[0]
+    shape = [serialized.shape[0], length]
+    dense = {}
+    for key, value in features.items():
+        cut = tf.sparse.reset_shape(tf.sparse.slice(value, [0, 0], [batch, length]), [batch, length])
+        dense[key] = tf.ensure_shape(tf.cast(tf.sparse.to_dense(cut), tf.int32), shape)
+    real_tokens = tf.math.bincount(tf.cast(features["token_ids"].indices[:, 0], tf.int32),
+                                   minlength=tf.cast(batch, tf.int32), maxlength=tf.cast(batch, tf.int32))
+    dense["padding_mask"] = tf.ensure_shape(tf.cast(
+        tf.range(length)[tf.newaxis, :] < tf.minimum(real_tokens, length)[:, tf.newaxis], tf.int32), shape)
+    return dense
 
 
 def shard_name(index: int, count: int) -> str:
