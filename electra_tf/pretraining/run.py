@@ -340,7 +340,23 @@ def _run(options: PretrainingOptions, role) -> RunResult:
                                                    Path(options.export_dir), model_dir.name)
     except _Stopped:
         return result("stopped", signal=received[0])
+    if role.is_multi_worker:
+        # The other workers wait for the chief's export: a worker that left first would make the
+        # chief's coordination service report "tasks have crashed" as the job ends.
+        with _lost_workers_reported(role, checkpoint):
+            _barrier(strategy)
     return result("finished", metrics={k: float(v) for k, v in metrics.items()}, export_path=export_path)
+
+
+def _barrier(strategy) -> None:
+    """Returns once every worker has reached it (one scalar all-reduce)."""
+    import tensorflow as tf
+
+    @tf.function
+    def all_reduce_one():
+        return strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(lambda: tf.ones([])), axis=None)
+
+    all_reduce_one()
 
 
 @contextlib.contextmanager
