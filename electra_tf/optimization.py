@@ -150,7 +150,27 @@ class ElectraAdamW(keras.optimizers.AdamW):
             # Decoupled decay on the pre-update value, scaled like the update (official).
             decay = tf.cast(learning_rate, variable.dtype) * tf.cast(self.weight_decay, variable.dtype)
             self.assign_sub(variable, variable * decay)
-        super().update_step(gradient, variable, learning_rate)
+        if self.amsgrad:
+            super().update_step(gradient, variable, learning_rate)
+        else:
+            self._apply_adam(gradient, variable, learning_rate)
+
+    def _apply_adam(self, gradient, variable, learning_rate):
+        # Keras' Adam update, same formula (bias-corrected step size, epsilon outside the
+        # square root), as TensorFlow's one fused ResourceApplyAdam kernel per variable instead
+        # of Keras' ~15 separate ops: for ELECTRA-Small's 402 variables that is ~5,000 fewer
+        # graph ops to trace and instantiate before the first step, and fewer passes over the
+        # weights in every step. tests/test_optimization.py pins it to keras.optimizers.AdamW.
+        dtype = variable.dtype
+        index = self._get_variable_index(variable)
+        step = tf.cast(self.iterations + 1, dtype)
+        tf.raw_ops.ResourceApplyAdam(
+            var=_handle(variable), m=_handle(self._momentums[index]), v=_handle(self._velocities[index]),
+            beta1_power=tf.pow(tf.cast(self.beta_1, dtype), step),
+            beta2_power=tf.pow(tf.cast(self.beta_2, dtype), step),
+            lr=tf.cast(learning_rate, dtype), beta1=tf.cast(self.beta_1, dtype),
+            beta2=tf.cast(self.beta_2, dtype), epsilon=tf.cast(self.epsilon, dtype),
+            grad=tf.cast(tf.convert_to_tensor(gradient), dtype))
 
     def _all_reduce_sum_gradients(self, grads_and_vars):
         grads_and_vars = list(super()._all_reduce_sum_gradients(grads_and_vars))
@@ -172,6 +192,12 @@ class ElectraAdamW(keras.optimizers.AdamW):
                 "no_decay_patterns": list(self.no_decay_patterns),
                 "layerwise_lr_decay": self.layerwise_lr_decay, "num_layers": self.num_layers,
                 "layer_decay_schedule": self.layer_decay_schedule}
+
+
+def _handle(variable):
+    """The resource handle of a Keras variable or of the tf.Variable inside it (under a
+    strategy's update, the handle of this device's copy)."""
+    return (variable.value if isinstance(variable, keras.Variable) else variable).handle
 
 
 def create_optimizer(config: ElectraConfig) -> ElectraAdamW:
