@@ -34,12 +34,12 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 SIZES = {"small": ("electra_small", 32), "base": ("electra_base", 8)}
 
 
-def gemm_peak(n: int = 2048, repeats: int = 10) -> float:
-    """fp32 GFLOP/s of the best of `repeats` n x n x n matmuls (after a warm-up)."""
+def matmul_rate(dims, repeats: int = 10) -> float:
+    """fp32 GFLOP/s of one matmul of `dims` ((b,) m, k, n), best of `repeats` after a warm-up."""
     import tensorflow as tf
 
-    a = tf.random.normal((n, n))
-    b = tf.random.normal((n, n))
+    *leading, m, k, n = dims
+    a, b = tf.random.normal((*leading, m, k)), tf.random.normal((*leading, k, n))
     matmul = tf.function(lambda x, y: tf.linalg.matmul(x, y))
     matmul(a, b).numpy()
     best = float("inf")
@@ -47,7 +47,12 @@ def gemm_peak(n: int = 2048, repeats: int = 10) -> float:
         started = time.perf_counter()
         matmul(a, b).numpy()
         best = min(best, time.perf_counter() - started)
-    return 2 * n ** 3 / best / 1e9
+    return 2 * m * k * n * (leading[0] if leading else 1) / best / 1e9
+
+
+def gemm_peak(n: int = 2048, repeats: int = 10) -> float:
+    """This machine's fp32 matmul peak through TensorFlow: GFLOP/s of an n x n x n matmul."""
+    return matmul_rate((n, n, n), repeats)
 
 
 def encoder_weights(hidden: int, intermediate: int, layers: int) -> int:

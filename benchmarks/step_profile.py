@@ -126,23 +126,6 @@ def step_matmuls(config, batch: int):
     return shapes
 
 
-def matmul_rate(dims, repeats: int = 10) -> float:
-    """fp32 GFLOP/s of one matmul of `dims` ((b,) m, k, n), best of `repeats` after a warm-up."""
-    import tensorflow as tf
-
-    *leading, m, k, n = dims
-    a, b = tf.random.normal((*leading, m, k)), tf.random.normal((*leading, k, n))
-    matmul = tf.function(lambda x, y: tf.linalg.matmul(x, y))
-    matmul(a, b).numpy()
-    best = float("inf")
-    for _ in range(repeats):
-        started = time.perf_counter()
-        matmul(a, b).numpy()
-        best = min(best, time.perf_counter() - started)
-    flops = 2 * m * k * n * (leading[0] if leading else 1)
-    return flops / best / 1e9
-
-
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--preset", default="electra_small")
@@ -208,7 +191,7 @@ def main(argv=None) -> int:
     for op_type, value in by_type.most_common(args.top):
         print(f"{op_type:58} {ms(value / count):9.1f} {value / count / op_total:10.1%}")
 
-    from pretrain_step import gemm_peak, training_flops
+    from pretrain_step import gemm_peak, matmul_rate, training_flops
 
     peak = gemm_peak()
     print(f"\nmatmul shapes of the step, alone (fp32 GEMM peak {peak:.1f} GFLOP/s, 2048^3):")

@@ -3,8 +3,8 @@
 A data folder, written by `python -m electra_tf.build_data` (`data/builder.py`), holds
 `shard-00000-of-00008.tfrecord`, ... and `metadata.json` (vocabulary fingerprint, sequence
 length, counts, shard sizes and sha256). Records hold unpadded `token_ids` and `segment_ids`
-(`serialize_example` / `parse_example`); padding and masking happen later, in the input
-pipeline (`pretraining/input_pipeline.py`).
+(`serialize_example`); `parse_padded_batch` reads a batch of them back, cut or padded to the
+sequence length; masking happens later, in the input pipeline (`pretraining/input_pipeline.py`).
 
 The metadata is checked before reading: a different vocabulary or sequence length, or a shard
 whose size changed (truncated, replaced), is an error naming the file, not silent garbage.
@@ -44,15 +44,10 @@ def serialize_example(token_ids: list[int], segment_ids: list[int]) -> bytes:
 _FEATURES = {"token_ids": tf.io.VarLenFeature(tf.int64), "segment_ids": tf.io.VarLenFeature(tf.int64)}
 
 
-def parse_example(serialized):
-    features = tf.io.parse_single_example(serialized, _FEATURES)
-    return {key: tf.cast(tf.sparse.to_dense(value), tf.int32) for key, value in features.items()}
-
-
 def parse_padded_batch(serialized, length: int):
     """A batch of serialized examples -> token_ids, segment_ids and padding_mask [batch, length]
-    (int32, zero-padded, cut to `length`), as `parse_example` and padding give one by one. One
-    vectorized parse per batch: parsing example by example took most of the pipeline's time."""
+    (int32, zero-padded, cut to `length`). One vectorized parse per batch: parsing example by
+    example took most of the pipeline's time."""
     features = tf.io.parse_example(serialized, _FEATURES)
     batch = tf.shape(serialized, out_type=tf.int64)[0]
     shape = [serialized.shape[0], length]

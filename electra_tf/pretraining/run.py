@@ -341,8 +341,9 @@ def _run(options: PretrainingOptions, role) -> RunResult:
     except _Stopped:
         return result("stopped", signal=received[0])
     if role.is_multi_worker:
-        # The other workers wait for the chief's export: a worker that left first would make the
-        # chief's coordination service report "tasks have crashed" as the job ends.
+        # The other workers wait for the chief's export before they exit: one that left while the
+        # chief still exported would make the chief's coordination service report "tasks have
+        # crashed" (it still can if the chief's own exit takes over its 10 s heartbeat; README).
         with _lost_workers_reported(role, checkpoint):
             _barrier(strategy)
     return result("finished", metrics={k: float(v) for k, v in metrics.items()}, export_path=export_path)

@@ -5,20 +5,20 @@ import json
 import pytest
 import tensorflow as tf
 
-from electra_tf.data.shards import (FORMAT, METADATA_FILE, DataError, parse_example, parse_padded_batch,
+from electra_tf.data.shards import (FORMAT, METADATA_FILE, DataError, parse_padded_batch,
                                     read_metadata, resolve_data, serialize_example, shard_name)
 
 
 def test_records_round_trip_unpadded_ids():
     record = serialize_example([2, 7, 9, 3], [0, 0, 1, 1])
     assert record == serialize_example([2, 7, 9, 3], [0, 0, 1, 1])  # deterministic bytes
-    parsed = parse_example(tf.constant(record))
+    parsed = parse_padded_batch(tf.constant([record]), 4)
     assert parsed["token_ids"].dtype == tf.int32
-    assert parsed["token_ids"].numpy().tolist() == [2, 7, 9, 3]
-    assert parsed["segment_ids"].numpy().tolist() == [0, 0, 1, 1]
+    assert parsed["token_ids"].numpy().tolist() == [[2, 7, 9, 3]]
+    assert parsed["segment_ids"].numpy().tolist() == [[0, 0, 1, 1]]
 
 
-def test_a_batch_parses_to_what_example_by_example_parsing_and_padding_give():
+def test_a_batch_parses_to_its_rows_cut_or_padded_to_the_length():
     rows = [([2, 7, 9, 3], [0, 0, 1, 1]), ([2, 5, 3], [0, 0, 0]), ([2, 8, 8, 8, 8, 8, 3], [0, 0, 0, 1, 1, 1, 1])]
     batch = tf.constant([serialize_example(ids, segments) for ids, segments in rows])
     for length in (6, 9):  # one row longer than the length (cut), the others padded
@@ -26,10 +26,9 @@ def test_a_batch_parses_to_what_example_by_example_parsing_and_padding_give():
         assert {key: value.shape for key, value in parsed.items()} == {
             key: (3, length) for key in ("token_ids", "segment_ids", "padding_mask")}
         for row, (ids, segments) in enumerate(rows):
-            one = parse_example(batch[row])
             kept = min(len(ids), length)
             pad = [0] * (length - kept)
-            assert parsed["token_ids"][row].numpy().tolist() == one["token_ids"].numpy().tolist()[:kept] + pad
+            assert parsed["token_ids"][row].numpy().tolist() == ids[:kept] + pad
             assert parsed["segment_ids"][row].numpy().tolist() == segments[:kept] + pad
             assert parsed["padding_mask"][row].numpy().tolist() == [1] * kept + pad
 
