@@ -136,14 +136,14 @@ class TorchElectra:
 
         return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
 
-    def evaluate(self, batches, rng):
+    def evaluate(self, batches, rng, temperature=1.0):
         torch = self.torch
         self.generator.eval(), self.discriminator.eval()
         correct = slots = 0.0
         scores, labels, losses = [], [], []
         with torch.no_grad():
             for batch in batches:
-                _, disc_loss, _, mlm_logits, disc_logits, label = self.losses(batch, rng=rng)
+                _, disc_loss, _, mlm_logits, disc_logits, label = self.losses(batch, rng=rng, temperature=temperature)
                 weights = batch["mask_weights"].astype(bool)
                 correct += float((mlm_logits.argmax(-1).numpy() == batch["mask_ids"])[weights].sum())
                 slots += weights.sum()
@@ -254,7 +254,7 @@ def main(argv=None) -> int:
                 schedule.step()
             done = target
         ours_eval = pretrainer.evaluate(held_out_tf, return_dict=True, verbose=0)
-        theirs_eval = reference.evaluate(held_out, eval_rng)
+        theirs_eval = reference.evaluate(held_out, eval_rng, temperature=config.temperature)
         rows.append((target, ours_eval, theirs_eval))
         print(f"step {target}: ours MLM acc {ours_eval['masked_lm_accuracy']:.3f} AUC {ours_eval['disc_auc']:.3f} "
               f"loss {ours_eval['disc_loss']:.4f} | transformers MLM acc {theirs_eval['masked_lm_accuracy']:.3f} "
