@@ -66,6 +66,8 @@ class TorchElectra:
         from electra_tf.interop.huggingface import tensors_for
 
         self.torch = torch
+        # Held like our pretrainer holds it, so training and evaluation cannot sample differently.
+        self.temperature = config.temperature
         common = dict(vocab_size=config.vocab_size, embedding_size=config.embedding_size,
                       max_position_embeddings=config.max_position_embeddings,
                       type_vocab_size=config.type_vocab_size, layer_norm_eps=config.layer_norm_epsilon,
@@ -93,7 +95,7 @@ class TorchElectra:
         self.named = {id(p): name for model in (self.generator, self.discriminator)
                       for name, p in model.named_parameters()}
 
-    def losses(self, batch, sampled_ids=None, rng=None, temperature=1.0):
+    def losses(self, batch, sampled_ids=None, rng=None):
         """(mlm loss, disc loss, total, mlm logits at the slots, disc logits, labels) of one batch."""
         torch = self.torch
         t = {key: torch.from_numpy(np.asarray(value)).long() for key, value in batch.items()}
@@ -107,7 +109,7 @@ class TorchElectra:
         if sampled_ids is None:
             uniform = torch.rand(mlm_logits.shape, generator=rng).clamp(1e-9, 1 - 1e-9)
             gumbel = -torch.log(-torch.log(uniform))
-            sampled = (mlm_logits.detach() / temperature + gumbel).argmax(-1)
+            sampled = (mlm_logits.detach() / self.temperature + gumbel).argmax(-1)
         else:
             sampled = torch.from_numpy(np.asarray(sampled_ids)).long()
         original = t["token_ids"].clone()
@@ -136,14 +138,14 @@ class TorchElectra:
 
         return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
 
-    def evaluate(self, batches, rng, temperature=1.0):
+    def evaluate(self, batches, rng):
         torch = self.torch
         self.generator.eval(), self.discriminator.eval()
         correct = slots = 0.0
         scores, labels, losses = [], [], []
         with torch.no_grad():
             for batch in batches:
-                _, disc_loss, _, mlm_logits, disc_logits, label = self.losses(batch, rng=rng, temperature=temperature)
+                _, disc_loss, _, mlm_logits, disc_logits, label = self.losses(batch, rng=rng)
                 weights = batch["mask_weights"].astype(bool)
                 correct += float((mlm_logits.argmax(-1).numpy() == batch["mask_ids"])[weights].sum())
                 slots += weights.sum()
@@ -205,6 +207,11 @@ def main(argv=None) -> int:
     from electra_tf.run_dir import bundled_data_dir
 
     config = ElectraConfig.load(args.config).with_overrides(args.set)
+    unsupported = {"objective": "electra", "disallow_correct": False, "untied_generator_embeddings": False}
+    for key, supported in unsupported.items():
+        if getattr(config, key) != supported:
+            raise SystemExit(f"error: --set {key}={getattr(config, key)}: the reference side here implements only "
+                             f"{key}={supported}; the comparison would not be like for like.")
     config = config.replace(num_train_steps=args.steps, num_warmup_steps=min(config.num_warmup_steps, args.steps // 10))
     data_dir = bundled_data_dir(config.max_seq_length)
     if not (data_dir / "metadata.json").is_file():
@@ -246,7 +253,7 @@ def main(argv=None) -> int:
         if target > done:
             pretrainer.fit(train_tf.skip(done).take(target - done), epochs=1, verbose=0)
             for batch in train[done:target]:
-                _, _, total, _, _, _ = reference.losses(batch, rng=rng, temperature=config.temperature)
+                _, _, total, _, _, _ = reference.losses(batch, rng=rng)
                 optimizer.zero_grad()
                 total.backward()
                 torch.nn.utils.clip_grad_norm_(reference.parameters, config.clip_global_norm)
@@ -254,7 +261,7 @@ def main(argv=None) -> int:
                 schedule.step()
             done = target
         ours_eval = pretrainer.evaluate(held_out_tf, return_dict=True, verbose=0)
-        theirs_eval = reference.evaluate(held_out, eval_rng, temperature=config.temperature)
+        theirs_eval = reference.evaluate(held_out, eval_rng)
         rows.append((target, ours_eval, theirs_eval))
         print(f"step {target}: ours MLM acc {ours_eval['masked_lm_accuracy']:.3f} AUC {ours_eval['disc_auc']:.3f} "
               f"loss {ours_eval['disc_loss']:.4f} | transformers MLM acc {theirs_eval['masked_lm_accuracy']:.3f} "

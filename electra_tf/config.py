@@ -72,7 +72,7 @@ class ElectraConfig:
     # Sampling temperature for the generator's replacements (official default 1.0). The
     # electra_tiny preset uses 2.0, a deliberate deviation: at 2-CPU budgets a generator
     # sampled at 1.0 soon writes words that only word order gives away, and the tiny
-    # discriminator then stays at the base rate (README, "Is that ELECTRA at this scale").
+    # discriminator then stays at the base rate (README, "What the embedded default reaches").
     temperature: float = 1.0
     disallow_correct: bool = False
 
