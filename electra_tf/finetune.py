@@ -9,7 +9,13 @@
 
 Files are .csv, .tsv (with a header) or .jsonl (one object per line); `--text_pair_column`
 makes it a sentence-pair task, `--regression` a regression task. `--task` reads the GLUE
-TSV layouts instead and reports that task's official metric(s).
+TSV layouts instead and reports that task's official metric(s). `--tagging` tags words
+(part of speech, BIO entity tags): CoNLL files (word first, tag last on each line, a blank
+line between sentences) or .jsonl with a word list and a tag list per line
+(`--text_column tokens --label_column tags` by default there); accuracy is per word.
+
+    python -m electra_tf.finetune --pretrained runs/electra_tiny --tagging \
+        --train train.conll --eval dev.conll --output_dir runs/finetune/pos
 
 `--pretrained` is a pre-training model_dir, a `.keras` file or an export. `--random_init`
 builds the same architecture from its config with fresh weights: the baseline that shows
@@ -52,6 +58,9 @@ def build_parser() -> argparse.ArgumentParser:
     data.add_argument("--text_pair_column", default=None, help="second text of sentence-pair tasks")
     data.add_argument("--label_column", default="label")
     data.add_argument("--regression", action="store_true", help="numeric labels, squared-error loss")
+    data.add_argument("--tagging", action="store_true",
+                      help="a tag per word: CoNLL files, or .jsonl word and tag lists (--text_column, "
+                           "--label_column; default tokens, tags)")
     parser.add_argument("--task", default=None,
                         help="GLUE task (CoLA, SST-2, MRPC, STS-B, QQP, MNLI, QNLI, RTE, WNLI): "
                              "read its TSV layout and report its official metrics")

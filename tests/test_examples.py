@@ -123,3 +123,28 @@ def test_token_similarity_is_one_for_identical_vectors_and_zero_for_orthogonal()
     assert probe.mean_pairwise_cosine(np.array([[1.0, 2.0], [2.0, 4.0], [3.0, 6.0]])) == pytest.approx(1.0)
     assert probe.mean_pairwise_cosine(np.eye(3)) == pytest.approx(0.0)
     assert probe.mean_pairwise_cosine(np.array([[1.0, 0.0], [1.0, 1.0]])) == pytest.approx(2 ** -0.5)
+
+
+def test_brown_split_is_by_text_and_the_files_read_back_as_tagging_data(tmp_path):
+    brown = load_script("brown_pos")
+    corpus = tmp_path / "package"
+    corpus.mkdir()
+    names = [f"c{genre}{n:02d}" for genre in "abcdefghjklmnpr" for n in range(1, 40)][:500]
+    for index, name in enumerate(names):
+        (corpus / name).write_text(f"\n\n\tThe/at Text-{index}/np-tl ran/vbd ``/`` far/rb ''/'' ./.\n\n"
+                                   f"\tIt/pps stopped/vbd ./.\n", encoding="utf-8")
+    (corpus / "cats.txt").write_text("ca01 news\n")  # not a text
+    assert brown.main(["--corpus", str(corpus), "--output", str(tmp_path / "pos"), "--train_sentences", "30",
+                       "--dev_every", "10", "--dev_sentences", "1", "--unlabeled", str(tmp_path / "u.txt")]) == 0
+    from electra_tf.finetuning.tasks import read_tagging_files
+
+    task = read_tagging_files(tmp_path / "pos" / "train.conll", tmp_path / "pos" / "dev.conll")
+    assert len(task.train) == 30 and len(task.eval) == 50  # one sentence of every 10th text
+    assert task.eval.texts[0] == ["The", "Text-9", "ran", '"', "far", '"', "."]  # quotes as ", markers gone
+    assert [task.labels.names[i] for i in task.eval.labels[0]] == ["at", "np", "vbd", "``", "rb", "''", "."]
+    unlabeled = (tmp_path / "u.txt").read_text()
+    dev_words = {words[1] for words in task.eval.texts}
+    assert unlabeled.count("\n\n") == 450 and not any(f" {word} " in unlabeled for word in dev_words)
+    with pytest.raises(SystemExit, match="holds 499 Brown texts"):
+        (corpus / names[0]).unlink()
+        brown.main(["--corpus", str(corpus)])

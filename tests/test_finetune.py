@@ -127,3 +127,79 @@ def test_bad_input_is_a_clear_error(topic_csv, pretrained_dir, tmp_path, capsys)
     assert run(pretrained_dir, tmp_path / "used", train=data, eval_file=data) == 2
     assert "is not empty" in capsys.readouterr().err
     assert (tmp_path / "used" / "metrics.json").read_text() == "{}"  # nothing lost
+
+
+def tag_of(word: str) -> str:
+    """A toy part of speech: what a word ends with decides it, so there is something to learn."""
+    return "DET" if word.lower() in ("the", "a") else "PUNCT" if not word.isalpha() else \
+        "PLURAL" if word.endswith("s") else "WORD"
+
+
+def test_tagging_end_to_end_and_served_per_word(corpus, run_python, pretrained_dir, tmp_path, capsys):
+    sentences = [s.replace(".", " .").split() for document in corpus.DOCUMENTS for s in document]
+    conll = tmp_path / "train.conll"
+    conll.write_text("-DOCSTART- -X- O\n\n" + "".join(
+        "".join(f"{w}\t{tag_of(w)}\n" for w in words) + "\n" for words in sentences), encoding="utf-8")
+    jsonl = tmp_path / "dev.jsonl"  # the other layout, same sentences
+    jsonl.write_text("".join(json.dumps({"tokens": words, "tags": [tag_of(w) for w in words]}) + "\n"
+                             for words in sentences), encoding="utf-8")
+    assert run(pretrained_dir, tmp_path / "pos", "--tagging", "--epochs", "3", "--learning_rate", "3e-3",
+               train=conll, eval_file=jsonl) == 0
+    printed = capsys.readouterr().out
+    assert "accuracy is per word" in printed and "epoch 3: eval accuracy" in printed
+    summary = json.loads((tmp_path / "pos" / "metrics.json").read_text())
+    assert summary["tagging"] and summary["labels"] == ["DET", "PLURAL", "PUNCT", "WORD"]
+    assert summary["unscored_eval_words"] == 0 and set(summary["eval"]) == {"accuracy", "score"}
+
+    # The scored accuracy is per word: recount it from the best model's predictions.
+    import keras
+    import tensorflow as tf
+
+    from electra_tf.finetuning import classifiers  # noqa: F401
+    tagger = keras.saving.load_model(tmp_path / "pos" / "best.keras")
+    inputs, labels = tagger.preprocessor(tf.ragged.constant(sentences),
+                                         tf.ragged.constant([[summary["labels"].index(tag_of(w)) for w in words]
+                                                             for words in sentences]))
+    predicted = tagger.predict(inputs, verbose=0).argmax(-1)
+    labels = labels.numpy()
+    words = labels != -1
+    assert words.sum() == sum(map(len, sentences))
+    assert summary["eval"]["accuracy"] == pytest.approx((predicted[words] == labels[words]).mean())
+
+    # The export tags whitespace-split text per word, in a TensorFlow-only process, as the
+    # Keras model does.
+    export_dir = summary["export"]
+    texts = ["The bees visit the orchard .", "A river"]
+    served = run_python(
+        "import json, tensorflow as tf, tensorflow_text\n"
+        f"serve = tf.saved_model.load({export_dir!r}).signatures['serving_default']\n"
+        f"out = serve(text=tf.constant({texts!r}))\n"
+        "print(json.dumps({k: v.numpy().tolist() for k, v in out.items()}, default=lambda b: b.decode()))")
+    assert served["words"] == [t.split() + [""] * (6 - len(t.split())) for t in texts]
+    inputs = tagger.preprocessor(tf.ragged.constant([t.split() for t in texts]))
+    first_pieces = tagger.predict(inputs, verbose=0)
+    expected = keras.ops.softmax(first_pieces).numpy()
+    starts = [[1, 2, 3, 4, 5, 6], [1, 2]]  # every toy word is one word piece
+    for row, positions in enumerate(starts):
+        tags = [summary["labels"][i] for i in expected[row, positions].argmax(-1)]
+        assert served["tags"][row][:len(positions)] == tags
+        np.testing.assert_allclose(served["tag_probabilities"][row][:len(positions)], expected[row, positions],
+                                   atol=1e-5)
+    assert served["tags"][1][2:] == ["", "", "", ""] and served["tag_names"][0] == summary["labels"]
+
+
+def test_tagging_bad_input_is_a_clear_error(pretrained_dir, tmp_path, capsys):
+    good = tmp_path / "good.conll"
+    good.write_text("The DET\nbees PLURAL\n\n", encoding="utf-8")
+    no_tag = tmp_path / "no_tag.conll"
+    no_tag.write_text("The DET\nbees\n", encoding="utf-8")
+    assert run(pretrained_dir, tmp_path / "a", "--tagging", train=good, eval_file=no_tag) == 2
+    assert "no_tag.conll, line 2: 'bees' has no tag column" in capsys.readouterr().err
+
+    uneven = tmp_path / "uneven.jsonl"
+    uneven.write_text(json.dumps({"tokens": ["The", "bees"], "tags": ["DET"]}) + "\n", encoding="utf-8")
+    assert run(pretrained_dir, tmp_path / "b", "--tagging", train=good, eval_file=uneven) == 2
+    assert "uneven.jsonl, line 1: 2 words in 'tokens' but 1 tags in 'tags'" in capsys.readouterr().err
+
+    assert run(pretrained_dir, tmp_path / "c", "--tagging", "--regression", train=good, eval_file=good) == 2
+    assert "does not combine with" in capsys.readouterr().err

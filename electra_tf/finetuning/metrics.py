@@ -3,12 +3,15 @@
 accuracy; F1 of the positive class (label index 1: MRPC, QQP); Matthews correlation (CoLA,
 multi-class form of Gorodkin 2004, equal to sklearn's); Pearson and Spearman correlation
 (STS-B, via scipy.stats); macro F1 for tasks of your own with more than two classes.
+Tagging is scored per word: the prediction at each word's first word piece.
 """
 
 from __future__ import annotations
 
 import numpy as np
 from scipy import stats
+
+from electra_tf.models.preprocessing import IGNORE_LABEL
 
 
 def accuracy(predictions, labels) -> float:
@@ -73,8 +76,19 @@ REGRESSION_METRICS = {"pearson": pearson, "spearman": spearman}
 def compute(names, outputs, labels, num_classes: int) -> dict:
     """{name: value} for model `outputs` (logits [N, classes], or scores [N] / [N, 1] for
     regression) against gold `labels`, plus `score`: the mean of the named metrics, which is
-    how GLUE combines a task's metrics and what picks the best epoch."""
-    outputs = np.asarray(outputs)
+    how GLUE combines a task's metrics and what picks the best epoch. For tagging, outputs
+    [N, L, classes] and word-piece labels [N, L] (IGNORE_LABEL where no word starts): only
+    the labelled positions count.
+
+    Example:
+    >>> logits = np.eye(3)[[[0, 1, 2, 0], [1, 1, 0, 0]]]          # predicts 0 1 2 0 / 1 1 0 0
+    >>> compute(["accuracy"], logits, np.array([[-1, 1, 0, -1], [-1, 1, -1, -1]]), 3)
+    {'accuracy': 0.6666666666666666, 'score': 0.6666666666666666}
+    """
+    outputs, labels = np.asarray(outputs), np.asarray(labels)
+    if labels.ndim == 2:
+        labelled = labels != IGNORE_LABEL
+        outputs, labels = outputs[labelled], labels[labelled]
     if num_classes == 1:
         scores = outputs.reshape(-1)
         values = {name: REGRESSION_METRICS[name](scores, labels) for name in names}

@@ -1,7 +1,8 @@
 """One whole fine-tuning run as a library call: `run_finetuning(options) -> FinetuningResult`.
 
 Reads the task files, loads the pre-trained discriminator (or builds the same architecture with
-fresh weights, the baseline), fine-tunes an `ElectraClassifier` with `fit`, evaluates the task's
+fresh weights, the baseline), fine-tunes an `ElectraClassifier` (or, with `tagging`, an
+`ElectraTokenClassifier`) with `fit`, evaluates the task's
 official metrics after every epoch, keeps the best epoch, and exports it for TF Serving. The
 output folder's layout is `run_dir.FinetuneDir`. `python -m electra_tf.finetune` parses
 arguments into `FinetuningOptions` and prints the result.
@@ -54,6 +55,7 @@ class FinetuningOptions:
     text_pair_column: str | None = None
     label_column: str = "label"
     regression: bool = False
+    tagging: bool = False  # word tags: CoNLL columns, or JSONL word and tag lists
     task: str | None = None  # a GLUE task name: its TSV layout and official metrics
     epochs: int | None = None  # None: by task and training-set size (default_epochs)
     batch_size: int = 32
@@ -81,6 +83,9 @@ class FinetuningOptions:
             raise RunError("--warmup_proportion must be in [0, 1).")
         if self.learning_rate is not None and self.learning_rate <= 0:
             raise RunError("--learning_rate must be positive.")
+        if self.tagging and (self.task or self.regression or self.text_pair_column):
+            raise RunError("--tagging reads word/tag files; it does not combine with --task, --regression "
+                           "or --text_pair_column.")
         output_dir = Path(self.output_dir)
         if _written(output_dir) and not self.overwrite and not (output_dir / LOCK_FILE).exists():
             raise RunError(f"{output_dir} is not empty; choose a new --output_dir or pass --overwrite.")
@@ -124,8 +129,12 @@ def _written(folder: Path) -> list[Path]:
 
 
 def read_data(options: FinetuningOptions):
-    from electra_tf.finetuning.tasks import Columns, glue_task, read_task_files
+    from electra_tf.finetuning.tasks import Columns, glue_task, read_task_files, read_tagging_files
 
+    if options.tagging:
+        given = Columns(options.text_column, None, options.label_column)
+        return read_tagging_files(options.train, options.eval,
+                                  None if given == Columns("text", None, "label") else given)
     if options.task:
         return read_task_files(options.train, options.eval, glue=glue_task(options.task))
     return read_task_files(options.train, options.eval, regression=options.regression,
@@ -140,6 +149,9 @@ def make_datasets(task, preprocessor, batch_size: int, seed: int):
     """
     import tensorflow as tf
 
+    if task.tagging:
+        return _tagging_datasets(task, preprocessor, batch_size, seed)
+
     def features(examples):
         return examples.texts if examples.text_pairs is None else (examples.texts, examples.text_pairs)
 
@@ -153,6 +165,33 @@ def make_datasets(task, preprocessor, batch_size: int, seed: int):
     # A 1-tuple, so a (text, text_pair) element reaches the preprocessor as one argument.
     evaluation = tf.data.Dataset.from_tensor_slices((features(task.eval),)).batch(batch_size)
     return train, evaluation.map(preprocessor).cache()
+
+
+def _tagging_datasets(task, preprocessor, batch_size: int, seed: int):
+    import tensorflow as tf
+
+    def ragged(examples):
+        return tf.ragged.constant(examples.texts, tf.string), tf.ragged.constant(examples.labels, tf.int32)
+
+    train = tf.data.Dataset.from_tensor_slices(ragged(task.train)).ragged_batch(1024).map(preprocessor) \
+        .unbatch().apply(tf.data.experimental.assert_cardinality(len(task.train))).cache()
+    train = train.shuffle(len(task.train), seed=seed, reshuffle_each_iteration=True).batch(batch_size)
+    evaluation = tf.data.Dataset.from_tensor_slices((ragged(task.eval)[0],)).ragged_batch(batch_size)
+    return train, evaluation.map(preprocessor).cache()
+
+
+def tagging_eval_labels(task, preprocessor):
+    """(word-piece labels [N, L] of the eval set, words cut off by max_seq_length): the
+    evaluator scores each word at its first piece; cut-off words are not scored."""
+    import tensorflow as tf
+
+    from electra_tf.models.preprocessing import IGNORE_LABEL
+
+    words, tags = (tf.ragged.constant(v, d) for v, d in ((task.eval.texts, tf.string), (task.eval.labels, tf.int32)))
+    _, labels = preprocessor(words, tags)
+    labels = labels.numpy()
+    scored = int((labels != IGNORE_LABEL).sum())
+    return labels, sum(len(tags) for tags in task.eval.labels) - scored
 
 
 def run_finetuning(options: FinetuningOptions) -> FinetuningResult:
@@ -171,13 +210,13 @@ def _run(options: FinetuningOptions) -> FinetuningResult:
 
     from electra_tf.files import atomic_write_text
     from electra_tf.finetuning.callbacks import EpochEvaluator, FinetuningProgress
-    from electra_tf.finetuning.classifiers import ElectraClassifier
+    from electra_tf.finetuning.classifiers import ElectraClassifier, ElectraTokenClassifier
     from electra_tf.finetuning.tasks import glue_task
     from electra_tf.loading import build_discriminator, load_pretrained
-    from electra_tf.models.preprocessing import ElectraTextPreprocessor
+    from electra_tf.models.preprocessing import ElectraTextPreprocessor, ElectraWordPreprocessor
     from electra_tf.optimization import create_finetuning_optimizer
     from electra_tf.runtime import create_strategy, resolve_runtime
-    from electra_tf.serving.publish import export_text_classifier
+    from electra_tf.serving.publish import export_tagger, export_text_classifier
 
     started = time.monotonic()
     task = read_data(options)
@@ -208,14 +247,17 @@ def _run(options: FinetuningOptions) -> FinetuningResult:
     output.path.mkdir(parents=True, exist_ok=True)
     keras.utils.set_random_seed(options.seed)
 
-    preprocessor = ElectraTextPreprocessor(pretrained.tokenizer, max_seq_length)
+    preprocessor = (ElectraWordPreprocessor if task.tagging else ElectraTextPreprocessor)(
+        pretrained.tokenizer, max_seq_length)
     train, evaluation = make_datasets(task, preprocessor, options.batch_size, options.seed)
+    eval_labels, unscored_words = tagging_eval_labels(task, preprocessor) if task.tagging \
+        else (task.eval.labels, 0)
     steps_per_epoch = math.ceil(len(task.train) / options.batch_size)
     total_steps = steps_per_epoch * epochs
     with strategy.scope():
         backbone = build_discriminator(config) if options.random_init else pretrained.discriminator
-        classifier = ElectraClassifier(backbone, task.labels.num_classes, dropout=config.dropout,
-                                       preprocessor=preprocessor)
+        classifier = (ElectraTokenClassifier if task.tagging else ElectraClassifier)(
+            backbone, task.labels.num_classes, dropout=config.dropout, preprocessor=preprocessor)
         classifier.compile(optimizer=create_finetuning_optimizer(
             learning_rate, total_steps, config.num_layers, options.warmup_proportion,
             layerwise_lr_decay if layerwise_lr_decay < 1 else None,
@@ -228,6 +270,10 @@ def _run(options: FinetuningOptions) -> FinetuningResult:
           f"{' classes' if task.labels.names else ''}, {epochs} epochs x {steps_per_epoch} steps, "
           f"max_seq_length {max_seq_length}; {runtime.strategy_name}, {runtime.precision}"
           f"{', XLA' if runtime.xla else ''}", flush=True)
+    if task.tagging:
+        print(f"Tagging: {sum(map(len, task.train.labels)):,} tagged training words; accuracy is per word "
+              f"(its first word piece){f', {unscored_words:,} eval words past max_seq_length not scored' if unscored_words else ''}.",
+              flush=True)
     writer = tf.summary.create_file_writer(str(output.logs))
 
     def save_best(record):
@@ -235,16 +281,20 @@ def _run(options: FinetuningOptions) -> FinetuningResult:
         classifier.save(temporary)
         os.replace(temporary, output.best_model)
 
-    evaluator = EpochEvaluator(writer, evaluation, task.eval.labels, task.labels.metrics,
+    evaluator = EpochEvaluator(writer, evaluation, eval_labels, task.labels.metrics,
                                task.labels.num_classes, on_best=save_best)
     classifier.fit(train, epochs=epochs, verbose=0, callbacks=[
         FinetuningProgress(writer, total_steps, options.batch_size, options.log_every), evaluator])
     evaluator.restore_best()
 
-    export_path = export_text_classifier(
-        classifier, pretrained.tokenizer, config, output.exports,
-        options.export_name or task.name.lower().replace("-", ""), label_names=task.labels.names,
-        score_range=task.labels.score_range, text_pair=task.train.text_pairs is not None)
+    export_name = options.export_name or task.name.lower().replace("-", "")
+    if task.tagging:
+        export_path = export_tagger(classifier, pretrained.tokenizer, config, output.exports, export_name,
+                                    task.labels.names)
+    else:
+        export_path = export_text_classifier(
+            classifier, pretrained.tokenizer, config, output.exports, export_name, label_names=task.labels.names,
+            score_range=task.labels.score_range, text_pair=task.train.text_pairs is not None)
     best = evaluator.best
     summary = {
         "task": task.name,
@@ -253,10 +303,12 @@ def _run(options: FinetuningOptions) -> FinetuningResult:
         "epochs": evaluator.history,
         "pretrained": str(options.pretrained),
         "random_init": options.random_init,
+        "tagging": task.tagging,
         "train_examples": len(task.train),
         "eval_examples": len(task.eval),
         "labels": task.labels.names,
         "score_range": task.labels.score_range,
+        **({"unscored_eval_words": unscored_words} if task.tagging else {}),
         "settings": {key: getattr(options, key) for key in SETTINGS} | {
             "epochs": epochs, "max_seq_length": max_seq_length, "learning_rate": learning_rate, "layerwise_lr_decay": layerwise_lr_decay,
             "size_defaults": size},

@@ -1,7 +1,9 @@
-"""Labelled data for fine-tuning: your own CSV / TSV / JSONL files, or the GLUE TSV layouts.
+"""Labelled data for fine-tuning: your own CSV / TSV / JSONL files, the GLUE TSV layouts, or
+tagging files (CoNLL columns, or JSONL with a word list and a tag list per line).
 
     read_task_files(train, eval, columns=Columns("text", None, "label"))   # your files
     read_task_files(train, eval, glue_task=GLUE_TASKS["mrpc"])              # GLUE layouts
+    read_tagging_files(train, eval)                                         # word tags
 
 return a `TaskData`: train and eval `Examples` (texts, optional text pairs, label ids or
 scaled scores) and the `LabelSpace` (class names, or the score range of a regression).
@@ -73,9 +75,9 @@ class Columns:
 
 @dataclass
 class Examples:
-    texts: list
+    texts: list           # strings; for tagging, lists of words
     text_pairs: list | None
-    labels: list          # class ids (int) or scaled scores (float)
+    labels: list          # class ids (int) or scaled scores (float); for tagging, lists of tag ids
     source: str
 
     def __len__(self):
@@ -112,6 +114,7 @@ class TaskData:
     eval: Examples
     labels: LabelSpace
     name: str
+    tagging: bool = False
 
 
 @dataclass
@@ -165,9 +168,110 @@ def read_task_files(train_path, eval_path, columns: Columns | None = None,
         return Examples([r.text for r in rows], [r.text_pair for r in rows] if pairs else None,
                         [encode(path, r) for r in rows], str(path))
 
-    generic = train_path.stem.lower() in ("train", "training", "dev", "eval", "data")
-    name = glue.name if glue else (train_path.parent.resolve().name if generic else train_path.stem)
+    name = glue.name if glue else _task_name(train_path)
     return TaskData(examples(train_path, train_rows), examples(eval_path, eval_rows), space, name)
+
+
+def _task_name(train_path: Path) -> str:
+    generic = train_path.stem.lower() in ("train", "training", "dev", "eval", "data")
+    return train_path.parent.resolve().name if generic else train_path.stem
+
+
+# --- tagging ----------------------------------------------------------------------------
+
+def read_tagging_files(train_path, eval_path, columns: Columns | None = None) -> TaskData:
+    """Word-level tags (part of speech, named-entity BIO tags, chunks) from two files.
+
+    CoNLL layout (any suffix but .jsonl): one word per line, whitespace-separated columns,
+    the word first and its tag last, a blank line after each sentence; `-DOCSTART-` lines
+    (CoNLL-2003) are skipped. JSONL: one sentence per line, a list of words in
+    `columns.text` and a list of as many tags in `columns.label` (the HuggingFace datasets
+    layout, e.g. `--text_column tokens --label_column ner_tags`).
+
+    Tag names are the training file's, sorted, then any the eval file adds: a tag never seen
+    in training cannot be predicted, so its words count as errors, as they should.
+
+    Example:
+    >>> import tempfile
+    >>> folder = Path(tempfile.mkdtemp())
+    >>> _ = (folder / "train.conll").write_text("The DT\\ncat NN\\n\\nDogs NNS\\nbark VBP\\n")
+    >>> _ = (folder / "dev.conll").write_text("A DT\\ndog NN\\nbarked VBD\\n")
+    >>> task = read_tagging_files(folder / "train.conll", folder / "dev.conll")
+    >>> task.labels.names, task.train.texts, task.eval.labels
+    (['DT', 'NN', 'NNS', 'VBP', 'VBD'], [['The', 'cat'], ['Dogs', 'bark']], [[0, 1, 4]])
+    """
+    train_path, eval_path = Path(train_path), Path(eval_path)
+    columns = columns or Columns("tokens", None, "tags")
+    train_rows, eval_rows = _read_tagged(train_path, columns), _read_tagged(eval_path, columns)
+    for path, rows in ((train_path, train_rows), (eval_path, eval_rows)):
+        if not rows:
+            raise TaskDataError(f"{path}: no sentences.")
+    names = sorted({tag for row in train_rows for tag in row.label})
+    if len(names) < 2:
+        raise TaskDataError(f"{train_path}: every word has the tag {names[0]!r}: nothing to learn.")
+    names += sorted({tag for row in eval_rows for tag in row.label} - set(names))
+    index = {name: i for i, name in enumerate(names)}
+
+    def examples(path, rows):
+        return Examples([row.text for row in rows], None, [[index[t] for t in row.label] for row in rows],
+                        str(path))
+
+    return TaskData(examples(train_path, train_rows), examples(eval_path, eval_rows),
+                    LabelSpace(names=names, metrics=("accuracy",)), _task_name(train_path), tagging=True)
+
+
+def _read_tagged(path: Path, columns: Columns) -> list:
+    """[_Row(line of the sentence's first word, words, None, tags)]."""
+    try:
+        with _open(path) as handle:
+            if path.suffix.lower() in (".jsonl", ".json", ".ndjson"):
+                return [_tagged_record(path, line, record, columns) for line, record in _jsonl_records(path, handle)]
+            return _conll_sentences(path, handle)
+    except UnicodeDecodeError as error:
+        raise TaskDataError(f"{path}: not UTF-8 ({error}). Re-save the file as UTF-8.") from None
+
+
+def _conll_sentences(path: Path, handle) -> list:
+    rows, words, tags, first = [], [], [], None
+    for line, text in enumerate(handle, start=1):
+        cells = text.split()
+        if cells and cells[0] == "-DOCSTART-":
+            continue
+        if not cells:
+            if words:
+                rows.append(_Row(first, words, None, tags))
+            words, tags = [], []
+            continue
+        if len(cells) < 2:
+            raise TaskDataError(f"{path}, line {line}: {text.strip()!r} has no tag column; tagging files "
+                                "have the word first and its tag last on each line, a blank line between "
+                                "sentences.")
+        first = line if not words else first
+        words.append(cells[0])
+        tags.append(cells[-1])
+    if words:
+        rows.append(_Row(first, words, None, tags))
+    return rows
+
+
+def _tagged_record(path: Path, line: int, record: dict, columns: Columns) -> _Row:
+    values = []
+    for column in (columns.text, columns.label):
+        value = record.get(column)
+        if not isinstance(value, list) or not value:
+            raise TaskDataError(f"{path}, line {line}: {column!r} must be a non-empty list, got {value!r}. "
+                                "Pass the right --text_column / --label_column.")
+        values.append(value)
+    words, tags = values
+    if len(words) != len(tags):
+        raise TaskDataError(f"{path}, line {line}: {len(words)} words in {columns.text!r} but {len(tags)} "
+                            f"tags in {columns.label!r}; each word needs one tag.")
+    for word in words:
+        if not isinstance(word, str) or not word.strip():
+            raise TaskDataError(f"{path}, line {line}: word {word!r} in {columns.text!r} is not a non-empty string.")
+    if any(not isinstance(tag, (str, int)) or isinstance(tag, bool) for tag in tags):
+        raise TaskDataError(f"{path}, line {line}: tags in {columns.label!r} must be strings or integers.")
+    return _Row(line, words, None, [str(tag) for tag in tags])
 
 
 # --- reading --------------------------------------------------------------------------

@@ -93,12 +93,43 @@ def pack_words(tokenizer: ElectraTokenizer, max_seq_length: int, words, word_lab
     Each word is tokenized on its own; a word with no word pieces (e.g. only control
     characters) becomes [UNK] so that its label still has a position.
     """
+    inputs, pieces_per_word = _pack_words(tokenizer, max_seq_length, words)
+    if word_labels is None:
+        return inputs, None
+    word_labels = tf.cast(_ragged(word_labels, tf.int32), tf.int32)
+    first_piece = tf.equal(tf.ragged.range(pieces_per_word.flat_values).flat_values, 0)
+    piece_labels = tf.where(first_piece, tf.repeat(word_labels.flat_values, pieces_per_word.flat_values),
+                            IGNORE_LABEL)
+    piece_labels = tf.RaggedTensor.from_row_lengths(piece_labels, tf.reduce_sum(pieces_per_word, axis=1))
+    edge = tf.RaggedTensor.from_tensor(tf.fill([tf.shape(inputs["token_ids"])[0], 1], IGNORE_LABEL))
+    labels = tf.concat([edge, piece_labels[:, : max_seq_length - 2], edge], axis=1)
+    return inputs, _pad(labels, max_seq_length, IGNORE_LABEL)
+
+
+def pack_words_with_starts(tokenizer: ElectraTokenizer, max_seq_length: int, words):
+    """(inputs as `pack_words`, word_starts int32 ragged [batch, (words)]): the position of
+    each word's first word piece, or -1 for a word cut off by max_seq_length. What a tagger's
+    serving signature reads its per-word predictions from.
+
+    Example:
+    >>> vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "##s", "sat"]
+    >>> _, starts = pack_words_with_starts(ElectraTokenizer(vocabulary), 5,
+    ...                                    tf.ragged.constant([["the", "cats", "sat"]]))
+    >>> starts.to_list()
+    [[1, 2, -1]]
+    """
+    inputs, pieces_per_word = _pack_words(tokenizer, max_seq_length, words)
+    starts = tf.cast(1 + tf.cumsum(pieces_per_word, axis=1, exclusive=True), tf.int32)
+    return inputs, tf.where(starts < max_seq_length - 1, starts, -1)
+
+
+def _pack_words(tokenizer: ElectraTokenizer, max_seq_length: int, words):
+    """(inputs, pieces per word int64 ragged [batch, (words)])."""
     words = _ragged(words, tf.string)
     pieces = tf.cast(tokenizer.tokenize(_valid_utf8(words.flat_values)), tf.int32)
     # Append [UNK] to every word, then keep max(pieces, 1): only empty words keep the [UNK].
     unknown = tf.RaggedTensor.from_tensor(tf.fill([tf.shape(pieces.row_lengths())[0], 1], tokenizer.unk_id))
     pieces = _keep_first(tf.concat([pieces, unknown], axis=1), tf.maximum(pieces.row_lengths(), 1))
-    pieces_per_word = pieces.row_lengths()
     sentence_pieces = tf.RaggedTensor.from_row_lengths(pieces, words.row_lengths()).merge_dims(1, 2)
     body = sentence_pieces[:, : max_seq_length - 2]
     batch = tf.shape(words.row_lengths())[0]
@@ -109,16 +140,8 @@ def pack_words(tokenizer: ElectraTokenizer, max_seq_length: int, words, word_lab
         "segment_ids": tf.zeros([batch, max_seq_length], tf.int32),
         "padding_mask": tf.sequence_mask(token_ids.row_lengths(), max_seq_length, dtype=tf.int32),
     }
-    if word_labels is None:
-        return inputs, None
-    word_labels = tf.cast(_ragged(word_labels, tf.int32), tf.int32)
-    first_piece = tf.equal(tf.ragged.range(pieces_per_word).flat_values, 0)
-    piece_labels = tf.where(first_piece, tf.repeat(word_labels.flat_values, pieces_per_word),
-                            IGNORE_LABEL)
-    piece_labels = tf.RaggedTensor.from_row_lengths(piece_labels, sentence_pieces.row_lengths())
-    piece_labels = piece_labels[:, : max_seq_length - 2]
-    labels = tf.concat([edge * IGNORE_LABEL, piece_labels, edge * IGNORE_LABEL], axis=1)
-    return inputs, _pad(labels, max_seq_length, IGNORE_LABEL)
+    pieces_per_word = tf.RaggedTensor.from_row_lengths(pieces.row_lengths(), words.row_lengths())
+    return inputs, pieces_per_word
 
 
 def _ragged(values, dtype) -> tf.RaggedTensor:

@@ -18,7 +18,8 @@ from pathlib import Path
 
 from electra_tf.files import atomic_write_text
 from electra_tf.run_dir import ExportMetadata
-from electra_tf.serving.signatures import TEXT_SIGNATURE, classifier_endpoints, discriminator_endpoints
+from electra_tf.serving.signatures import (TEXT_SIGNATURE, classifier_endpoints, discriminator_endpoints,
+                                          tagger_endpoints)
 
 WARMUP_TEXTS = ("ELECTRA detects replaced tokens.", "", "A longer sentence to warm up the model "
                 "server, so that the first real request does not pay for graph initialisation.")
@@ -99,6 +100,13 @@ def export_text_classifier(classifier, tokenizer, config, export_dir: Path, name
             "score_range": list(score_range) if score_range is not None else None,
             "text_pair": text_pair}
     return publish(classifier, endpoints, export_dir, name, config, tokenizer, task)
+
+
+def export_tagger(tagger, tokenizer, config, export_dir: Path, name: str, tag_names) -> Path:
+    """`config.max_seq_length` is the length the tagger was fine-tuned at."""
+    endpoints = tagger_endpoints(tagger, tokenizer, config.max_seq_length, tag_names)
+    return publish(tagger, endpoints, export_dir, name, config, tokenizer,
+                   {"tag_names": list(tag_names), "tagging": True})
 
 
 def write_export_metadata(version_dir: Path, config, tokenizer, task: dict | None = None) -> None:

@@ -12,6 +12,10 @@ A discriminator returns `replaced_probability` (float32 [batch, length], 0 on pa
 ([batch, hidden]) and `hidden_states` ([batch, length, hidden]). A fine-tuned classifier
 returns `probabilities` [batch, classes], `label` (the most probable name) and `label_names`,
 or `score` for regression; its text signature takes `text` and `text_pair` for pair tasks.
+A fine-tuned tagger's text signature splits `text` on whitespace into words and returns
+per word `words`, `tags` and `tag_probabilities` ([batch, max words, tags]; "" and 0 past
+a sentence's end or for words cut off by max_seq_length) plus `tag_names`; its ids
+signature returns `tags` and `tag_probabilities` per word piece.
 
 Bad input is defined, not an error: invalid UTF-8 bytes are replaced by U+FFFD before
 tokenization; an empty string gives `[CLS] [SEP]`; a long text is truncated; an empty batch
@@ -85,6 +89,44 @@ def classifier_endpoints(classifier, tokenizer, max_seq_length: int, label_names
     return {TEXT_SIGNATURE: (_text_endpoint(tokenizer, max_seq_length, outputs, text_pair),
                              TEXT_PAIR_INPUTS if text_pair else TEXT_INPUT),
             IDS_SIGNATURE: (_ids_endpoint(max_seq_length, tokenizer.vocabulary_size, outputs), ID_INPUTS)}
+
+
+def tagger_endpoints(tagger, tokenizer, max_seq_length: int, tag_names) -> dict:
+    """{signature: (fn, inputs)} for a fine-tuned `ElectraTokenClassifier`."""
+    import tensorflow as tf
+
+    from electra_tf.models.preprocessing import pack_words_with_starts
+
+    names = tf.constant(list(tag_names))
+
+    def per_piece(token_ids, segment_ids, padding_mask):
+        logits = tf.cast(tagger({"token_ids": token_ids, "segment_ids": segment_ids,
+                                 "padding_mask": padding_mask}, training=False), tf.float32)
+        probabilities = tf.nn.softmax(logits, axis=-1) * tf.cast(padding_mask, tf.float32)[..., tf.newaxis]
+        return probabilities, tf.where(padding_mask > 0, tf.gather(names, tf.argmax(logits, axis=-1)), "")
+
+    def with_names(outputs, batch):
+        return {**outputs, "tag_names": tf.tile(names[tf.newaxis], [batch, 1])}
+
+    def text_endpoint(text):
+        words = tf.strings.split(tf.convert_to_tensor(text, tf.string))
+        inputs, starts = pack_words_with_starts(tokenizer, max_seq_length, words)
+        probabilities, tags = per_piece(inputs["token_ids"], inputs["segment_ids"], inputs["padding_mask"])
+        kept = (starts >= 0).to_tensor(False)
+        positions = tf.maximum(starts.to_tensor(-1), 0)
+        return with_names({
+            "words": words.to_tensor(""),
+            "tags": tf.where(kept, tf.gather(tags, positions, batch_dims=1), ""),
+            "tag_probabilities": tf.gather(probabilities, positions, batch_dims=1)
+            * tf.cast(kept, tf.float32)[..., tf.newaxis],
+        }, tf.shape(text)[0])
+
+    def ids_outputs(token_ids, segment_ids, padding_mask):
+        probabilities, tags = per_piece(token_ids, segment_ids, padding_mask)
+        return with_names({"tags": tags, "tag_probabilities": probabilities}, tf.shape(token_ids)[0])
+
+    return {TEXT_SIGNATURE: (text_endpoint, TEXT_INPUT),
+            IDS_SIGNATURE: (_ids_endpoint(max_seq_length, tokenizer.vocabulary_size, ids_outputs), ID_INPUTS)}
 
 
 def _text_endpoint(tokenizer, max_seq_length: int, outputs, text_pair: bool = False):
