@@ -10,7 +10,9 @@ Each run is `run_finetuning` (what `python -m electra_tf.finetune` runs) with th
 defaults unless `--epochs` or `--learning_rate` are given; `random init` builds the first
 model's architecture with fresh weights and uses its vocabulary. A run whose metrics.json
 exists is read, not repeated, so an interrupted table resumes. Accuracy is the best epoch's
-dev accuracy, as metrics.json reports it (the tasks have no separate test split).
+dev accuracy, as metrics.json reports it (the tasks have no separate test split). A task
+folder holding train.conll / dev.conll (e.g. from examples/brown_pos.py) is a tagging task
+(`--tagging`, per-word accuracy).
 """
 
 from __future__ import annotations
@@ -46,10 +48,20 @@ def finetune(task_dir: Path, model: Path, random_init: bool, seed: int, output: 
         return json.loads((output / "metrics.json").read_text())
     keras.backend.clear_session()
     overrides = {key: getattr(args, key) for key in ("epochs", "learning_rate") if getattr(args, key) is not None}
-    options = FinetuningOptions(pretrained=str(model), train=str(task_dir / "train.csv"),
-                                eval=str(task_dir / "dev.csv"), output_dir=output, overwrite=True,
-                                random_init=random_init, seed=seed, **overrides)
+    suffix = task_files(task_dir)
+    options = FinetuningOptions(pretrained=str(model), train=str(task_dir / f"train{suffix}"),
+                                eval=str(task_dir / f"dev{suffix}"), output_dir=output, overwrite=True,
+                                random_init=random_init, seed=seed, tagging=suffix == ".conll", **overrides)
     return run_finetuning(options).summary
+
+
+def task_files(folder: Path) -> str:
+    """The suffix of the folder's train/dev files: .csv (classification) or .conll (tagging)."""
+    for suffix in (".csv", ".conll"):
+        if all((folder / f"{split}{suffix}").is_file() for split in ("train", "dev")):
+            return suffix
+    raise SystemExit(f"error: {folder} needs train.csv and dev.csv (classification) or train.conll and "
+                     "dev.conll (tagging).")
 
 
 def table(results: dict, seeds) -> str:
@@ -65,7 +77,8 @@ def table(results: dict, seeds) -> str:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--task", action="append", required=True, metavar="NAME=FOLDER",
-                        help="a folder with train.csv and dev.csv (columns text, label)")
+                        help="a folder with train.csv and dev.csv (columns text, label), or train.conll "
+                             "and dev.conll (word tags)")
     parser.add_argument("--model", action="append", required=True, metavar="NAME=MODEL_DIR")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--epochs", type=int, default=None, help="default: the CLI's")
@@ -73,10 +86,8 @@ def main(argv=None) -> int:
     parser.add_argument("--output", default="runs/downstream")
     args = parser.parse_args(argv)
     tasks, models = named_paths(args.task, "--task"), named_paths(args.model, "--model")
-    for name, folder in tasks.items():
-        for split in ("train.csv", "dev.csv"):
-            if not (folder / split).is_file():
-                raise SystemExit(f"error: --task {name}: {folder / split} is missing.")
+    for folder in tasks.values():
+        task_files(folder)
     arms = [(name, path, False) for name, path in models.items()]
     arms.append((RANDOM_INIT, next(iter(models.values())), True))
     output = Path(args.output)

@@ -151,6 +151,13 @@ def test_tagging_end_to_end_and_served_per_word(corpus, run_python, pretrained_d
     assert summary["tagging"] and summary["labels"] == ["DET", "PLURAL", "PUNCT", "WORD"]
     assert summary["unscored_eval_words"] == 0 and set(summary["eval"]) == {"accuracy", "score"}
 
+    # A fresh process loads the best model with the classifiers module alone imported (which
+    # registers the optimizer it was compiled with).
+    reloaded = run_python("import json, keras\nfrom electra_tf.finetuning import classifiers\n"
+                          f"model = keras.saving.load_model({str(tmp_path / 'pos' / 'best.keras')!r})\n"
+                          "print(json.dumps([type(model).__name__, model.num_classes]))")
+    assert reloaded == ["ElectraTokenClassifier", 4]
+
     # The scored accuracy is per word: recount it from the best model's predictions.
     import keras
     import tensorflow as tf

@@ -23,6 +23,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from electra_tf import optimization  # noqa: F401  registers ElectraAdamW: a saved model is compiled with it
 from electra_tf.finetuning.losses import token_classification_loss
 from electra_tf.models.encoders import Discriminator, deserialize_as
 from electra_tf.models.preprocessing import IGNORE_LABEL, ElectraTextPreprocessor
