@@ -30,6 +30,11 @@ from electra_tf.progress import format_duration
 CONSOLE_METRICS = ("loss", "masked_lm_accuracy", "disc_auc")
 
 
+
+def optimizer_step(model) -> int:
+    """The training step the model's optimizer has reached (the run's step counter)."""
+    return int(model.optimizer.iterations.numpy())
+
 class TrainingMonitor(keras.callbacks.Callback):
     def __init__(self, writer, total_steps: int, batch_size: int, resumable_input, log_every: int = 50,
                  stop_on_nonfinite: bool = True, stream=None, token_scale: int = 1, quiet: bool = False):
@@ -50,7 +55,7 @@ class TrainingMonitor(keras.callbacks.Callback):
         self._window_start = None
 
     def _step(self) -> int:
-        return int(self.model.optimizer.iterations.numpy())
+        return optimizer_step(self.model)
 
     def on_train_begin(self, logs=None):
         self._first_step = self._step()
@@ -151,10 +156,10 @@ class ReplacementSamples(keras.callbacks.Callback):
         self.every = every
 
     def on_train_begin(self, logs=None):
-        self._write(int(self.model.optimizer.iterations.numpy()))
+        self._write(optimizer_step(self.model))
 
     def on_train_batch_end(self, batch, logs=None):
-        step = int(self.model.optimizer.iterations.numpy())
+        step = optimizer_step(self.model)
         if step % self.every == 0:
             self._write(step)
 
@@ -204,13 +209,13 @@ class StepProfiler(keras.callbacks.Callback):
         self.active = False
 
     def on_train_batch_begin(self, batch, logs=None):
-        step = int(self.model.optimizer.iterations.numpy())
+        step = optimizer_step(self.model)
         if step == self.start and not self.active:
             tf.profiler.experimental.start(self.logdir)
             self.active = True
 
     def on_train_batch_end(self, batch, logs=None):
-        if self.active and int(self.model.optimizer.iterations.numpy()) >= self.stop:
+        if self.active and optimizer_step(self.model) >= self.stop:
             tf.profiler.experimental.stop()
             self.active = False
 
