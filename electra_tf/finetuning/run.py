@@ -145,38 +145,30 @@ def make_datasets(task, preprocessor, batch_size: int, seed: int):
     """(train (inputs, label) batches, shuffled each epoch; eval input batches).
 
     Texts are tokenized once, in large batches, and the token ids cached: every epoch (and
-    every evaluation) then reads ids instead of tokenizing again.
+    every evaluation) then reads ids instead of tokenizing again. Tagging examples are word
+    lists and tag lists of varying length, batched as ragged tensors.
     """
     import tensorflow as tf
 
     if task.tagging:
-        return _tagging_datasets(task, preprocessor, batch_size, seed)
+        def features(examples):
+            return tf.ragged.constant(examples.texts, tf.string)
 
-    def features(examples):
-        return examples.texts if examples.text_pairs is None else (examples.texts, examples.text_pairs)
+        train_labels = tf.ragged.constant(task.train.labels, tf.int32)
+        batched = lambda dataset, size: dataset.ragged_batch(size)  # noqa: E731
+    else:
+        def features(examples):
+            return examples.texts if examples.text_pairs is None else (examples.texts, examples.text_pairs)
 
-    label_dtype = tf.float32 if task.labels.num_classes == 1 else tf.int32
-    train = tf.data.Dataset.from_tensor_slices(
-        (features(task.train), tf.constant(task.train.labels, label_dtype)))
+        train_labels = tf.constant(task.train.labels, tf.float32 if task.labels.num_classes == 1 else tf.int32)
+        batched = lambda dataset, size: dataset.batch(size)  # noqa: E731
+    train = tf.data.Dataset.from_tensor_slices((features(task.train), train_labels))
     # unbatch() forgets the example count; restate it so Keras knows the steps per epoch.
-    train = train.batch(1024).map(preprocessor).unbatch().apply(
+    train = batched(train, 1024).map(preprocessor).unbatch().apply(
         tf.data.experimental.assert_cardinality(len(task.train))).cache()
     train = train.shuffle(len(task.train), seed=seed, reshuffle_each_iteration=True).batch(batch_size)
     # A 1-tuple, so a (text, text_pair) element reaches the preprocessor as one argument.
-    evaluation = tf.data.Dataset.from_tensor_slices((features(task.eval),)).batch(batch_size)
-    return train, evaluation.map(preprocessor).cache()
-
-
-def _tagging_datasets(task, preprocessor, batch_size: int, seed: int):
-    import tensorflow as tf
-
-    def ragged(examples):
-        return tf.ragged.constant(examples.texts, tf.string), tf.ragged.constant(examples.labels, tf.int32)
-
-    train = tf.data.Dataset.from_tensor_slices(ragged(task.train)).ragged_batch(1024).map(preprocessor) \
-        .unbatch().apply(tf.data.experimental.assert_cardinality(len(task.train))).cache()
-    train = train.shuffle(len(task.train), seed=seed, reshuffle_each_iteration=True).batch(batch_size)
-    evaluation = tf.data.Dataset.from_tensor_slices((ragged(task.eval)[0],)).ragged_batch(batch_size)
+    evaluation = batched(tf.data.Dataset.from_tensor_slices((features(task.eval),)), batch_size)
     return train, evaluation.map(preprocessor).cache()
 
 
