@@ -14,7 +14,8 @@ REQUIRED_METRICS = {"masked_lm_loss", "masked_lm_accuracy", "sampled_masked_lm_a
 
 
 def tiny(**overrides):
-    values = {"vocab_size": 100, "num_layers": 2, "num_train_steps": 400, "num_warmup_steps": 20,
+    # One layer unless a test needs depth: most of these tests' time is tracing the step.
+    values = {"vocab_size": 100, "num_layers": 1, "num_train_steps": 400, "num_warmup_steps": 20,
               "max_seq_length": SEQ}
     values.update(overrides)
     return ElectraConfig.load("electra_tiny", values)
@@ -22,14 +23,6 @@ def tiny(**overrides):
 
 def dataset(batch, repeat=1):
     return tf.data.Dataset.from_tensors(batch).repeat(repeat)
-
-
-def test_reports_every_metric():
-    config = tiny()
-    pretrainer = ElectraPretrainer.from_electra_config(config)
-    pretrainer.compile(optimizer=create_optimizer(config))
-    logs = pretrainer.fit(dataset(masked_batch(config, 4, seed=1), 2), verbose=0).history
-    assert REQUIRED_METRICS <= set(logs)
 
 
 def test_rtd_loss_alone_sends_no_gradient_into_generator_weights():
@@ -49,19 +42,21 @@ def test_rtd_loss_alone_sends_no_gradient_into_generator_weights():
     assert all(g is not None for g in tape.gradient(outputs["masked_lm_loss"], generator_own))
 
 
-def test_tiny_model_drives_both_losses_down_on_a_fixed_batch():
+def test_tiny_model_reports_every_metric_and_drives_both_losses_down_on_a_fixed_batch():
     # The batch is fixed but re-masked every step, and evaluated on maskings never trained on:
     # the discriminator can only do well by reading the corrupted tokens, not by memorising
     # which positions were replaced.
-    config = tiny(dropout=0.0)
+    config = tiny(dropout=0.0, num_layers=2)
     keras.utils.set_random_seed(0)
     pretrainer = ElectraPretrainer.from_electra_config(config)
     pretrainer.compile(optimizer=create_optimizer(config))
     fixed = tf.data.Dataset.from_tensors(markov_sequences(16, SEQ, config.vocab_size, seed=4))
     held_out = remasked_each_step(config, fixed.repeat(4), seed=99).cache()
     before = pretrainer.evaluate(held_out, return_dict=True, verbose=0)
-    pretrainer.fit(remasked_each_step(config, fixed.repeat(400), seed=1), verbose=0)
+    logs = pretrainer.fit(remasked_each_step(config, fixed.repeat(400), seed=1), verbose=0).history
+    assert REQUIRED_METRICS <= set(logs)  # every metric is reported, in training and evaluation
     after = pretrainer.evaluate(held_out, return_dict=True, verbose=0)
+    assert REQUIRED_METRICS <= set(after)
     assert after["masked_lm_loss"] < 0.7 * before["masked_lm_loss"]
     assert after["disc_loss"] < 0.6 * before["disc_loss"]
     assert after["masked_lm_accuracy"] > 0.15
@@ -180,8 +175,9 @@ def test_mixed_precision_keeps_sampling_and_losses_in_float32(policy):
     assert outputs["mlm_logits"].dtype == tf.float32 and outputs["disc_logits"].dtype == tf.float32
     assert outputs["loss"].dtype == tf.float32
     assert pretrainer.discriminator.transformer_layers[0].compute_dtype == policy.split("_")[1]
-    history = pretrainer.fit(dataset(batch, 2), verbose=0).history
-    assert np.isfinite(history["loss"]).all()
+    if policy == "mixed_bfloat16":  # float16 training is test_mixed_float16_trains_under_two_replicas
+        history = pretrainer.fit(dataset(batch, 2), verbose=0).history
+        assert np.isfinite(history["loss"]).all()
 
 
 def test_a_batch_without_masking_fields_is_explained():
