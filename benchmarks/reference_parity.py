@@ -3,6 +3,7 @@ hyper-parameters. Needs the optional extra: pip install -e ".[reference]" (torch
 
     python benchmarks/reference_parity.py                          # the electra_tiny preset
     python benchmarks/reference_parity.py --set position_embedding_init=sinusoidal --steps 2000
+    python benchmarks/reference_parity.py --save runs/parity   # then fine-tune both (README)
 
 1. Batches come from our tf.data pipeline (the bundled Wikipedia sample, masked in-graph) and
    are dumped once; both implementations train on exactly these, and are evaluated on the same
@@ -17,6 +18,9 @@ hyper-parameters. Needs the optional extra: pip install -e ".[reference]" (torch
    on the held-out batches at the listed steps. AdamW (no decay on LayerNorm and biases,
    epsilon 1e-6, bias correction on both sides), global-norm clipping 1.0, linear warmup times
    linear decay to 0 (the official schedule).
+5. `--save DIR`: both trained pairs become model_dirs (DIR/electra_tf, DIR/transformers) by one
+   route, a `save_pretrained` folder then the HuggingFace importer, so the fine-tuning CLI can
+   compare what each implementation's pre-training is worth downstream.
 Prints a table; the README's "Parity with the reference implementation" shows one.
 """
 
@@ -189,6 +193,9 @@ def main(argv=None) -> int:
     parser.add_argument("--eval_at", default="0,250,500,1000,2000")
     parser.add_argument("--eval_batches", type=int, default=20)
     parser.add_argument("--skip_training", action="store_true", help="first-step parity only")
+    parser.add_argument("--save", metavar="DIR", help="after training, write both pre-trained models as model_dirs "
+                        "DIR/electra_tf and DIR/transformers (each through a HuggingFace folder and "
+                        "`electra_tf.convert`), to fine-tune them the same way")
     args = parser.parse_args(argv)
     try:
         import torch
@@ -272,7 +279,37 @@ def main(argv=None) -> int:
     for step, a, b in rows:
         print(f"| {step} | {a['masked_lm_accuracy']:.3f} / {b['masked_lm_accuracy']:.3f} | "
               f"{a['disc_auc']:.3f} / {b['disc_auc']:.3f} | {a['disc_loss']:.4f} / {b['disc_loss']:.4f} |")
+    if args.save:
+        for folder in save_model_dirs(Path(args.save), config, pretrainer, reference, tokenizer):
+            print(f"wrote {folder}")
     return 0
+
+
+def save_model_dirs(output: Path, config, pretrainer, reference, tokenizer) -> list[Path]:
+    """Both trained pairs as model_dirs, by the same route: a `save_pretrained` folder each side
+    (ours written by the exporter, theirs by transformers itself), then the HuggingFace importer.
+    A difference in fine-tuning can then only come from the weights."""
+    from electra_tf.data.tokenization import write_vocabulary
+    from electra_tf.interop.convert import import_huggingface
+    from electra_tf.interop.huggingface import tensors_for, write_folder
+    from electra_tf.interop.names import DISCRIMINATOR, GENERATOR, embedding_names, weight_table
+
+    names = weight_table(config)
+    values = {variable.path: variable.numpy() for variable in pretrainer.variables}
+    folders = {"electra_tf": output / "huggingface" / "electra_tf", "transformers": output / "huggingface" / "transformers"}
+    for model, model_class in ((DISCRIMINATOR, "ElectraForPreTraining"), (GENERATOR, "ElectraForMaskedLM")):
+        tensors = tensors_for(names + (embedding_names(GENERATOR) if model == GENERATOR else []), model, values)
+        write_folder(folders["electra_tf"] / model, model_class, config, tensors, tokenizer.vocabulary,
+                     generator=model == GENERATOR)
+    for model, network in ((DISCRIMINATOR, reference.discriminator), (GENERATOR, reference.generator)):
+        target = folders["transformers"] / model
+        network.save_pretrained(target)
+        write_vocabulary(target / "vocab.txt", tokenizer.vocabulary)
+        (target / "tokenizer_config.json").write_text(
+            (folders["electra_tf"] / model / "tokenizer_config.json").read_text(encoding="utf-8"), encoding="utf-8")
+    return [import_huggingface(folder / DISCRIMINATOR, output / name, generator=folder / GENERATOR,
+                               max_seq_length=config.max_seq_length, overwrite=True).path
+            for name, folder in folders.items()]
 
 
 if __name__ == "__main__":
