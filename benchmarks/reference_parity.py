@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -289,24 +290,17 @@ def save_model_dirs(output: Path, config, pretrainer, reference, tokenizer) -> l
     """Both trained pairs as model_dirs, by the same route: a `save_pretrained` folder each side
     (ours written by the exporter, theirs by transformers itself), then the HuggingFace importer.
     A difference in fine-tuning can then only come from the weights."""
-    from electra_tf.data.tokenization import write_vocabulary
-    from electra_tf.interop.convert import import_huggingface
-    from electra_tf.interop.huggingface import tensors_for, write_folder
-    from electra_tf.interop.names import DISCRIMINATOR, GENERATOR, embedding_names, weight_table
+    from electra_tf.interop.convert import import_huggingface, write_huggingface_folders
+    from electra_tf.interop.huggingface import write_tokenizer_files
+    from electra_tf.interop.names import DISCRIMINATOR, GENERATOR
 
-    names = weight_table(config)
-    values = {variable.path: variable.numpy() for variable in pretrainer.variables}
-    folders = {"electra_tf": output / "huggingface" / "electra_tf", "transformers": output / "huggingface" / "transformers"}
-    for model, model_class in ((DISCRIMINATOR, "ElectraForPreTraining"), (GENERATOR, "ElectraForMaskedLM")):
-        tensors = tensors_for(names + (embedding_names(GENERATOR) if model == GENERATOR else []), model, values)
-        write_folder(folders["electra_tf"] / model, model_class, config, tensors, tokenizer.vocabulary,
-                     generator=model == GENERATOR)
+    folders = {name: output / "huggingface" / name for name in ("electra_tf", "transformers")}
+    for folder in folders.values():
+        shutil.rmtree(folder, ignore_errors=True)
+    write_huggingface_folders(pretrainer, config, tokenizer.vocabulary, folders["electra_tf"])
     for model, network in ((DISCRIMINATOR, reference.discriminator), (GENERATOR, reference.generator)):
-        target = folders["transformers"] / model
-        network.save_pretrained(target)
-        write_vocabulary(target / "vocab.txt", tokenizer.vocabulary)
-        (target / "tokenizer_config.json").write_text(
-            (folders["electra_tf"] / model / "tokenizer_config.json").read_text(encoding="utf-8"), encoding="utf-8")
+        network.save_pretrained(folders["transformers"] / model)
+        write_tokenizer_files(folders["transformers"] / model, tokenizer.vocabulary, config)
     return [import_huggingface(folder / DISCRIMINATOR, output / name, generator=folder / GENERATOR,
                                max_seq_length=config.max_seq_length, overwrite=True).path
             for name, folder in folders.items()]

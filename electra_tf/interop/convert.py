@@ -70,7 +70,6 @@ def export_huggingface(model_dir: str | Path, output: str | Path, checkpoint: st
     """Writes OUTPUT/discriminator (ElectraForPreTraining, or ElectraModel if the run never had
     the replaced-token head) and, when the run has a trained generator, OUTPUT/generator
     (ElectraForMaskedLM). Returns the folders written."""
-    from electra_tf.interop.huggingface import tensors_for, write_folder
     from electra_tf.loading import restore_pretrainer
 
     output = Path(output)
@@ -78,8 +77,17 @@ def export_huggingface(model_dir: str | Path, output: str | Path, checkpoint: st
         raise ConversionError(f"{output} exists; choose another output folder (nothing was written).")
     pretrainer, tokenizer, config, _ = restore_pretrainer(model_dir, checkpoint)
     provenance = read_provenance(model_dir)
-    rtd_head = provenance.get("rtd_head", True)
-    with_generator = provenance.get("generator_weights", True)
+    return write_huggingface_folders(pretrainer, config, tokenizer.vocabulary, output,
+                                     rtd_head=provenance.get("rtd_head", True),
+                                     with_generator=provenance.get("generator_weights", True))
+
+
+def write_huggingface_folders(pretrainer, config: ElectraConfig, vocabulary: list[str], output: Path,
+                              rtd_head: bool = True, with_generator: bool = True) -> list[Path]:
+    """A pretrainer in memory as `save_pretrained` folders OUTPUT/discriminator [and
+    OUTPUT/generator], written to a temporary folder and renamed."""
+    from electra_tf.interop.huggingface import tensors_for, write_folder
+
     names = weight_table(config, generator=with_generator, rtd_head=rtd_head)
     values = {variable.path: variable.numpy() for variable in pretrainer.variables}
     temporary = output.parent / f".{output.name}.tmp-{os.getpid()}"
@@ -92,8 +100,7 @@ def export_huggingface(model_dir: str | Path, output: str | Path, checkpoint: st
             tensors = tensors_for(names + (embedding_names(GENERATOR) if model == GENERATOR else []), model, values)
             if model_class == "ElectraModel":
                 tensors = {key[len("electra."):]: value for key, value in tensors.items()}
-            write_folder(temporary / model, model_class, config, tensors, tokenizer.vocabulary,
-                         generator=model == GENERATOR)
+            write_folder(temporary / model, model_class, config, tensors, vocabulary, generator=model == GENERATOR)
         output.parent.mkdir(parents=True, exist_ok=True)
         os.rename(temporary, output)
     finally:

@@ -175,7 +175,6 @@ def write_folder(path: Path, model_class: str, config: ElectraConfig, tensors: d
     writes into a temporary folder and renames it)."""
     from safetensors.numpy import save_file
 
-    from electra_tf.data.tokenization import write_vocabulary
     from electra_tf.files import atomic_write_text
 
     hidden = config.generator_hidden_size if generator else config.hidden_size
@@ -194,6 +193,14 @@ def write_folder(path: Path, model_class: str, config: ElectraConfig, tensors: d
     atomic_write_text(path / CONFIG_FILE, json.dumps(settings, indent=2) + "\n")
     save_file({key: np.ascontiguousarray(value, np.float32) for key, value in tensors.items()},
               str(path / WEIGHTS_FILE), metadata={"format": "pt"})
+    write_tokenizer_files(path, vocabulary, config)
+
+
+def write_tokenizer_files(path: Path, vocabulary: list[str], config: ElectraConfig) -> None:
+    """`vocab.txt` and `tokenizer_config.json` for transformers' uncased `ElectraTokenizer`."""
+    from electra_tf.data.tokenization import write_vocabulary
+    from electra_tf.files import atomic_write_text
+
     write_vocabulary(path / "vocab.txt", vocabulary)
     atomic_write_text(path / TOKENIZER_CONFIG, json.dumps({
         "tokenizer_class": "ElectraTokenizer", "do_lower_case": True, "strip_accents": None,
