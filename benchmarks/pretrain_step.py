@@ -78,29 +78,44 @@ def training_flops(config, batch: int) -> float:
     return 6 * tokens * weights + 6 * head + dense + attention
 
 
+def benchmark_inputs(preset: str, batch_size: int):
+    """The preset at `batch_size` (a schedule long enough that warm-up ends early) and one
+    masked batch of synthetic ids, the same for every benchmark of the step."""
+    from electra_tf.config import ElectraConfig
+    from electra_tf.pretraining.synthetic import masked_batch
+
+    config = ElectraConfig.load(preset).replace(train_batch_size=batch_size, num_train_steps=10_000,
+                                                num_warmup_steps=100)
+    return config, masked_batch(config, batch_size, seed=0)
+
+
+def compiled_pretrainer(config, xla: bool = False):
+    """The pre-trainer as `run_pretraining` builds it, seeded: compiled with `create_optimizer`
+    and the optimizer built before `fit` (left unbuilt, Keras 3 traces the step twice before the
+    first update, about 25 s more for ELECTRA-Small here)."""
+    import keras
+
+    from electra_tf.optimization import create_optimizer
+    from electra_tf.pretraining.pretrainer import ElectraPretrainer
+
+    keras.utils.set_random_seed(0)
+    pretrainer = ElectraPretrainer.from_electra_config(config)
+    pretrainer.compile(optimizer=create_optimizer(config), jit_compile=xla)
+    pretrainer.optimizer.build(pretrainer.trainable_variables)
+    return pretrainer
+
+
 def measure(size: str, precision: str, xla: bool, steps: int, warmup: int) -> dict:
     import keras
     import tensorflow as tf
 
-    from electra_tf.config import ElectraConfig
-    from electra_tf.optimization import create_optimizer
-    from electra_tf.pretraining.pretrainer import ElectraPretrainer
-    from electra_tf.pretraining.synthetic import masked_batch
-
     preset, batch_size = SIZES[size]
     keras.backend.clear_session()
     keras.config.set_dtype_policy(precision)
-    config = ElectraConfig.load(preset).replace(train_batch_size=batch_size, num_train_steps=10_000,
-                                                num_warmup_steps=100)
-    batch = masked_batch(config, batch_size, seed=0)
+    config, batch = benchmark_inputs(preset, batch_size)
     dataset = tf.data.Dataset.from_tensors(batch).repeat()
-    keras.utils.set_random_seed(0)
     started = time.perf_counter()
-    pretrainer = ElectraPretrainer.from_electra_config(config)
-    pretrainer.compile(optimizer=create_optimizer(config), jit_compile=xla)
-    # As run_pretraining does: with the optimizer unbuilt, Keras 3 traces the step twice before
-    # the first update (about 25 s more for ELECTRA-Small here).
-    pretrainer.optimizer.build(pretrainer.trainable_variables)
+    pretrainer = compiled_pretrainer(config, xla)
 
     times = []
 

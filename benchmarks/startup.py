@@ -6,14 +6,13 @@
 `benchmarks/pretrain_step.py` prints the first step's time as a whole, as `fit` runs it. This
 script takes the same work apart, timing each stage in order in one fresh process:
 
-1. building the generator and discriminator (variable creation);
-2. building the optimizer's slots (Adam's two moments per variable), as `run_pretraining` does
-   before `fit`;
-3. tracing the train step into a graph (Python: Keras layer calls, autodiff, the optimizer's
+1. building the generator and discriminator (variable creation) and the optimizer's slots
+   (Adam's two moments per variable), as `run_pretraining` does before `fit`;
+2. tracing the train step into a graph (Python: Keras layer calls, autodiff, the optimizer's
    update), with the number of ops in the traced graph, nested functions included;
-4. the first call of the traced graph: TensorFlow's graph optimization (grappler, oneDNN
+3. the first call of the traced graph: TensorFlow's graph optimization (grappler, oneDNN
    rewrites), kernel creation and the first step itself;
-5. a second call, the steady-state step, to show how much of stage 4 is the step.
+4. a second call, the steady-state step, to show how much of stage 3 is the step.
 
 The step is `ElectraPretrainer.train_step` in a `tf.function`, under the default strategy, on a
 synthetic batch in memory: `fit` wraps the same function in a loop over an iterator, so its
@@ -29,6 +28,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # pretrain_step: the step's shared set-up
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 
@@ -47,18 +47,11 @@ def main(argv=None) -> int:
     parser.add_argument("--batch", type=int, default=32)
     args = parser.parse_args(argv)
 
-    import keras
     import tensorflow as tf
 
-    from electra_tf.config import ElectraConfig
-    from electra_tf.optimization import create_optimizer
-    from electra_tf.pretraining.pretrainer import ElectraPretrainer
-    from electra_tf.pretraining.synthetic import masked_batch
+    from pretrain_step import benchmark_inputs, compiled_pretrainer
 
-    config = ElectraConfig.load(args.preset).replace(train_batch_size=args.batch, num_train_steps=10_000,
-                                                     num_warmup_steps=100)
-    batch = masked_batch(config, args.batch, seed=0)
-    keras.utils.set_random_seed(0)
+    config, batch = benchmark_inputs(args.preset, args.batch)
     stages = []
     started = time.perf_counter()
 
@@ -68,11 +61,8 @@ def main(argv=None) -> int:
         stages.append((name, now - started))
         started = now
 
-    pretrainer = ElectraPretrainer.from_electra_config(config)
-    stage("build the networks (variables)")
-    pretrainer.compile(optimizer=create_optimizer(config))
-    pretrainer.optimizer.build(pretrainer.trainable_variables)
-    stage("build the optimizer's slots")
+    pretrainer = compiled_pretrainer(config)
+    stage("build the networks and the optimizer's slots")
     step = tf.function(pretrainer.train_step)
     concrete = step.get_concrete_function(batch)
     stage("trace the train step (Python)")
@@ -85,8 +75,8 @@ def main(argv=None) -> int:
           f"{os.cpu_count()} CPU(s); {graph_op_count(concrete.graph):,} ops in the traced step")
     for name, seconds in stages:
         print(f"{name:55} {seconds:7.1f} s")
-    ready = sum(seconds for _, seconds in stages[:4])
-    print(f"{'first step done (stages 1-4)':55} {ready:7.1f} s")
+    ready = sum(seconds for _, seconds in stages[:3])
+    print(f"{'first step done (stages 1-3)':55} {ready:7.1f} s")
     return 0
 
 

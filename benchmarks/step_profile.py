@@ -141,19 +141,13 @@ def main(argv=None) -> int:
     import keras
     import tensorflow as tf
 
-    from electra_tf.config import ElectraConfig
-    from electra_tf.optimization import create_optimizer
-    from electra_tf.pretraining.pretrainer import ElectraPretrainer
-    from electra_tf.pretraining.synthetic import masked_batch
+    from pretrain_step import benchmark_inputs, compiled_pretrainer
 
     logdir = args.logdir or tempfile.mkdtemp(prefix="electra_profile_")
     keras.config.set_dtype_policy(args.precision)
-    config = ElectraConfig.load(args.preset).replace(train_batch_size=args.batch, num_train_steps=10_000,
-                                                     num_warmup_steps=100)
-    dataset = tf.data.Dataset.from_tensors(masked_batch(config, args.batch, seed=0)).repeat()
-    keras.utils.set_random_seed(0)
-    pretrainer = ElectraPretrainer.from_electra_config(config)
-    pretrainer.compile(optimizer=create_optimizer(config))
+    config, batch = benchmark_inputs(args.preset, args.batch)
+    dataset = tf.data.Dataset.from_tensors(batch).repeat()
+    pretrainer = compiled_pretrainer(config)
     started = time.perf_counter()
     pretrainer.fit(dataset, steps_per_epoch=3, epochs=1, verbose=0)
     print(f"{args.preset}, batch {args.batch} x {config.max_seq_length}, {args.precision}, TensorFlow "
