@@ -8,14 +8,16 @@
     |                                   |
     Discriminator                       Generator
       embeddings_project (if sizes differ)  embeddings_project (if sizes differ)
-      L x TransformerEncoder (post-LN)      L' x TransformerEncoder (narrower)
+      L x TransformerLayer (post-LN)        L' x TransformerLayer (narrower)
       ReplacedTokenDetectionHead -> [B, L]  MaskedLMHead at mask_positions -> [B, N, V]
                                             (output layer = the shared word-embedding table)
 
-The transformer blocks are keras-hub's `TransformerEncoder` (post-LayerNorm, exact GELU,
-epsilon 1e-12, truncated-normal(0.02) init), which is the BERT block ELECTRA uses. keras-hub's
-own `ElectraBackbone` is not used: it cannot take an external embedding layer (needed for
-sharing) and uses tanh-approximate GELU.
+The transformer blocks are `TransformerLayer` (models/transformer.py): keras-hub's
+`TransformerEncoder` (post-LayerNorm, exact GELU, epsilon 1e-12, truncated-normal(0.02) init),
+the BERT block ELECTRA uses, with its forward pass traced once for all layers of a shape so
+start-up is shorter; its variables are keras-hub's. The attention mask is made once per
+encoder, not per layer. keras-hub's own `ElectraBackbone` is not used: it cannot take an
+external embedding layer (needed for sharing) and uses tanh-approximate GELU.
 
 Weight layout, one-to-one with the official TF1 / HuggingFace checkpoints (import is a
 separate feature):
@@ -37,7 +39,6 @@ separate feature):
 from __future__ import annotations
 
 import keras
-import keras_hub
 
 from electra_tf.config import ElectraConfig
 from electra_tf.models.embeddings import ElectraEmbeddings
@@ -47,6 +48,7 @@ from electra_tf.models.heads import (
     ReplacedTokenDetectionHead,
     truncated_normal,
 )
+from electra_tf.models.transformer import TransformerLayer, attention_mask
 
 
 def deserialize_as(value, cls, owner: str, argument: str):
@@ -98,7 +100,7 @@ class _EncoderModel(keras.Model):
             self.embeddings_project.build((None, None, embedding_size))
         self.transformer_layers = []
         for index in range(self.num_layers):
-            layer = keras_hub.layers.TransformerEncoder(
+            layer = TransformerLayer(
                 intermediate_dim=self.intermediate_size, num_heads=self.num_heads,
                 dropout=self.dropout_rate, activation="gelu",
                 layer_norm_epsilon=self.layer_norm_epsilon,
@@ -112,9 +114,9 @@ class _EncoderModel(keras.Model):
         x = self.embeddings(inputs["token_ids"], inputs["segment_ids"], training=training)
         if self.embeddings_project is not None:
             x = self.embeddings_project(x)
-        padding_mask = keras.ops.cast(inputs["padding_mask"], "bool")
+        mask = attention_mask(inputs["padding_mask"])
         for layer in self.transformer_layers:
-            x = layer(x, padding_mask=padding_mask, training=training)
+            x = layer(x, padding_mask=mask, training=training)
         return x
 
     def get_config(self):

@@ -1,0 +1,155 @@
+"""The post-LayerNorm transformer layer of BERT and ELECTRA, traced once per shape.
+
+`TransformerLayer` is keras-hub's `TransformerEncoder` (post-LN, exact GELU) with its `call`
+rewritten; everything else is inherited. Its sublayers, variables, names, initializers and
+dropout seed generators are keras-hub's own, created in the same order, so checkpoints, the
+HuggingFace / TF1 name table (`interop/names.py`) and the random streams are unchanged.
+
+Why rewrite `call`: start-up. Through Keras' layer calls, each of the 24 layers of
+ELECTRA-Small (12 discriminator, 12 generator) is traced separately, forward and backward,
+about 550 graph ops each; that was most of the Python tracing and graph optimization before
+the first step. Here the block's arithmetic is one `tf.function` (`_post_ln_block`) taking the
+layer's weights as arguments: it is traced once per input shape and configuration (twice for
+ELECTRA-Small: the discriminator's layers and the generator's), its gradient is built once,
+and the step's graph holds one call per layer. The calls are not inlined, so grappler also
+optimizes each body once, not once per layer.
+
+The arithmetic is keras-hub's and Keras' op for op (the same matmul shapes, transposes,
+masking, softmax, dropout draws from the same seed generators, LayerNorm formula): with the
+same weights the outputs are bit-identical to `keras_hub.layers.TransformerEncoder`'s.
+Gradients agree to float32 rounding, not to the bit: grappler optimizes the separate forward
+and backward bodies a little differently than one inlined graph (with the calls inlined a
+single layer's gradients were bit-identical, a deep stack's still not, and start-up was about
+1.7 s longer). tests/models/test_transformer.py pins both. One more difference: keras-hub
+switches to a fused dot-product-attention op when the dropout rate is 0; this layer always
+uses the explicit softmax(QK^T / sqrt(d)) V path, the same maths.
+
+Example:
+>>> import numpy as np
+>>> layer = TransformerLayer(intermediate_dim=64, num_heads=2, dropout=0.1, activation="gelu",
+...                          layer_norm_epsilon=1e-12, normalize_first=False)
+>>> layer.build((None, None, 32))
+>>> outputs = layer(np.ones((2, 5, 32), "float32"), padding_mask=np.ones((2, 5), bool))
+>>> tuple(outputs.shape)
+(2, 5, 32)
+"""
+
+from __future__ import annotations
+
+import math
+
+import keras
+import keras_hub
+import tensorflow as tf
+
+
+def attention_mask(padding_mask):
+    """[B, S] padding mask (nonzero = a real token) -> bool [B, 1, 1, S], broadcast over heads
+    and query positions. Made once per encoder, not once per layer."""
+    padding_mask = tf.cast(padding_mask, tf.bool)
+    return padding_mask[:, tf.newaxis, tf.newaxis, :]
+
+
+@keras.saving.register_keras_serializable(package="electra_tf")
+class TransformerLayer(keras_hub.layers.TransformerEncoder):
+    """keras-hub's post-LN `TransformerEncoder` computed by one shared traced function.
+
+    `call(inputs, padding_mask=..., training=...)` as keras-hub's; `padding_mask` may also be
+    the bool [B, 1, 1, S] mask of `attention_mask`, so an encoder makes it once for all layers.
+    Only the post-LN form (`normalize_first=False`) and exact GELU are supported: BERT's block.
+    """
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if self.normalize_first:
+            raise ValueError("TransformerLayer: only the post-LayerNorm block (normalize_first=False) is supported.")
+        if keras.activations.serialize(self.activation) != "gelu":
+            raise ValueError("TransformerLayer: only exact GELU is supported (BERT and ELECTRA's activation).")
+
+    def call(self, inputs, padding_mask=None, training=None):
+        if padding_mask is None:
+            raise ValueError("TransformerLayer: `padding_mask` is required.")
+        mask = padding_mask if padding_mask.shape.rank == 4 else attention_mask(padding_mask)
+        attention = self._self_attention_layer
+        dropout_layers = (attention._dropout_layer, self._self_attention_dropout, self._feedforward_dropout)
+        training = bool(training) and self.dropout > 0
+        if training:
+            # One draw per dropout layer and call, turned into an int32 seed as Keras' TensorFlow
+            # backend turns it (its seed state is int64; stateless ops under XLA want int32).
+            seeds = tf.stack([tf.cast(tf.math.floormod(layer.seed_generator.next(), tf.int32.max - 1), tf.int32)
+                              for layer in dropout_layers])
+        else:
+            seeds = tf.zeros([3, 2], tf.int32)
+        weights = [
+            tf.convert_to_tensor(variable) for variable in (
+                attention._query_dense.kernel, attention._query_dense.bias,
+                attention._key_dense.kernel, attention._key_dense.bias,
+                attention._value_dense.kernel, attention._value_dense.bias,
+                attention._output_dense.kernel, attention._output_dense.bias,
+                self._self_attention_layer_norm.gamma, self._self_attention_layer_norm.beta,
+                self._feedforward_intermediate_dense.kernel, self._feedforward_intermediate_dense.bias,
+                self._feedforward_output_dense.kernel, self._feedforward_output_dense.bias,
+                self._feedforward_layer_norm.gamma, self._feedforward_layer_norm.beta)]
+        inputs = tf.cast(inputs, self.compute_dtype)
+        return _post_ln_block(inputs, mask, seeds, weights, num_heads=self.num_heads,
+                              dropout=float(self.dropout), epsilon=float(self.layer_norm_epsilon),
+                              training=training)
+
+
+# Not inlined: grappler then optimizes each body once, not once per layer (see the module docstring).
+@tf.function(autograph=False, experimental_attributes={"_noinline": True})
+def _post_ln_block(x, mask, seeds, weights, num_heads, dropout, epsilon, training):
+    """BERT's post-LN block: x + Dropout(Attention(x)) -> LN -> + Dropout(FFN) -> LN.
+
+    x: [B, L, H] in the compute dtype; mask: bool [B, 1, 1, L]; seeds: int32 [3, 2] for the
+    three dropouts (attention probabilities, attention output, FFN output).
+    """
+    (query_kernel, query_bias, key_kernel, key_bias, value_kernel, value_bias, output_kernel, output_bias,
+     attention_gamma, attention_beta, intermediate_kernel, intermediate_bias, ffn_kernel, ffn_bias,
+     ffn_gamma, ffn_beta) = weights
+    hidden = x.shape[-1]
+    head_size = hidden // num_heads
+    length = x.shape[1] if x.shape[1] is not None else tf.shape(x)[1]
+
+    def heads(kernel, bias):
+        # keras.layers.EinsumDense "abc,cde->abde": one [B, L, H] x [H, H] product, split heads.
+        projected = tf.reshape(tf.matmul(x, tf.reshape(kernel, [hidden, -1])), [-1, length, num_heads, head_size])
+        return projected + bias  # [B, L, heads, head_size]
+
+    query = heads(query_kernel, query_bias) * tf.cast(1.0 / math.sqrt(head_size), x.dtype)
+    key = heads(key_kernel, key_bias)
+    value = heads(value_kernel, value_bias)
+    # Scores [B, heads, L_query, L_key], computed as Keras' einsum computes them.
+    scores = tf.matmul(tf.transpose(key, [0, 2, 1, 3]), tf.transpose(query, [0, 2, 3, 1]))
+    scores = tf.transpose(scores, [0, 1, 3, 2])
+    # keras.layers.Softmax with a mask: padded keys get a large negative score, and rows with
+    # no real key are zeroed after the softmax.
+    scores = tf.where(mask, scores, tf.cast(-3e4 if x.dtype == tf.float16 else -1e9, scores.dtype))
+    probabilities = tf.where(mask, tf.nn.softmax(scores, axis=-1), tf.zeros((), scores.dtype))
+    if training:
+        probabilities = tf.nn.experimental.stateless_dropout(probabilities, dropout, seed=seeds[0])
+    context = tf.transpose(tf.matmul(probabilities, tf.transpose(value, [0, 2, 1, 3])), [0, 2, 1, 3])
+    context = tf.reshape(context, [-1, length, hidden])
+    attended = tf.nn.bias_add(tf.matmul(context, tf.reshape(output_kernel, [-1, hidden])), output_bias)
+    if training:
+        attended = tf.nn.experimental.stateless_dropout(attended, dropout, seed=seeds[1])
+    x = _layer_norm(attended + x, attention_gamma, attention_beta, epsilon)
+
+    intermediate = tf.nn.bias_add(tf.tensordot(x, intermediate_kernel, axes=[[-1], [0]]), intermediate_bias)
+    intermediate = tf.nn.gelu(intermediate, approximate=False)
+    output = tf.nn.bias_add(tf.tensordot(intermediate, ffn_kernel, axes=[[-1], [0]]), ffn_bias)
+    if training:
+        output = tf.nn.experimental.stateless_dropout(output, dropout, seed=seeds[2])
+    return _layer_norm(output + x, ffn_gamma, ffn_beta, epsilon)
+
+
+def _layer_norm(x, gamma, beta, epsilon):
+    """keras.ops.layer_normalization's formula, computed in float32 at least."""
+    dtype = x.dtype
+    x = tf.cast(x, tf.float32) if dtype in (tf.float16, tf.bfloat16) else x
+    # [1, 1, H], as Keras reshapes them: the same graph as keras-hub's layer, op for op.
+    broadcast_shape = [1] * (x.shape.rank - 1) + [x.shape[-1]]
+    gamma, beta = tf.reshape(gamma, broadcast_shape), tf.reshape(beta, broadcast_shape)
+    mean, variance = tf.nn.moments(x, [-1], keepdims=True)
+    scale = tf.math.rsqrt(variance + epsilon) * gamma
+    return tf.cast(x * scale + (-mean * scale + beta), dtype)

@@ -1,0 +1,133 @@
+import keras
+import keras_hub
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from electra_tf.models import transformer
+from electra_tf.models.transformer import TransformerLayer, attention_mask
+
+HIDDEN, HEADS, INTERMEDIATE = 32, 4, 48
+
+
+def _layer(cls, hidden=HIDDEN, dtype=None, name="block"):
+    keras.utils.set_random_seed(7)  # same initial weights and dropout seeds for both classes
+    layer = cls(intermediate_dim=INTERMEDIATE, num_heads=HEADS, dropout=0.1, activation="gelu",
+                layer_norm_epsilon=1e-12, normalize_first=False, dtype=dtype, name=name)
+    layer.build((None, None, hidden))
+    return layer
+
+
+def _inputs(hidden=HIDDEN):
+    x = tf.random.stateless_normal((3, 7, hidden), seed=[1, 2])
+    padding_mask = tf.sequence_mask([7, 4, 1], 7)  # a full row, a padded one, a single token
+    return x, padding_mask
+
+
+def _output_and_gradients(layer, x, padding_mask, training):
+    @tf.function
+    def step(x, padding_mask):
+        with tf.GradientTape() as tape:
+            outputs = layer(x, padding_mask=padding_mask, training=training)
+            # Weights that differ per position, so no gradient is zero by symmetry.
+            loss = tf.reduce_sum(tf.cast(outputs, tf.float32) * tf.cos(tf.range(x.shape[-1], dtype=tf.float32)))
+        return outputs, tape.gradient(loss, layer.trainable_variables)
+
+    return step(x, padding_mask)
+
+
+def _assert_gradients_close(layer, gradients, expected_gradients, rtol):
+    """Equal to float32 rounding: the block's separately optimized backward body sums in a
+    slightly different order than keras-hub's inlined graph (transformer.py says why). The
+    absolute tolerance is relative to the layer's largest gradient: the key bias's gradient is
+    zero in exact arithmetic (softmax ignores a shift), so both sides are rounding noise there."""
+    scale = max(float(tf.reduce_max(tf.abs(expected))) for expected in expected_gradients)
+    for variable, gradient, expected in zip(layer.trainable_variables, gradients, expected_gradients):
+        np.testing.assert_allclose(gradient.numpy(), expected.numpy(), rtol=rtol, atol=rtol * scale,
+                                   err_msg=variable.path)
+
+
+@pytest.mark.parametrize("training", [True, False])
+def test_same_as_keras_hub_layer(training):
+    """Same variables (paths, initial values), and call after call the same outputs to the
+    last bit and the same gradients to rounding as keras-hub's TransformerEncoder: checkpoints,
+    interop and the dropout streams are unchanged by the rewrite."""
+    ours, reference = _layer(TransformerLayer), _layer(keras_hub.layers.TransformerEncoder)
+    assert [v.path for v in ours.weights] == [v.path for v in reference.weights]
+    for a, b in zip(ours.weights, reference.weights):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+    x, padding_mask = _inputs()
+    for _ in range(2):  # the second call checks the dropout seeds advance alike
+        outputs, gradients = _output_and_gradients(ours, x, padding_mask, training)
+        expected_outputs, expected_gradients = _output_and_gradients(reference, x, padding_mask, training)
+        np.testing.assert_array_equal(outputs.numpy(), expected_outputs.numpy())
+        _assert_gradients_close(ours, gradients, expected_gradients, rtol=1e-5)
+
+
+def test_dropout_only_in_training():
+    layer = _layer(TransformerLayer)
+    x, padding_mask = _inputs()
+    first, second = (layer(x, padding_mask=padding_mask, training=True) for _ in range(2))
+    assert not np.array_equal(first.numpy(), second.numpy())  # a fresh mask per call
+    inference = [layer(x, padding_mask=padding_mask, training=False).numpy() for _ in range(2)]
+    np.testing.assert_array_equal(*inference)
+
+
+def test_padded_keys_are_ignored():
+    layer = _layer(TransformerLayer)
+    x, _ = _inputs()
+    padding_mask = tf.constant([[1, 1, 1, 0, 0, 0, 0]] * 3)
+    changed = tf.concat([x[:, :3], x[:, 3:] * 5.0], axis=1)  # only the padded positions differ
+    a = layer(x, padding_mask=padding_mask)[:, :3]
+    b = layer(changed, padding_mask=padding_mask)[:, :3]
+    np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_mask_made_once_is_the_same_as_the_padding_mask():
+    layer = _layer(TransformerLayer)
+    x, padding_mask = _inputs()
+    np.testing.assert_array_equal(layer(x, padding_mask=padding_mask).numpy(),
+                                  layer(x, padding_mask=attention_mask(padding_mask)).numpy())
+
+
+def test_layers_of_one_shape_share_one_trace():
+    """The point of the rewrite: N layers of the same shape trace the block once, not N times."""
+    hidden = 40  # a width no other test uses, so the count starts from this test's calls
+    layers = [_layer(TransformerLayer, hidden, name=f"block_{i}") for i in range(3)]
+    x, padding_mask = _inputs(hidden)
+    traces_before = transformer._post_ln_block.experimental_get_tracing_count()
+
+    @tf.function
+    def encode(x):
+        for layer in layers:
+            x = layer(x, padding_mask=padding_mask, training=True)
+        return x
+
+    encode(x)
+    assert transformer._post_ln_block.experimental_get_tracing_count() == traces_before + 1
+
+
+def test_mixed_precision_matches_keras_hub():
+    ours = _layer(TransformerLayer, dtype="mixed_bfloat16")
+    reference = _layer(keras_hub.layers.TransformerEncoder, dtype="mixed_bfloat16")
+    x, padding_mask = _inputs()
+    outputs, gradients = _output_and_gradients(ours, x, padding_mask, True)
+    expected_outputs, expected_gradients = _output_and_gradients(reference, x, padding_mask, True)
+    assert outputs.dtype == expected_outputs.dtype == tf.bfloat16
+    np.testing.assert_array_equal(outputs.numpy(), expected_outputs.numpy())
+    assert all(gradient.dtype == tf.float32 for gradient in gradients)  # the variables stay float32
+    _assert_gradients_close(ours, gradients, expected_gradients, rtol=2e-2)  # bfloat16 rounding
+
+
+@pytest.mark.parametrize("change, message", [({"normalize_first": True}, "post-LayerNorm"),
+                                             ({"activation": "relu"}, "GELU")])
+def test_only_berts_block(change, message):
+    arguments = dict(intermediate_dim=8, num_heads=2, activation="gelu", normalize_first=False) | change
+    with pytest.raises(ValueError, match=message):
+        TransformerLayer(**arguments)
+
+
+def test_config_round_trip():
+    layer = _layer(TransformerLayer)
+    rebuilt = TransformerLayer.from_config(layer.get_config())
+    assert rebuilt.get_config() == layer.get_config()
