@@ -23,6 +23,7 @@ setup(
         "tensorflow-text>=2.21.1,<2.22",
         # ElectraAdamW overrides a private hook of Keras 3's TensorFlow optimizer.
         "keras>=3.15,<4",
+        # models/transformer.py reads private sublayer attributes of TransformerEncoder.
         "keras-hub>=0.32",
         # TF 2.21 no longer installs it; tf.summary and the TensorBoard callback need it.
         "tensorboard>=2.21",
