@@ -20,9 +20,9 @@ runs out of two. Under XLA (`jit_compile`) the block is plain Python again, trac
 as keras-hub's: with a `tf.function` per layer inside the compiled step, inlined or not,
 ELECTRA-Small's XLA step took 20 s instead of 1.6 s.
 
-The arithmetic is keras-hub's and Keras' op for op (the same matmul shapes, transposes,
-masking, softmax, dropout draws from the same seed generators, LayerNorm formula): with the
-same weights the outputs are bit-identical to `keras_hub.layers.TransformerEncoder`'s.
+The arithmetic is the Keras ops keras-hub's sublayers call, in the same order (the same
+einsum equations, masked softmax, LayerNorm, dropout drawn from the same seed generators):
+with the same weights the outputs are bit-identical to `keras_hub.layers.TransformerEncoder`'s.
 Gradients agree to float32 rounding, not to the bit: grappler optimizes the separate forward
 and backward bodies a little differently than one inlined graph (with the calls inlined a
 single layer's gradients were bit-identical, a deep stack's still not, and start-up was about
@@ -47,6 +47,7 @@ import math
 import keras
 import keras_hub
 import tensorflow as tf
+from keras import ops
 
 
 def attention_mask(padding_mask):
@@ -114,45 +115,38 @@ def post_ln_block(x, mask, seeds, weights, num_heads, dropout, epsilon, training
     """BERT's post-LN block: x + Dropout(Attention(x)) -> LN -> + Dropout(FFN) -> LN.
 
     x: [B, L, H] in the compute dtype; mask: bool [B, 1, 1, L]; seeds: int32 [3, 2] for the
-    three dropouts (attention probabilities, attention output, FFN output).
+    three dropouts (attention probabilities, attention output, FFN output). Each step is the
+    Keras op the corresponding keras-hub sublayer calls, with the same einsum equations.
     """
     (query_kernel, query_bias, key_kernel, key_bias, value_kernel, value_bias, output_kernel, output_bias,
      attention_gamma, attention_beta, intermediate_kernel, intermediate_bias, ffn_kernel, ffn_bias,
      ffn_gamma, ffn_beta) = weights
-    hidden = x.shape[-1]
-    head_size = hidden // num_heads
-    length = x.shape[1] if x.shape[1] is not None else tf.shape(x)[1]
+    head_size = x.shape[-1] // num_heads
 
-    def heads(kernel, bias):
-        # keras.layers.EinsumDense "abc,cde->abde": one [B, L, H] x [H, H] product, split heads.
-        projected = tf.reshape(tf.matmul(x, tf.reshape(kernel, [hidden, -1])), [-1, length, num_heads, head_size])
-        return projected + bias  # [B, L, heads, head_size]
+    def heads(kernel, bias):  # MultiHeadAttention's query/key/value EinsumDense: [B, L, heads, head_size]
+        return ops.add(ops.einsum("abc,cde->abde", x, kernel), bias)
 
-    query = heads(query_kernel, query_bias) * tf.cast(1.0 / math.sqrt(head_size), x.dtype)
+    query = ops.multiply(heads(query_kernel, query_bias), ops.cast(1.0 / math.sqrt(head_size), x.dtype))
     key = heads(key_kernel, key_bias)
     value = heads(value_kernel, value_bias)
-    # Scores [B, heads, L_query, L_key], computed as Keras' einsum computes them.
-    scores = tf.matmul(tf.transpose(key, [0, 2, 1, 3]), tf.transpose(query, [0, 2, 3, 1]))
-    scores = tf.transpose(scores, [0, 1, 3, 2])
+    scores = ops.einsum("aecd,abcd->acbe", key, query)  # [B, heads, L_query, L_key]
     # keras.layers.Softmax with a mask: padded keys get a large negative score, and rows with
     # no real key are zeroed after the softmax.
-    scores = tf.where(mask, scores, tf.cast(-3e4 if x.dtype == tf.float16 else -1e9, scores.dtype))
-    probabilities = tf.where(mask, tf.nn.softmax(scores, axis=-1), tf.zeros((), scores.dtype))
+    scores = ops.where(mask, scores, -3e4 if x.dtype == tf.float16 else -1e9)
+    probabilities = ops.where(mask, ops.softmax(scores, axis=-1), 0.0)
     if training:
         probabilities = tf.nn.experimental.stateless_dropout(probabilities, dropout, seed=seeds[0])
-    context = tf.transpose(tf.matmul(probabilities, tf.transpose(value, [0, 2, 1, 3])), [0, 2, 1, 3])
-    context = tf.reshape(context, [-1, length, hidden])
-    attended = tf.nn.bias_add(tf.matmul(context, tf.reshape(output_kernel, [-1, hidden])), output_bias)
+    context = ops.einsum("acbe,aecd->abcd", probabilities, value)  # [B, L, heads, head_size]
+    attended = ops.add(ops.einsum("abcd,cde->abe", context, output_kernel), output_bias)
     if training:
         attended = tf.nn.experimental.stateless_dropout(attended, dropout, seed=seeds[1])
-    x = _layer_norm(attended + x, attention_gamma, attention_beta, epsilon)
+    x = ops.layer_normalization(attended + x, attention_gamma, attention_beta, axis=-1, epsilon=epsilon)
 
-    intermediate = tf.nn.bias_add(tf.tensordot(x, intermediate_kernel, axes=[[-1], [0]]), intermediate_bias)
-    intermediate = tf.nn.gelu(intermediate, approximate=False)
-    output = tf.nn.bias_add(tf.tensordot(intermediate, ffn_kernel, axes=[[-1], [0]]), ffn_bias)
+    intermediate = ops.gelu(ops.add(ops.matmul(x, intermediate_kernel), intermediate_bias), approximate=False)
+    output = ops.add(ops.matmul(intermediate, ffn_kernel), ffn_bias)
     if training:
         output = tf.nn.experimental.stateless_dropout(output, dropout, seed=seeds[2])
-    return _layer_norm(output + x, ffn_gamma, ffn_beta, epsilon)
+    return ops.layer_normalization(output + x, ffn_gamma, ffn_beta, axis=-1, epsilon=epsilon)
 
 
 # Training: not inlined, so grappler optimizes each body once (start-up; module docstring).
@@ -172,15 +166,3 @@ def _tracing_for_xla() -> bool:
         return control_flow_util.GraphOrParentsInXlaContext(ops.get_default_graph())
     except (ImportError, AttributeError):
         return True
-
-
-def _layer_norm(x, gamma, beta, epsilon):
-    """keras.ops.layer_normalization's formula, computed in float32 at least."""
-    dtype = x.dtype
-    x = tf.cast(x, tf.float32) if dtype in (tf.float16, tf.bfloat16) else x
-    # [1, 1, H], as Keras reshapes them: the same graph as keras-hub's layer, op for op.
-    broadcast_shape = [1] * (x.shape.rank - 1) + [x.shape[-1]]
-    gamma, beta = tf.reshape(gamma, broadcast_shape), tf.reshape(beta, broadcast_shape)
-    mean, variance = tf.nn.moments(x, [-1], keepdims=True)
-    scale = tf.math.rsqrt(variance + epsilon) * gamma
-    return tf.cast(x * scale + (-mean * scale + beta), dtype)
