@@ -85,11 +85,9 @@ def load_pretrained(path, checkpoint: str | None = None, encoder_only: bool = Fa
     if path.is_dir() and ModelDir(path).has_checkpoints():
         return _from_model_dir(path, checkpoint, encoder_only)
     if path.is_dir():
-        versions = sorted((int(p.name) for p in path.iterdir() if p.name.isdigit() and p.is_dir()))
-        if (path / "saved_model.pb").is_file():
-            return _from_export(path)
-        if versions and (path / str(versions[-1]) / "saved_model.pb").is_file():
-            return _from_export(path / str(versions[-1]))
+        version_dir = _export_version(path)
+        if version_dir is not None:
+            return _from_export(version_dir)
         if (path / CONFIG_FILE).is_file():
             raise PretrainedError(
                 f"{path} has a config.json but no checkpoints/ folder: pre-training did not save a "
@@ -98,6 +96,36 @@ def load_pretrained(path, checkpoint: str | None = None, encoder_only: bool = Fa
     raise PretrainedError(
         f"{path} holds no discriminator: expected a pre-training model_dir (config.json + "
         "checkpoints/), a .keras file, or a SavedModel from `python -m electra_tf.export`.")
+
+
+def pretrained_hidden_size(path) -> int | None:
+    """The discriminator's width from the config a source keeps beside its weights, read
+    without building anything (the runtime's precision is chosen before the model exists).
+    None when there is no readable config; `load_pretrained` then explains what is wrong."""
+    path = Path(path)
+    if path.suffix == ".keras":
+        config_file = path.parent / CONFIG_FILE
+    elif path.is_dir() and (path / CONFIG_FILE).is_file():
+        config_file = path / CONFIG_FILE
+    else:
+        version_dir = _export_version(path) if path.is_dir() else None
+        config_file = ExportMetadata.of(version_dir).config if version_dir is not None else None
+    if config_file is None or not config_file.is_file():
+        return None
+    try:
+        return ElectraConfig.load(str(config_file)).hidden_size
+    except (OSError, ConfigError):
+        return None
+
+
+def _export_version(path: Path) -> Path | None:
+    """An export's version folder: `path` itself, or the highest numbered one inside it."""
+    if (path / "saved_model.pb").is_file():
+        return path
+    versions = sorted(int(p.name) for p in path.iterdir() if p.name.isdigit() and p.is_dir())
+    if versions and (path / str(versions[-1]) / "saved_model.pb").is_file():
+        return path / str(versions[-1])
+    return None
 
 
 def _from_model_dir(model_dir: Path, checkpoint: str | None, encoder_only: bool) -> Pretrained:

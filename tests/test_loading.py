@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from electra_tf.config import ElectraConfig
-from electra_tf.loading import PretrainedError, build_discriminator, load_pretrained, model_weights
+from electra_tf.loading import (PretrainedError, build_discriminator, load_pretrained, model_weights,
+                                 pretrained_hidden_size)
 
 VOCABULARY = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "river", "bees", "library"]
 
@@ -80,3 +81,24 @@ def test_an_mlm_baseline_run_is_fine_tuned_through_its_encoder(tmp_path):
              "padding_mask": np.ones((1, 5), "int32")}
     np.testing.assert_allclose(loaded.discriminator.encode(batch).numpy(),
                                pretrainer.generator.encode(batch).numpy(), atol=1e-6)
+
+
+def test_the_width_is_read_before_anything_is_built(tmp_path):
+    config = tiny_config()  # hidden_size 32
+    (tmp_path / "run").mkdir()
+    config.save(tmp_path / "run" / "config.json")
+    version = tmp_path / "export" / "3"
+    (version / "assets.extra").mkdir(parents=True)
+    (version / "saved_model.pb").write_bytes(b"")
+    config.replace(hidden_size=64, intermediate_size=128).save(version / "assets.extra" / "config.json")
+    (tmp_path / "alone").mkdir()
+    (tmp_path / "alone" / "classifier.keras").write_bytes(b"")
+
+    assert pretrained_hidden_size(tmp_path / "run") == 32  # a pre-training model_dir
+    assert pretrained_hidden_size(tmp_path / "run" / "best.keras") == 32  # a .keras file beside its config
+    assert pretrained_hidden_size(tmp_path / "export") == 64  # an export's highest version
+    assert pretrained_hidden_size(version) == 64
+    assert pretrained_hidden_size(tmp_path / "alone" / "classifier.keras") is None  # its config is inside
+    assert pretrained_hidden_size(tmp_path / "missing") is None
+    (tmp_path / "run" / "config.json").write_text("{not json")
+    assert pretrained_hidden_size(tmp_path / "run") is None  # load_pretrained reports it

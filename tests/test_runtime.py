@@ -3,7 +3,7 @@ import json
 import pytest
 
 from electra_tf.errors import RunError
-from electra_tf.runtime import resolve_runtime
+from electra_tf.runtime import cpu_has_native_bfloat16, resolve_runtime
 
 
 def test_cpu_defaults():
@@ -40,3 +40,32 @@ def test_rejects_unknown_choices():
         resolve_runtime("parameter_server", gpus=0, environ={})
     with pytest.raises(RunError, match="--mixed_precision"):
         resolve_runtime("auto", "float8", gpus=0, environ={})
+
+
+def test_cpu_precision_is_bfloat16_only_for_wide_models_on_native_bfloat16():
+    def cpu_precision(**hardware):
+        return resolve_runtime(gpus=0, environ={}, **hardware).precision
+
+    assert cpu_precision(hidden_size=256, native_bfloat16=True) == "mixed_bfloat16"
+    assert cpu_precision(hidden_size=768, native_bfloat16=True) == "mixed_bfloat16"
+    assert cpu_precision(hidden_size=128, native_bfloat16=True) == "float32"  # the tiny default: level
+    assert cpu_precision(hidden_size=768, native_bfloat16=False) == "float32"  # emulated bfloat16: slower
+    assert cpu_precision(native_bfloat16=True) == "float32"  # width unknown (fine-tuning)
+    runtime = resolve_runtime(gpus=0, environ={}, hidden_size=256, native_bfloat16=True)
+    assert any("native bfloat16" in note for note in runtime.notes)
+    # An explicit choice and the GPU default do not depend on the CPU.
+    assert resolve_runtime("auto", "float32", gpus=0, environ={}, hidden_size=768,
+                           native_bfloat16=True).precision == "float32"
+    assert resolve_runtime(gpus=1, environ={}, hidden_size=768, native_bfloat16=True).precision == "mixed_float16"
+
+
+def test_native_bfloat16_is_read_from_the_cpu_flags(tmp_path):
+    def cpuinfo(flags):
+        path = tmp_path / "cpuinfo"
+        path.write_text(f"processor\t: 0\nmodel name\t: some CPU\nflags\t\t: fpu sse2 {flags}\n\n")
+        return str(path)
+
+    assert cpu_has_native_bfloat16(cpuinfo("avx2 avx512f avx512_bf16"))
+    assert cpu_has_native_bfloat16(cpuinfo("avx2 amx_tile amx_bf16"))
+    assert not cpu_has_native_bfloat16(cpuinfo("avx2 avx512f avx512_vnni"))
+    assert not cpu_has_native_bfloat16(str(tmp_path / "missing"))  # not Linux: keep float32

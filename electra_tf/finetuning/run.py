@@ -204,7 +204,7 @@ def _run(options: FinetuningOptions) -> FinetuningResult:
     from electra_tf.finetuning.callbacks import EpochEvaluator, FinetuningProgress
     from electra_tf.finetuning.classifiers import ElectraClassifier, ElectraTokenClassifier
     from electra_tf.finetuning.tasks import glue_task
-    from electra_tf.loading import build_discriminator, load_pretrained
+    from electra_tf.loading import build_discriminator, load_pretrained, pretrained_hidden_size
     from electra_tf.models.preprocessing import ElectraTextPreprocessor, ElectraWordPreprocessor
     from electra_tf.optimization import create_finetuning_optimizer
     from electra_tf.runtime import create_strategy, resolve_runtime
@@ -212,7 +212,8 @@ def _run(options: FinetuningOptions) -> FinetuningResult:
 
     started = time.monotonic()
     task = read_data(options)
-    runtime = resolve_runtime(options.strategy, options.mixed_precision, options.xla)
+    runtime = resolve_runtime(options.strategy, options.mixed_precision, options.xla,
+                              hidden_size=pretrained_hidden_size(options.pretrained))
     strategy = create_strategy(runtime)
     keras.config.set_dtype_policy(runtime.precision)
     with strategy.scope():  # the model's variables are created (or restored) here

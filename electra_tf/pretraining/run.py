@@ -199,7 +199,8 @@ def _run(options: PretrainingOptions, role) -> RunResult:
 
     # The strategy comes first: a MultiWorkerMirroredStrategy must configure its collectives
     # before TensorFlow runs anything (the tokenizer's tables included).
-    runtime = resolve_runtime(options.strategy, options.mixed_precision, options.xla)
+    runtime = resolve_runtime(options.strategy, options.mixed_precision, options.xla,
+                              hidden_size=options.config.hidden_size)
     if role.is_multi_worker != (runtime.strategy_name == "multi_worker"):
         raise RunError(f"TF_CONFIG describes {role.count} worker(s) but the strategy is {runtime.strategy_name}: "
                        "use --strategy auto (or multi_worker with a TF_CONFIG of several workers, as "
