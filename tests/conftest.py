@@ -134,3 +134,14 @@ def small_vocab(tmp_path_factory):
     path = tmp_path_factory.mktemp("vocab") / "vocab.txt"
     path.write_text("\n".join(vocabulary) + "\n", encoding="utf-8")
     return path
+
+
+@pytest.fixture(autouse=True)
+def _restore_the_global_dtype_policy():
+    """A test that sets Keras' global precision policy (mixed precision tests) must not leave
+    the tests after it building models under that policy."""
+    import keras
+
+    policy = keras.config.dtype_policy()
+    yield
+    keras.config.set_dtype_policy(policy)

@@ -86,6 +86,29 @@ def test_outputs_equal_the_keras_model(exported, keras_discriminator):
     assert served["tokens"][0, 0].numpy() == b"[CLS]" and served["tokens"][0, -1].numpy() == b""
 
 
+
+def test_a_model_trained_in_mixed_precision_exports_computing_in_float32(keras_discriminator, tmp_path):
+    import keras
+
+    from electra_tf.loading import build_discriminator
+
+    discriminator, tokenizer, config = keras_discriminator
+    keras.config.set_dtype_policy("mixed_bfloat16")
+    mixed = build_discriminator(config)
+    ids = tf.constant([[tokenizer.cls_id, 7, 9, 11, tokenizer.sep_id] + [0] * (SEQ - 5)])
+    batch = {"token_ids": ids, "segment_ids": tf.zeros_like(ids), "padding_mask": tf.cast(ids > 0, tf.int32)}
+    mixed(batch)
+    for mine, theirs in zip(model_weights(mixed), model_weights(discriminator)):
+        mine.assign(theirs)
+    path = publish.export_discriminator(mixed, tokenizer, config, tmp_path, "mixed")
+    served = tf.saved_model.load(str(path)).signatures["encode_ids"](**batch)
+    expected = discriminator(batch)  # the float32 model with the same weights
+    np.testing.assert_allclose(served["replaced_probability"],
+                               tf.sigmoid(expected["logits"]) * tf.cast(batch["padding_mask"], tf.float32),
+                               atol=1e-5)
+    np.testing.assert_allclose(served["cls_hidden_state"], expected["sequence_output"][:, 0], atol=1e-5)
+    assert mixed(batch)["sequence_output"].dtype == tf.bfloat16  # training precision restored
+
 def test_a_tensorflow_only_process_serves_both_signatures(run_python, exported):
     code = f"""
 import json, sys

@@ -7,10 +7,13 @@ server never sees a half-written version and an existing version is never overwr
 assets.extra/ also holds warmup requests the server replays at load, and config.json and
 vocab.txt (and task.json for classifiers), which TF Serving ignores and
 `electra_tf.loading` reads to fine-tune from an export.
+
+An export computes in float32 whatever precision the model trained in (`computing_in_float32`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -30,13 +33,37 @@ def write_saved_model(model, endpoints: dict, path: Path) -> None:
     import keras
     import tensorflow as tf
 
-    archive = keras.export.ExportArchive()
-    archive.track(model)
-    for name, (fn, inputs) in endpoints.items():
-        archive.add_endpoint(name, fn, input_signature=[
-            tf.TensorSpec(shape, dtype, name=input_name) for input_name, shape, dtype in inputs])
-    archive.write_out(str(path), verbose=False)
+    with computing_in_float32(model):  # the endpoints are traced in here
+        archive = keras.export.ExportArchive()
+        archive.track(model)
+        for name, (fn, inputs) in endpoints.items():
+            archive.add_endpoint(name, fn, input_signature=[
+                tf.TensorSpec(shape, dtype, name=input_name) for input_name, shape, dtype in inputs])
+        archive.write_out(str(path), verbose=False)
     write_warmup_requests(path)
+
+
+@contextlib.contextmanager
+def computing_in_float32(model):
+    """Within it, the layers of `model` under a mixed policy (mixed_bfloat16, mixed_float16)
+    compute in float32; their policies are restored afterwards.
+
+    Why exports compute in float32: the variables are float32 under every policy, so nothing is
+    lost; a float32 graph is fast on any serving hardware, where bfloat16 is slow on CPUs without
+    native bfloat16 instructions and float16 on most CPUs; and it is what `python -m
+    electra_tf.export` writes from a checkpoint of the same run. Keras has no public walk over
+    nested layers; `_flatten_layers` is its own.
+    """
+    mixed = [layer for layer in model._flatten_layers(include_self=True, recursive=True)
+             if layer.dtype_policy.compute_dtype != layer.dtype_policy.variable_dtype]
+    policies = [layer.dtype_policy for layer in mixed]
+    try:
+        for layer in mixed:
+            layer.dtype_policy = "float32"
+        yield model
+    finally:
+        for layer, policy in zip(mixed, policies):
+            layer.dtype_policy = policy
 
 
 def write_warmup_requests(path: Path, model_name: str = "electra") -> None:
