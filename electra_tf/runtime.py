@@ -110,7 +110,7 @@ def _cpu_precision(hidden_size: int | None, native_bfloat16: bool | None) -> tup
     if hidden_size is None:
         return "float32", "model width not given"
     if hidden_size < CPU_BFLOAT16_MIN_HIDDEN_SIZE:
-        return "float32", f"hidden_size {hidden_size} < {CPU_BFLOAT16_MIN_HIDDEN_SIZE}: bfloat16 gains nothing"
+        return "float32", f"hidden_size {hidden_size} < {CPU_BFLOAT16_MIN_HIDDEN_SIZE}, where bfloat16 measured no faster"
     if not (cpu_has_native_bfloat16() if native_bfloat16 is None else native_bfloat16):
         return "float32", "this CPU has no native bfloat16 instructions"
     return "mixed_bfloat16", f"native bfloat16 and hidden_size {hidden_size} >= {CPU_BFLOAT16_MIN_HIDDEN_SIZE}"
