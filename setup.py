@@ -21,7 +21,8 @@ setup(
         "tensorflow>=2.21,<2.22",
         # 2.21.0 broke keras-hub's tokenizers; 2.21.1 is the fixed release.
         "tensorflow-text>=2.21.1,<2.22",
-        # ElectraAdamW overrides a private hook of Keras 3's TensorFlow optimizer.
+        # ElectraAdamW overrides a private hook of Keras 3's TensorFlow optimizer; exports walk
+        # nested layers with Layer._flatten_layers (serving/publish.py).
         "keras>=3.15,<4",
         # models/transformer.py reads private sublayer attributes of TransformerEncoder.
         "keras-hub>=0.32",

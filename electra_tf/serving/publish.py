@@ -49,9 +49,9 @@ def computing_in_float32(model):
     compute in float32; their policies are restored afterwards.
 
     Why exports compute in float32: the variables are float32 under every policy, so nothing is
-    lost; a float32 graph is fast on any serving hardware, where bfloat16 is slow on CPUs without
-    native bfloat16 instructions and float16 on most CPUs; and it is what `python -m
-    electra_tf.export` writes from a checkpoint of the same run. Keras has no public walk over
+    lost; a float32 graph runs at float32 speed on any serving hardware, where a bfloat16 one is
+    slow on CPUs without native bfloat16 instructions and a float16 one on most CPUs; and it is
+    what `python -m electra_tf.export` writes from a checkpoint of the same run. Keras has no public walk over
     nested layers; `_flatten_layers` is its own.
     """
     mixed = [layer for layer in model._flatten_layers(include_self=True, recursive=True)
