@@ -105,16 +105,15 @@ def pretrained_hidden_size(path) -> int | None:
     path = Path(path)
     if path.suffix == ".keras":
         config_file = path.parent / CONFIG_FILE
-    elif path.is_dir() and (path / CONFIG_FILE).is_file():
+    elif (path / CONFIG_FILE).is_file():
         config_file = path / CONFIG_FILE
+    elif path.is_dir() and (version_dir := _export_version(path)) is not None:
+        config_file = ExportMetadata.of(version_dir).config
     else:
-        version_dir = _export_version(path) if path.is_dir() else None
-        config_file = ExportMetadata.of(version_dir).config if version_dir is not None else None
-    if config_file is None or not config_file.is_file():
         return None
     try:
-        return ElectraConfig.load(str(config_file)).hidden_size
-    except (OSError, ConfigError):
+        return read_config(config_file).hidden_size
+    except PretrainedError:
         return None
 
 

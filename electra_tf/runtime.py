@@ -50,6 +50,11 @@ class Runtime:
     def num_replicas(self) -> int:
         return self.strategy.num_replicas_in_sync if self.strategy is not None else 1
 
+    def describe(self) -> str:
+        """One line for a run's header: what was chosen, and why in brackets."""
+        return (f"{self.strategy_name} ({self.num_replicas} replica(s)), {self.precision}, "
+                f"XLA {'on' if self.xla else 'off'}" + (f" [{'; '.join(self.notes)}]" if self.notes else ""))
+
 
 def resolve_runtime(strategy: str = "auto", precision: str = "auto", xla: bool | None = None,
                     gpus: int | None = None, environ=None, hidden_size: int | None = None,

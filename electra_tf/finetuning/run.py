@@ -261,9 +261,7 @@ def _run(options: FinetuningOptions) -> FinetuningResult:
     print(f"Fine-tuning {task.name} from {origin}: {len(task.train):,} train / {len(task.eval):,} eval "
           f"examples, {task.labels.num_classes if task.labels.names else 'regression'}"
           f"{' classes' if task.labels.names else ''}, {epochs} epochs x {steps_per_epoch} steps, "
-          f"max_seq_length {max_seq_length}; {runtime.strategy_name}, {runtime.precision}"
-          f"{', XLA' if runtime.xla else ''}" + (f" [{'; '.join(runtime.notes)}]" if runtime.notes else ""),
-          flush=True)
+          f"max_seq_length {max_seq_length}; {runtime.describe()}", flush=True)
     if task.tagging:
         print(f"Tagging: {sum(map(len, task.train.labels)):,} tagged training words; accuracy is per word "
               f"(its first word piece){f', {unscored_words:,} eval words past max_seq_length not scored' if unscored_words else ''}.",

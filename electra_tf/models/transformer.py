@@ -161,8 +161,7 @@ def _tracing_for_xla() -> bool:
     its private one moves, the answer is "yes", which only costs start-up: the block is then
     traced per layer, as keras-hub's is."""
     try:
-        from tensorflow.python.framework import ops
         from tensorflow.python.ops import control_flow_util
-        return control_flow_util.GraphOrParentsInXlaContext(ops.get_default_graph())
+        return control_flow_util.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph())
     except (ImportError, AttributeError):
         return True

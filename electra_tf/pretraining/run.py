@@ -274,8 +274,7 @@ def _run(options: PretrainingOptions, role) -> RunResult:
     print(f"ELECTRA pre-training: {model_dir.name}, {kept.count_params():,} parameters kept; "
           f"{total:,} steps of {config.train_batch_size} x {config.max_seq_length}.")
     print(f"  data: {data.description}; vocabulary {tokenizer.vocabulary_size:,} tokens")
-    print(f"  runtime: {runtime.strategy_name} ({runtime.num_replicas} replica(s)), {runtime.precision}, "
-          f"XLA {'on' if runtime.xla else 'off'}" + (f" [{'; '.join(runtime.notes)}]" if runtime.notes else ""))
+    print(f"  runtime: {runtime.describe()}")
     if role.is_multi_worker:
         print(f"  this process: {role.describe()}, reading {worker_batch} of every step's "
               f"{config.train_batch_size} examples from its own shards")
