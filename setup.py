@@ -1,14 +1,19 @@
 """electra_tf: ELECTRA pre-training, fine-tuning and serving in TensorFlow/Keras."""
 
+import re
 from pathlib import Path
 
 from setuptools import setup
 
+HERE = Path(__file__).parent
+VERSION = re.search(r'^__version__ = "([^"]+)"', (HERE / "electra_tf" / "__init__.py").read_text(encoding="utf-8"),
+                    re.MULTILINE).group(1)
+
 setup(
     name="electra_tf",
-    version="0.1.0",
+    version=VERSION,
     description="ELECTRA pre-training, fine-tuning and serving in TensorFlow/Keras",
-    long_description=Path(__file__).with_name("README.md").read_text(encoding="utf-8"),
+    long_description=(HERE / "README.md").read_text(encoding="utf-8"),
     long_description_content_type="text/markdown",
     python_requires=">=3.11",
     packages=["electra_tf", "electra_tf.data", "electra_tf.models", "electra_tf.pretraining",

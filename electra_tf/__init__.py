@@ -9,8 +9,7 @@ The package reads as the pipeline:
     serving/      SavedModel signatures and publishing for TF Serving, a client
     interop/      released checkpoints (HuggingFace, Google TF1) in and out
 
-and the commands are
-`python -m electra_tf.<build_vocab|build_data|pretrain|finetune|export|convert>`.
+and the commands are `python -m electra_tf.<command>` (`python -m electra_tf` lists them).
 The names below are the public API; they load on first use, so `import electra_tf` does not
 start TensorFlow.
 
@@ -22,6 +21,8 @@ start TensorFlow.
 from __future__ import annotations
 
 import importlib
+
+__version__ = "0.1.0"  # setup.py reads it from here
 
 _PUBLIC = {
     "ElectraConfig": "electra_tf.config",

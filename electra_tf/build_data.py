@@ -27,7 +27,7 @@ from electra_tf.data.vocabulary import DEFAULT_VOCAB_SIZE
 from electra_tf.errors import command
 
 
-def parse_args(argv=None):
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m electra_tf.build_data", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--input", nargs="+", default=None,
@@ -44,7 +44,7 @@ def parse_args(argv=None):
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--overwrite", action="store_true",
                         help="replace shards already in --output_dir")
-    return parser.parse_args(argv)  # build_shards checks the values
+    return parser  # build_shards checks the values
 
 
 def print_summary(metadata: dict, output_dir: str, elapsed: float) -> None:
@@ -64,7 +64,7 @@ def print_summary(metadata: dict, output_dir: str, elapsed: float) -> None:
 
 @command
 def main(argv=None) -> int:
-    args = parse_args(argv)
+    args = build_parser().parse_args(argv)
     started = time.monotonic()
     metadata = build_shards(args.output_dir, args.input, vocab=args.vocab, vocab_size=args.vocab_size,
                             max_seq_length=args.max_seq_length, num_shards=args.num_shards,

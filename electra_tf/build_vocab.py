@@ -22,7 +22,7 @@ from electra_tf.errors import ElectraError, command
 MIN_VOCAB_SIZE = 100
 
 
-def parse_args(argv=None) -> argparse.Namespace:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m electra_tf.build_vocab", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--input", nargs="+", default=None,
@@ -35,12 +35,12 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--max_documents", type=int, default=None,
                         help="learn from the first N documents only")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing --output")
-    return parser.parse_args(argv)
+    return parser
 
 
 @command
 def main(argv=None) -> int:
-    args = parse_args(argv)
+    args = build_parser().parse_args(argv)
     output = Path(args.output)
     if output.exists() and not args.overwrite:
         raise ElectraError(f"{output} exists; pass --overwrite to replace it.")

@@ -22,9 +22,10 @@ import argparse
 import sys
 
 from electra_tf.errors import command
+from electra_tf.run_dir import read_provenance
 
 
-def parse_args(argv=None) -> argparse.Namespace:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m electra_tf.convert", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--from", dest="source", required=True, choices=("huggingface", "google"))
@@ -36,13 +37,13 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--max_seq_length", type=int, default=None,
                         help="the model_dir's max_seq_length (default 128, at most max_position_embeddings)")
     parser.add_argument("--overwrite", action="store_true", help="replace a non-empty --output")
-    return parser.parse_args(argv)
+    return parser
 
 
 @command
 def main(argv=None) -> int:
-    args = parse_args(argv)
-    from electra_tf.interop.convert import import_google, import_huggingface, read_provenance
+    args = build_parser().parse_args(argv)
+    from electra_tf.interop.convert import import_google, import_huggingface
     from electra_tf.interop.huggingface import ConversionError
 
     if args.source == "huggingface":

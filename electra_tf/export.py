@@ -1,8 +1,9 @@
 """`python -m electra_tf.export`: the discriminator as a SavedModel for TensorFlow Serving, or
 the model as HuggingFace folders.
 
-    python -m electra_tf.export --model_dir runs/electra_tiny [--checkpoint ckpt-2000] \\
-        [--export_dir exports] [--name electra_tiny]
+    python -m electra_tf.export --model_dir runs/electra_tiny
+    python -m electra_tf.export --model_dir runs/electra_tiny --checkpoint ckpt-2000 \\
+        --export_dir exports --name electra_tiny
     python -m electra_tf.export --model_dir runs/electra_tiny --format huggingface
 
 With `--format huggingface`: EXPORT_DIR/NAME-huggingface/discriminator (what
@@ -29,7 +30,7 @@ from electra_tf.errors import command
 from electra_tf.run_dir import DEFAULT_EXPORT_DIR
 
 
-def parse_args(argv=None) -> argparse.Namespace:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m electra_tf.export", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model_dir", required=True,
@@ -39,12 +40,12 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--name", default=None, help="model name (default: the model_dir's name)")
     parser.add_argument("--format", default="saved_model", choices=("saved_model", "huggingface"),
                         help="saved_model: for TF Serving; huggingface: folders transformers loads")
-    return parser.parse_args(argv)
+    return parser
 
 
 @command
 def main(argv=None) -> int:
-    args = parse_args(argv)
+    args = build_parser().parse_args(argv)
     from electra_tf.loading import load_pretrained
     from electra_tf.serving.publish import export_discriminator
 

@@ -14,7 +14,7 @@ TSV layouts instead and reports that task's official metric(s). `--tagging` tags
 line between sentences) or .jsonl with a word list and a tag list per line
 (`--text_column tokens --label_column tags` by default there); accuracy is per word.
 
-    python -m electra_tf.finetune --pretrained runs/electra_tiny --tagging \
+    python -m electra_tf.finetune --pretrained runs/electra_tiny --tagging \\
         --train train.conll --eval dev.conll --output_dir runs/finetune/pos
 
 `--pretrained` is a pre-training model_dir, a `.keras` file or an export. `--random_init`

@@ -9,7 +9,7 @@ their output prefixed by worker. The run uses MultiWorkerMirroredStrategy: the g
 worker dies the others are stopped and the launcher exits with the dead worker's status;
 rerunning the same command resumes from the last checkpoint, every worker at its own input
 position. For several machines, run the same pretrain command on each with a TF_CONFIG
-naming all of them (README, "Scaling out"). The work is `electra_tf.cluster.launch_local`.
+naming all of them (docs/scaling.md). The work is `electra_tf.cluster.launch_local`.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import sys
 from electra_tf.errors import command
 
 
-def parse_args(argv=None) -> argparse.Namespace:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m electra_tf.launch", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--workers", type=int, default=2, help="worker processes (default 2)")
@@ -30,12 +30,12 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help="the command each worker runs, as `python -m MODULE` (default electra_tf.pretrain)")
     parser.add_argument("arguments", nargs=argparse.REMAINDER,
                         help="after --: the arguments of every worker's command")
-    return parser.parse_args(argv)
+    return parser
 
 
 @command
 def main(argv=None) -> int:
-    args = parse_args(argv)
+    args = build_parser().parse_args(argv)
     arguments = args.arguments[1:] if args.arguments[:1] == ["--"] else args.arguments
     from electra_tf.cluster import launch_local
 

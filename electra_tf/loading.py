@@ -25,7 +25,7 @@ from pathlib import Path
 from electra_tf.config import ConfigError, ElectraConfig
 from electra_tf.data.tokenization import ElectraTokenizer, VocabularyError
 from electra_tf.errors import ElectraError
-from electra_tf.run_dir import CONFIG_FILE, VOCAB_FILE, ExportMetadata, ModelDir
+from electra_tf.run_dir import CONFIG_FILE, VOCAB_FILE, ExportMetadata, ModelDir, read_provenance
 
 
 class PretrainedError(ElectraError):
@@ -272,8 +272,6 @@ def initialize_from(pretrainer, source) -> str:
     """Copies the weights of another run (or a converted checkpoint) into `pretrainer`, matched
     by variable name; returns the checkpoint used. The optimizer, step and random state are not
     copied: the new run starts its own schedule. Every mismatch is named."""
-    from electra_tf.interop.convert import read_provenance
-
     model_dir, checkpoint = source_model_dir(source)
     if not read_provenance(model_dir).get("generator_weights", True) and pretrainer.discriminator is not None:
         raise PretrainedError(f"{model_dir} was converted without a generator; continued ELECTRA pre-training "

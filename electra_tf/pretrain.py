@@ -26,7 +26,7 @@ DEFAULT_CONFIG = "electra_tiny"
 DIVERGED = 3
 
 
-def parse_args(argv=None) -> argparse.Namespace:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m electra_tf.pretrain", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", default=None,
@@ -66,7 +66,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--init_from", default=None, metavar="MODEL_DIR_OR_CHECKPOINT",
                         help="start a new run from these weights (an earlier run, or a converted release); "
                              "fresh optimizer, schedule and step counter; its vocabulary unless --vocab")
-    return parser.parse_args(argv)
+    return parser
 
 
 def _profile_steps(text: str | None) -> tuple[int, int] | None:
@@ -81,7 +81,7 @@ def _profile_steps(text: str | None) -> tuple[int, int] | None:
 
 @command
 def main(argv=None) -> int:
-    args = parse_args(argv)
+    args = build_parser().parse_args(argv)
     from electra_tf.pretraining.run import PretrainingOptions, resolve_config
 
     if args.steps is not None and args.steps < 1:

@@ -9,6 +9,7 @@ A pre-training model_dir (`python -m electra_tf.pretrain --model_dir DIR`)::
     DIR/checkpoints/        ckpt-<step>.{index,data-*} and the `checkpoint` index
     DIR/logs/train/         TensorBoard events (step-keyed scalars, samples, run config)
     DIR/logs/profile/       profiler traces (--profile_steps)
+    DIR/imported_from.json  a converted release only: its source and which parts it held
     DIR/.electra_tf.lock    while a run writes it (also in fine-tuning and data folders)
 
 A fine-tuning output folder (`python -m electra_tf.finetune --output_dir DIR`)::
@@ -32,6 +33,7 @@ Serving ignores (except for the warmup file), what it takes to fine-tune from it
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -77,6 +79,7 @@ class ModelDir(_Folder):
     logs = _Entry("logs")
     train_logs = _Entry("logs", "train")
     profile_logs = _Entry("logs", "profile")
+    provenance = _Entry("imported_from.json")
 
     @classmethod
     def default_for(cls, config_name: str) -> "ModelDir":
@@ -85,6 +88,12 @@ class ModelDir(_Folder):
     def has_checkpoints(self) -> bool:
         """Written by pre-training: a config and a checkpoint folder."""
         return self.config.is_file() and self.checkpoints.is_dir()
+
+
+def read_provenance(model_dir: str | Path) -> dict:
+    """What a converted model_dir's `imported_from.json` says ({} for a model_dir pre-training wrote)."""
+    path = ModelDir(model_dir).provenance
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
 
 
 class FinetuneDir(_Folder):

@@ -15,3 +15,38 @@ def test_importing_the_package_does_not_start_tensorflow():
     code = "import sys, electra_tf, electra_tf.pretrain; print('tensorflow' in sys.modules)"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert result.stdout.strip() == "False", result.stderr[-2000:]
+
+
+def test_every_import_arrow_in_the_package_points_one_way():
+    """No two modules of the package import each other, directly or around a circle (imports
+    inside functions included): each stage builds on the ones below it."""
+    import ast
+    from pathlib import Path
+
+    root = Path(electra_tf.__file__).parent
+    modules = {".".join(p.relative_to(root.parent).with_suffix("").parts).removesuffix(".__init__"): p
+               for p in root.rglob("*.py")}
+    imports = {name: set() for name in modules}
+    for name, path in modules.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("electra_tf"):
+                targets = [f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in modules else node.module
+                           for a in node.names]
+            elif isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            else:
+                continue
+            imports[name] |= {t for t in targets if t in modules and t != name}
+
+    def circle_from(start, path):
+        for target in sorted(imports[path[-1]]):
+            if target == start:
+                return path + [start]
+            if target not in path:
+                found = circle_from(start, path + [target])
+                if found:
+                    return found
+        return None
+
+    circles = [" -> ".join(c) for c in (circle_from(name, [name]) for name in sorted(modules)) if c]
+    assert not circles, "\n".join(circles)

@@ -19,9 +19,7 @@ import numpy as np
 from electra_tf.config import ElectraConfig
 from electra_tf.interop.huggingface import ConversionError, HuggingFaceFolder, config_from_huggingface
 from electra_tf.interop.names import DISCRIMINATOR, GENERATOR, WeightName, embedding_names, weight_table
-from electra_tf.run_dir import ModelDir
-
-IMPORT_FILE = "imported_from.json"
+from electra_tf.run_dir import ModelDir, read_provenance
 
 
 def import_huggingface(discriminator: str | Path, output: str | Path, generator: str | Path | None = None,
@@ -108,12 +106,6 @@ def write_huggingface_folders(pretrainer, config: ElectraConfig, vocabulary: lis
     return [output / model for model, _ in folders]
 
 
-def read_provenance(model_dir: str | Path) -> dict:
-    """What `imported_from.json` says ({} for a model_dir pre-training wrote)."""
-    path = Path(model_dir) / IMPORT_FILE
-    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
-
-
 def _checked_vocabulary(vocabulary: list[str], config: ElectraConfig, where: Path) -> list[str]:
     if len(vocabulary) != config.vocab_size:
         raise ConversionError(f"{where}: the vocabulary has {len(vocabulary)} tokens but the model's embedding table "
@@ -161,7 +153,7 @@ def _write_model_dir(config, vocabulary, names, read, source_format, output, pro
         manager = tf.train.CheckpointManager(tf.train.Checkpoint(model_variables=list(pretrainer.variables)),
                                              str(temporary.checkpoints), max_to_keep=1)
         manager.save(checkpoint_number=0)
-        atomic_write_text(temporary.path / IMPORT_FILE, json.dumps(provenance, indent=2) + "\n")
+        atomic_write_text(temporary.provenance, json.dumps(provenance, indent=2) + "\n")
         if output.exists():
             shutil.rmtree(output)
         output.parent.mkdir(parents=True, exist_ok=True)

@@ -13,7 +13,8 @@ import tensorflow as tf
 from safetensors.numpy import load_file
 
 from electra_tf.config import ElectraConfig
-from electra_tf.interop.convert import import_google, read_provenance
+from electra_tf.interop.convert import import_google
+from electra_tf.run_dir import read_provenance
 from electra_tf.interop.huggingface import ConversionError
 from electra_tf.loading import load_pretrained, restore_pretrainer
 

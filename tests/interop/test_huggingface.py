@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 from safetensors.numpy import load_file, save_file
 
-from electra_tf.interop.convert import export_huggingface, import_huggingface, read_provenance
+from electra_tf.interop.convert import export_huggingface, import_huggingface
+from electra_tf.run_dir import read_provenance
 from electra_tf.interop.huggingface import ConversionError
 from electra_tf.loading import load_pretrained, restore_pretrainer
 
