@@ -3,7 +3,7 @@ hyper-parameters. Needs the optional extra: pip install -e ".[reference]" (torch
 
     python benchmarks/reference_parity.py                          # the electra_tiny preset
     python benchmarks/reference_parity.py --set position_embedding_init=sinusoidal --steps 2000
-    python benchmarks/reference_parity.py --save runs/parity   # then fine-tune both (README)
+    python benchmarks/reference_parity.py --save runs/parity   # then fine-tune both (docs/results.md)
 
 1. Batches come from our tf.data pipeline (the bundled Wikipedia sample, masked in-graph) and
    are dumped once; both implementations train on exactly these, and are evaluated on the same
@@ -21,7 +21,7 @@ hyper-parameters. Needs the optional extra: pip install -e ".[reference]" (torch
 5. `--save DIR`: both trained pairs become model_dirs (DIR/electra_tf, DIR/transformers) by one
    route, a `save_pretrained` folder then the HuggingFace importer, so the fine-tuning CLI can
    compare what each implementation's pre-training is worth downstream.
-Prints a table; the README's "Parity with the reference implementation" shows one.
+Prints a table; docs/results.md, "Parity with the reference implementation", shows one.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ embedding lookup). The measuring process then loads each SavedModel and calls bo
 `serving_default` with real sentences from the bundled Wikipedia sample, joined so every input
 fills the 128 tokens, and `encode_ids` with 128 token ids, at each batch size: p50 and p99
 latency per call and sequences/s, after warm-up calls. One thread of requests at a time; TF
-Serving's batching (README) trades some of this latency for throughput.
+Serving's batching (docs/serving.md) trades some of this latency for throughput.
 """
 
 from __future__ import annotations

@@ -49,7 +49,7 @@ class ElectraConfig:
     layer_norm_epsilon: float = 1e-12
     # "truncated_normal" (official) or "sinusoidal": the learned table starts as the
     # Transformer's sin/cos code at the same scale, so nearby positions start out alike. A
-    # deliberate deviation for tiny budgets (README, "Faithfulness"); the variables are the same.
+    # deliberate deviation for tiny budgets (docs/faithfulness.md); the variables are the same.
     position_embedding_init: str = "truncated_normal"
 
     # --- generator, as fractions of the discriminator (official `get_generator_config`) ---
@@ -72,7 +72,7 @@ class ElectraConfig:
     # Sampling temperature for the generator's replacements (official default 1.0). The
     # electra_tiny preset uses 2.0, a deliberate deviation: at 2-CPU budgets a generator
     # sampled at 1.0 soon writes words that only word order gives away, and the tiny
-    # discriminator then stays at the base rate (README, "What the embedded default reaches").
+    # discriminator then stays at the base rate (docs/results.md, "The embedded default").
     temperature: float = 1.0
     disallow_correct: bool = False
 

@@ -9,8 +9,8 @@ so the decisions are visible in the run summary and testable without the hardwar
 - precision `auto`: mixed_float16 (dynamic loss scaling) on GPUs, mixed_bfloat16 on TPUs. On
   CPU, mixed_bfloat16 for a model of ELECTRA-Small's width or wider on a CPU with native
   bfloat16 instructions (AVX512_BF16 or AMX-BF16), where a step measured 1.24x (Small) and 1.40x
-  (Base) faster and Small's pre-training learned as in float32 (README, "Speed on this
-  machine"); float32 otherwise: on a CPU without them bfloat16 measured slower, for the tiny
+  (Base) faster and Small's pre-training learned as in float32 (docs/results.md,
+  "Speed"); float32 otherwise: on a CPU without them bfloat16 measured slower, for the tiny
   default it was level, and float16 matmuls on CPU are slow. Pre-training and fine-tuning pass
   the model's width; without it CPU precision stays float32.
 - XLA: on for GPUs and TPUs; off on CPU, where it measured no faster for the tiny step

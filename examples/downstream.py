@@ -1,4 +1,4 @@
-"""The README's downstream table: fine-tune each pre-trained model, and the same architecture
+"""The downstream tables of docs/results.md: fine-tune each pre-trained model, and the same architecture
 from random initialisation, on each task with several seeds; print dev accuracy per seed and
 the mean.
 

@@ -3,7 +3,7 @@ layout `python -m electra_tf.finetune` reads, and the unlabeled pre-training tex
 
 The unlabeled text is the training split's texts without their labels, one document per
 text (a blank line between documents, the format `python -m electra_tf.pretrain --data`
-reads): the in-domain pre-training of the README's downstream table. Dev texts are never in it.
+reads): the in-domain pre-training of the downstream tables (docs/results.md). Dev texts are never in it.
 """
 
 from __future__ import annotations

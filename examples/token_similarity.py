@@ -1,4 +1,4 @@
-"""How alike an encoder's outputs are: the diagnostic behind the README's downstream table.
+"""How alike an encoder's outputs are: the diagnostic behind the downstream tables (docs/results.md).
 
     python examples/token_similarity.py --texts data/bbc_250/dev.csv \
         --model electra=runs/indomain/electra --model mlm=runs/indomain/mlm --random_init

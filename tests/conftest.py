@@ -145,3 +145,17 @@ def _restore_the_global_dtype_policy():
     policy = keras.config.dtype_policy()
     yield
     keras.config.set_dtype_policy(policy)
+
+
+@pytest.fixture(scope="session")
+def pretrained_run(small_vocab, tmp_path_factory):
+    """A short real pre-training run of `electra_tiny` with one layer: a model_dir as command 1
+    leaves it, smaller (the docs' Python blocks use it as `runs/electra_tiny`)."""
+    from electra_tf import pretrain
+
+    root = tmp_path_factory.mktemp("pretrained_run")
+    data = build_test_shards(root, small_vocab, max_seq_length=128, num_shards=1, repeat=10)
+    assert pretrain.main(["--data", str(data), "--model_dir", str(root / "electra_tiny"), "--export_dir",
+                          str(root / "exports"), "--steps", "4", "--batch_size", "4", "--set", "num_layers=1",
+                          "--log_every", "2", "--eval_batches", "1"]) == 0
+    return root / "electra_tiny"

@@ -343,7 +343,7 @@ def _run(options: PretrainingOptions, role) -> RunResult:
     if role.is_multi_worker:
         # The other workers wait for the chief's export before they exit: one that left while the
         # chief still exported would make the chief's coordination service report "tasks have
-        # crashed" (it still can if the chief's own exit takes over its 10 s heartbeat; README).
+        # crashed" (it still can if the chief's own exit takes over its 10 s heartbeat; docs/scaling.md).
         with _lost_workers_reported(role, checkpoint):
             _barrier(strategy)
     return result("finished", metrics={k: float(v) for k, v in metrics.items()}, export_path=export_path)
