@@ -11,10 +11,14 @@ loss reaches it. As in the official code there is no pooler: the [CLS] vector is
 is. The dense layer uses Keras' default Glorot-uniform kernel and zero bias, which is what the
 official `tf.layers.dense` call gets.
 
-With a `preprocessor`, `fit`, `evaluate` and `predict` take a `tf.data.Dataset` of strings
-(`(text, label)` or `((text, text_pair), label)` batches) and map the preprocessor over it,
-so the model itself only ever sees token ids. Datasets that already hold token ids (e.g.
+With a `preprocessor`, `fit`, `evaluate` and `predict` take text as keras-hub's task models
+do: lists, numpy arrays or tensors of strings (word lists for tagging), `(text, text_pair)`
+tuples, or a `tf.data.Dataset` of such batches (`finetuning/inputs.py` has every form); string
+labels are mapped through the model's `label_names`. The preprocessor is mapped over the data,
+so the model itself only ever sees token ids; datasets that already hold token ids (e.g.
 preprocessed once and cached, as `electra_tf.finetune` does) pass through unchanged.
+`predict` returns logits, as Keras models do; `predict_labels` returns what the export's
+`serving_default` returns: label names and probabilities (or scores, or per-word tags).
 """
 
 from __future__ import annotations
@@ -24,15 +28,20 @@ import numpy as np
 import tensorflow as tf
 
 from electra_tf import optimization  # noqa: F401  registers ElectraAdamW: a saved model is compiled with it
+from electra_tf.finetuning.inputs import holds_text, map_string_labels, text_dataset
 from electra_tf.finetuning.losses import token_classification_loss
 from electra_tf.models.encoders import Discriminator, deserialize_as
-from electra_tf.models.preprocessing import IGNORE_LABEL, ElectraTextPreprocessor
+from electra_tf.finetuning.tasks import from_unit_interval
+from electra_tf.models.preprocessing import IGNORE_LABEL, ElectraTextPreprocessor, pack_words_with_starts
 
 HEAD_NAME = "task_specific"  # the official variable scope; optimization.py keys on it
 
 
 class _TaskModel(keras.Model):
-    def __init__(self, backbone, num_classes: int, dropout: float = 0.1, preprocessor=None, **kwargs):
+    ragged_inputs = False  # True for word lists (tagging)
+
+    def __init__(self, backbone, num_classes: int, dropout: float = 0.1, preprocessor=None, label_names=None,
+                 **kwargs):
         super().__init__(**kwargs)
         backbone = deserialize_as(backbone, Discriminator, type(self).__name__, "backbone")
         if preprocessor is not None:
@@ -40,11 +49,16 @@ class _TaskModel(keras.Model):
                                           "preprocessor")
         if num_classes < 1:
             raise ValueError(f"num_classes must be at least 1, got {num_classes}.")
+        if label_names is not None:
+            label_names = [str(name) for name in label_names]
+            if len(label_names) != num_classes:
+                raise ValueError(f"{len(label_names)} label_names for {num_classes} classes.")
         self.backbone = backbone
         backbone.head.trainable = False  # pre-training only: no fine-tuning gradient reaches it
         self.num_classes = num_classes
         self.dropout_rate = dropout
         self.preprocessor = preprocessor
+        self.label_names = label_names
         with keras.name_scope(self.name):
             self.dropout = keras.layers.Dropout(dropout, name="dropout")
             self.head = keras.layers.Dense(num_classes, name=HEAD_NAME)
@@ -53,28 +67,48 @@ class _TaskModel(keras.Model):
 
     # --- strings in, via the preprocessor ---------------------------------------------
 
+    def _text_dataset(self, x, y=None, sample_weight=None, batch_size=None, shuffle=False):
+        if self.preprocessor is None:
+            raise ValueError(f"this {type(self).__name__} has no preprocessor, so it takes token ids only; "
+                             "build it with preprocessor=ElectraTextPreprocessor(...) to give it text.")
+        return text_dataset(x, y, sample_weight, label_names=self.label_names, batch_size=batch_size or 32,
+                            shuffle=shuffle, ragged=self.ragged_inputs)
+
     def _preprocessed(self, data):
         """Maps the preprocessor over a dataset of strings; token ids pass as they are."""
         if self.preprocessor is None or not isinstance(data, tf.data.Dataset) or not any(
                 spec.dtype == tf.string for spec in tf.nest.flatten(data.element_spec)):
             return data
-        return data.map(self.preprocessor, num_parallel_calls=tf.data.AUTOTUNE) \
+        return map_string_labels(data, self.label_names).map(self.preprocessor, num_parallel_calls=tf.data.AUTOTUNE) \
             .prefetch(tf.data.AUTOTUNE)
 
-    def fit(self, x=None, y=None, validation_data=None, **kwargs):
+    def fit(self, x=None, y=None, batch_size=None, epochs=1, verbose="auto", callbacks=None, validation_split=0.0,
+            validation_data=None, shuffle=True, sample_weight=None, **kwargs):
+        if holds_text(x):
+            if validation_split:
+                raise ValueError("validation_split is not supported for text; pass validation_data=(texts, labels).")
+            x = self._text_dataset(x, y, sample_weight, batch_size, shuffle=shuffle)
+            y = sample_weight = batch_size = None
+        if isinstance(validation_data, tuple) and holds_text(validation_data[0]):
+            validation_data = self._text_dataset(*validation_data, batch_size=batch_size)
         if isinstance(x, tf.data.Dataset):
-            kwargs.setdefault("shuffle", False)  # a dataset shuffles itself; Keras would warn
-        return super().fit(self._preprocessed(x), y, validation_data=self._preprocessed(validation_data),
-                           **kwargs)
+            shuffle = False  # a dataset shuffles itself; Keras would warn
+        return super().fit(self._preprocessed(x), y, batch_size=batch_size, epochs=epochs, verbose=verbose,
+                           callbacks=callbacks, validation_split=validation_split,
+                           validation_data=self._preprocessed(validation_data), shuffle=shuffle,
+                           sample_weight=sample_weight, **kwargs)
 
-    def evaluate(self, x=None, y=None, **kwargs):
-        return super().evaluate(self._preprocessed(x), y, **kwargs)
+    def evaluate(self, x=None, y=None, batch_size=None, verbose="auto", sample_weight=None, **kwargs):
+        if holds_text(x):
+            x = self._text_dataset(x, y, sample_weight, batch_size)
+            y = sample_weight = batch_size = None
+        return super().evaluate(self._preprocessed(x), y, batch_size=batch_size, verbose=verbose,
+                                sample_weight=sample_weight, **kwargs)
 
-    def predict(self, x, batch_size=32, **kwargs):
-        if self.preprocessor is not None and _is_text(x):
-            x = tf.data.Dataset.from_tensor_slices(tuple(x) if isinstance(x, tuple) else x)
-            x = x.map(lambda *t: (t,) if len(t) == 2 else t).batch(batch_size)
-        return super().predict(self._preprocessed(x), batch_size=batch_size, **kwargs)
+    def predict(self, x, batch_size=None, verbose="auto", **kwargs):
+        if holds_text(x):
+            x, batch_size = self._text_dataset(x, batch_size=batch_size), None
+        return super().predict(self._preprocessed(x), batch_size=batch_size, verbose=verbose, **kwargs)
 
     # compile() is overridden (task defaults for loss and metrics), so Keras asks for these
     # to restore the optimizer of a saved model; loss and metrics come back as the defaults.
@@ -97,6 +131,7 @@ class _TaskModel(keras.Model):
             "dropout": self.dropout_rate,
             "preprocessor": keras.saving.serialize_keras_object(self.preprocessor)
             if self.preprocessor is not None else None,
+            "label_names": self.label_names,
         }
 
     @classmethod
@@ -104,16 +139,15 @@ class _TaskModel(keras.Model):
         return cls(**config)
 
 
-def _is_text(x) -> bool:
-    if isinstance(x, tuple) and len(x) == 2:
-        return all(_is_text(part) for part in x)
-    return isinstance(x, (list, np.ndarray)) and len(x) > 0 and isinstance(np.asarray(x).flat[0], (str, bytes))
-
-
 @keras.saving.register_keras_serializable(package="electra_tf")
 class ElectraClassifier(_TaskModel):
     """Single texts or text pairs -> class logits [B, classes] (or a score [B, 1] when
     num_classes == 1).
+
+    `label_names` names the classes (string labels in `fit` are mapped through them, and
+    `predict_labels` returns them); `score_range` is a regression model's original scale (it
+    trains on [0, 1]); `text_pair` says it was trained on sentence pairs. A fine-tuned
+    `best.keras` keeps all three.
 
     Example:
     >>> from electra_tf.config import ElectraConfig
@@ -129,12 +163,45 @@ class ElectraClassifier(_TaskModel):
     >>> history = classifier.fit(train, epochs=1, verbose=0)
     >>> classifier.predict(["good movie"], verbose=0).shape
     (1, 2)
+
+    With label names, labels and predictions are words:
+    >>> classifier = ElectraClassifier(backbone, num_classes=2, label_names=["negative", "positive"],
+    ...                                preprocessor=ElectraTextPreprocessor(vocabulary, 16))
+    >>> classifier.compile(optimizer="adam")
+    >>> history = classifier.fit(["good movie", "bad movie"], ["positive", "negative"], verbose=0)
+    >>> predicted = classifier.predict_labels(["good movie", "bad movie"])
+    >>> sorted(predicted), predicted["probabilities"].shape, predicted["label_names"]
+    (['label', 'label_names', 'probabilities'], (2, 2), ['negative', 'positive'])
     """
+
+    def __init__(self, backbone, num_classes: int, dropout: float = 0.1, preprocessor=None, label_names=None,
+                 score_range=None, text_pair: bool = False, **kwargs):
+        super().__init__(backbone, num_classes, dropout, preprocessor, label_names, **kwargs)
+        if score_range is not None and num_classes != 1:
+            raise ValueError("score_range is for regression (num_classes=1).")
+        self.score_range = tuple(float(v) for v in score_range) if score_range is not None else None
+        self.text_pair = bool(text_pair)
 
     def call(self, inputs, training=None):
         sequence_output = self.backbone.encode(inputs, training=training)
         first_token = self.dropout(sequence_output[:, 0, :], training=training)
         return keras.ops.cast(self.head(first_token), "float32")
+
+    def predict_labels(self, x, batch_size=None, verbose=0) -> dict:
+        """What the export's `serving_default` returns, as numpy arrays: `label` (the most
+        probable class's name, or its index without label_names), `probabilities` [N,
+        classes] and `label_names`; for regression, `score` on the original scale."""
+        logits = self.predict(x, batch_size=batch_size, verbose=verbose)
+        if self.is_regression:
+            score = logits[:, 0]
+            return {"score": from_unit_interval(score, self.score_range) if self.score_range else score}
+        probabilities = tf.nn.softmax(logits, axis=-1).numpy()
+        names = self.label_names or [str(i) for i in range(self.num_classes)]
+        return {"label": np.array(names)[probabilities.argmax(-1)], "probabilities": probabilities,
+                "label_names": names}
+
+    def get_config(self):
+        return {**super().get_config(), "score_range": self.score_range, "text_pair": self.text_pair}
 
     @property
     def is_regression(self) -> bool:
@@ -194,11 +261,40 @@ class ElectraTokenClassifier(_TaskModel):
     >>> history = tagger.fit(tf.data.Dataset.from_tensor_slices((words, tags)).batch(2), verbose=0)
     >>> sorted(history.history)
     ['accuracy', 'loss']
+
+    Word lists and tag names in, tags per word out:
+    >>> tagger = ElectraTokenClassifier(backbone, num_classes=3, label_names=["DET", "NOUN", "VERB"],
+    ...                                 preprocessor=ElectraWordPreprocessor(vocabulary, 8))
+    >>> tagger.compile(optimizer="adam")
+    >>> history = tagger.fit([["the", "cats", "sat"]], [["DET", "NOUN", "VERB"]], verbose=0)
+    >>> [len(tags) for tags in tagger.predict_labels([["the", "cats", "sat"], ["cats"]])["tags"]]
+    [3, 1]
     """
+
+    ragged_inputs = True
 
     def call(self, inputs, training=None):
         sequence_output = self.backbone.encode(inputs, training=training)
         return keras.ops.cast(self.head(self.dropout(sequence_output, training=training)), "float32")
+
+    def predict_labels(self, words, batch_size=None, verbose=0) -> dict:
+        """What the export's `serving_default` returns, per word (its first word piece), as
+        Python lists: `tags` (names, or indices without label_names; "" for a word cut off by
+        max_seq_length), `tag_probabilities` [words, tags] per sentence, and `tag_names`."""
+        if self.preprocessor is None:
+            raise ValueError("predict_labels needs the tagger's preprocessor (words in).")
+        words = words if isinstance(words, tf.RaggedTensor) else tf.ragged.constant(
+            [[str(word) for word in sentence] for sentence in words], dtype=tf.string)
+        _, starts = pack_words_with_starts(self.preprocessor.tokenizer, self.preprocessor.max_seq_length, words)
+        probabilities = tf.nn.softmax(self.predict(words, batch_size=batch_size, verbose=verbose), axis=-1).numpy()
+        names = self.label_names or [str(i) for i in range(self.num_classes)]
+        tags, tag_probabilities = [], []
+        for row, sentence_starts in enumerate(starts.to_list()):
+            kept = [probabilities[row, start] if start >= 0 else np.zeros(self.num_classes, "float32")
+                    for start in sentence_starts]
+            tags.append([names[p.argmax()] if start >= 0 else "" for p, start in zip(kept, sentence_starts)])
+            tag_probabilities.append(np.array(kept).reshape(len(kept), self.num_classes))
+        return {"tags": tags, "tag_probabilities": tag_probabilities, "tag_names": names}
 
     def compile(self, optimizer="adamw", loss="auto", metrics="auto", **kwargs):
         if loss == "auto":

@@ -129,3 +129,114 @@ def test_fine_tuning_under_two_replicas(two_replicas):
     texts, labels = keyword_task(64)
     history = classifier.fit(tf.data.Dataset.from_tensor_slices((texts, labels)).batch(16), epochs=1, verbose=0)
     assert np.isfinite(history.history["loss"][0]) and int(classifier.optimizer.iterations.numpy()) == 4
+
+
+def _as_list(values):
+    return list(values)
+
+
+TEXT_FORMS = {
+    "list": _as_list,
+    "numpy": lambda values: np.array(values),
+    "tensor": lambda values: tf.constant(values),
+    "pair tuple": lambda values: (list(values), list(reversed(values))),
+    "dict": lambda values: {"text": np.array(values), "text_pair": np.array(values)},
+}
+LABEL_FORMS = {
+    "int list": lambda labels, names: labels,
+    "int numpy": lambda labels, names: np.array(labels),
+    "string list": lambda labels, names: [names[i] for i in labels],
+    "string numpy": lambda labels, names: np.array([names[i] for i in labels]),
+    "string tensor": lambda labels, names: tf.constant([names[i] for i in labels]),
+}
+
+
+@pytest.mark.parametrize("text_form, label_form", list(zip(sorted(TEXT_FORMS), sorted(LABEL_FORMS))))
+def test_text_in_every_form_fits_evaluates_and_predicts(text_form, label_form):
+    """Each text form once, each label form once (paired off, to keep the suite short)."""
+    names = ["plain", "colour"]
+    config = small_config(num_layers=1)
+    classifier = ElectraClassifier(build_discriminator(config), num_classes=2, label_names=names,
+                                   preprocessor=ElectraTextPreprocessor(VOCABULARY, 16))
+    classifier.compile(optimizer="adam")
+    texts, labels = keyword_task(12)
+    make = TEXT_FORMS[text_form]
+    history = classifier.fit(make(texts), LABEL_FORMS[label_form](labels, names), batch_size=4,
+                             validation_data=(make(texts[:4]), labels[:4]), verbose=0)
+    assert np.isfinite(history.history["loss"][0]) and "val_accuracy" in history.history
+    loss, accuracy = classifier.evaluate(make(texts), LABEL_FORMS[label_form](labels, names), verbose=0)
+    assert np.isfinite(loss) and 0 <= accuracy <= 1
+    assert classifier.predict(make(texts), verbose=0).shape == (12, 2)
+    predicted = classifier.predict_labels(make(texts))
+    assert predicted["label"].shape == (12,) and set(predicted["label"]) <= set(names)
+    np.testing.assert_allclose(predicted["probabilities"].sum(-1), 1, rtol=1e-5)
+    assert predicted["label_names"] == names
+
+
+def test_datasets_of_strings_with_string_labels_and_unknown_labels():
+    names = ["plain", "colour"]
+    classifier = ElectraClassifier(build_discriminator(small_config(num_layers=1)), num_classes=2, label_names=names,
+                                   preprocessor=ElectraTextPreprocessor(VOCABULARY, 16))
+    classifier.compile(optimizer="adam")
+    texts, labels = keyword_task(8)
+    words = [names[i] for i in labels]
+    dataset = tf.data.Dataset.from_tensor_slices((texts, words)).batch(4)
+    assert np.isfinite(classifier.fit(dataset, verbose=0).history["loss"][0])
+    assert np.isfinite(classifier.evaluate(dataset, verbose=0)[0])
+    assert classifier.predict(tf.data.Dataset.from_tensor_slices(texts).batch(4), verbose=0).shape == (8, 2)
+    with pytest.raises(ValueError, match="label 'purple' is not one of the model's label_names"):
+        classifier.fit(texts, words[:-1] + ["purple"], verbose=0)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="not among the model.*label_names"):
+        classifier.fit(tf.data.Dataset.from_tensor_slices((texts, words[:-1] + ["purple"])).batch(8), verbose=0)
+    unnamed = ElectraClassifier(build_discriminator(small_config(num_layers=1)), num_classes=2,
+                                preprocessor=ElectraTextPreprocessor(VOCABULARY, 16))
+    unnamed.compile(optimizer="adam")
+    with pytest.raises(ValueError, match="no label_names"):
+        unnamed.fit(texts, words, verbose=0)
+    assert unnamed.predict_labels(texts[:2])["label_names"] == ["0", "1"]
+    with pytest.raises(ValueError, match="3 label_names for 2 classes"):
+        ElectraClassifier(build_discriminator(small_config(num_layers=1)), num_classes=2, label_names=["a", "b", "c"])
+    bare = ElectraClassifier(build_discriminator(small_config(num_layers=1)), num_classes=2)
+    with pytest.raises(ValueError, match="no preprocessor"):
+        bare.predict(texts)
+
+
+def test_task_attributes_survive_saving_and_scores_come_back_on_their_scale(tmp_path):
+    config = small_config(num_layers=1)
+    regressor = ElectraClassifier(build_discriminator(config), num_classes=1, score_range=(0, 5), text_pair=True,
+                                  preprocessor=ElectraTextPreprocessor(VOCABULARY, 16))
+    regressor.compile(optimizer="adam")
+    regressor.fit((["red cat", "a dog"], ["a cat", "big dog"]), [0.2, 0.9], verbose=0)
+    regressor.save(tmp_path / "r.keras")
+    restored = keras.saving.load_model(tmp_path / "r.keras")
+    assert restored.score_range == (0.0, 5.0) and restored.text_pair is True
+    pairs = (["red cat"], ["a cat"])
+    raw = restored.predict(pairs, verbose=0)[0, 0]
+    assert restored.predict_labels(pairs)["score"][0] == pytest.approx(raw * 5)
+    classifier = ElectraClassifier(build_discriminator(config), num_classes=2, label_names=["no", "yes"],
+                                   preprocessor=ElectraTextPreprocessor(VOCABULARY, 16))
+    classifier.save(tmp_path / "c.keras")
+    assert keras.saving.load_model(tmp_path / "c.keras").label_names == ["no", "yes"]
+
+
+def test_tagger_takes_word_lists_and_tag_names_in_every_form():
+    names = ["COLOUR", "ANIMAL", "OTHER"]
+    tag = {w: (0 if w in COLOURS else 1 if w in ("cat", "dog", "fish") else 2) for w in WORDS}
+    tagger = ElectraTokenClassifier(build_discriminator(small_config(num_layers=1)), num_classes=3, label_names=names,
+                                    preprocessor=ElectraWordPreprocessor(VOCABULARY, 8))
+    tagger.compile(optimizer="adam")
+    words = [t.split() for t in sentences(8)]
+    tags = [[names[tag[w]] for w in sentence] for sentence in words]
+    ids = [[tag[w] for w in sentence] for sentence in words]
+    for x, y in ((words, tags), (tf.ragged.constant(words), tf.ragged.constant(ids))):
+        assert np.isfinite(tagger.fit(x, y, batch_size=4, verbose=0).history["loss"][0])
+        assert np.isfinite(tagger.evaluate(x, y, verbose=0)[0])
+    dataset = tf.data.Dataset.from_tensor_slices((tf.ragged.constant(words), tf.ragged.constant(tags))).ragged_batch(4)
+    assert np.isfinite(tagger.fit(dataset, verbose=0).history["loss"][0])
+    assert tagger.predict(words, verbose=0).shape == (8, 8, 3)
+    long_sentence = ["the", "big", "red", "cat", "sits", "the", "dog", "runs", "a", "fish"]
+    predicted = tagger.predict_labels([long_sentence, ["cat"]])
+    assert [len(t) for t in predicted["tags"]] == [10, 1]
+    assert predicted["tags"][0][:6] != [""] * 6 and predicted["tags"][0][6:] == [""] * 4  # 6 words fit in 8 pieces
+    assert predicted["tag_probabilities"][0].shape == (10, 3) and predicted["tag_names"] == names
+    np.testing.assert_allclose(predicted["tag_probabilities"][1].sum(-1), 1, rtol=1e-5)
