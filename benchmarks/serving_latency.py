@@ -2,7 +2,7 @@
 TensorFlow and tensorflow-text (what TF Serving's model server has: no electra_tf, no Keras).
 
     python benchmarks/serving_latency.py                          # tiny (random weights) and Small-sized
-    python benchmarks/serving_latency.py --export exports/electra_tiny/1 --batches 1 8 32
+    python benchmarks/serving_latency.py --export runs/electra_tiny/export/electra_tiny/1 --batches 1 8 32
 
 Without `--export`, the script exports two discriminators with fresh weights through the
 project's own exporter (weights do not change the cost): the `electra_tiny` preset and an

@@ -51,6 +51,7 @@ _PUBLIC = {
     "run_finetuning": "electra_tf.finetuning.run",
     "export_discriminator": "electra_tf.serving.publish",
     "export_text_classifier": "electra_tf.serving.publish",
+    "export_task_model": "electra_tf.serving.publish",
     "import_huggingface": "electra_tf.interop.convert",
     "import_google": "electra_tf.interop.convert",
     "export_huggingface": "electra_tf.interop.convert",

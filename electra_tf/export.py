@@ -1,22 +1,28 @@
-"""`python -m electra_tf.export`: the discriminator as a SavedModel for TensorFlow Serving, or
-the model as HuggingFace folders.
+"""`python -m electra_tf.export`: a model as a SavedModel for TensorFlow Serving, or as
+HuggingFace folders.
 
     python -m electra_tf.export --model_dir runs/electra_tiny
     python -m electra_tf.export --model_dir runs/electra_tiny --checkpoint ckpt-2000 \\
         --export_dir exports --name electra_tiny
+    python -m electra_tf.export --model_dir runs/my_task/best.keras
     python -m electra_tf.export --model_dir runs/electra_tiny --format huggingface
+
+From a pre-training model_dir (or an earlier export) it exports the discriminator; from a
+fine-tuned `.keras` file (a fine-tuning run's best.keras) the task model, head and label
+names included, as fine-tuning itself exports it. The generator is never exported.
+
+Where: EXPORT_DIR/NAME/<version>/, by default inside the source (MODEL_DIR/export/, or
+export/ beside the .keras file), named after the run (its folder, or a fine-tuning run's task),
+so runs never share a TF Serving model by accident. The next integer version is built in a
+temporary folder and renamed, so a server never sees a half-written version and an existing
+version is never overwritten; exporting what the newest version already holds writes nothing.
+Signatures: `serving_default` (text in) and `encode_ids` (ids in), described in
+`electra_tf/serving/signatures.py`; writing is `electra_tf/serving/publish.py`.
 
 With `--format huggingface`: EXPORT_DIR/NAME-huggingface/discriminator (what
 `transformers.ElectraForPreTraining.from_pretrained` loads) and .../generator
 (`ElectraForMaskedLM`), each with config.json, model.safetensors, vocab.txt and
 tokenizer_config.json; see `electra_tf/interop/convert.py`.
-
-With the default `--format saved_model`:
-writes `EXPORT_DIR/NAME/<version>/` (saved_model.pb, variables/, assets.extra/), the layout
-TF Serving watches: the next integer version, built in a temporary folder and renamed, so a
-server never sees a half-written version and an existing version is never overwritten. The
-generator is not exported. Signatures: `serving_default` (text in) and `encode_ids` (ids in),
-described in `electra_tf/serving/signatures.py`; writing is `electra_tf/serving/publish.py`.
 Exit status: 0 exported, 2 bad input.
 """
 
@@ -27,7 +33,7 @@ import sys
 from pathlib import Path
 
 from electra_tf.errors import command
-from electra_tf.run_dir import DEFAULT_EXPORT_DIR
+from electra_tf.run_dir import FinetuneDir, ModelDir
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -36,31 +42,62 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--model_dir", required=True,
                         help="a pre-training model_dir (or a .keras file / earlier export)")
     parser.add_argument("--checkpoint", default=None, help="e.g. ckpt-2000 (default: the latest)")
-    parser.add_argument("--export_dir", default=str(DEFAULT_EXPORT_DIR))
-    parser.add_argument("--name", default=None, help="model name (default: the model_dir's name)")
+    parser.add_argument("--export_dir", default=None,
+                        help="the TF Serving base folder (default: MODEL_DIR/export, or export/ beside a .keras file)")
+    parser.add_argument("--name", default=None,
+                        help="model name (default: the model_dir's name, or a fine-tuning run's task)")
     parser.add_argument("--format", default="saved_model", choices=("saved_model", "huggingface"),
                         help="saved_model: for TF Serving; huggingface: folders transformers loads")
     return parser
 
 
+def default_export_dir(source: Path) -> Path:
+    """Inside the run the model comes from: MODEL_DIR/export, export/ beside a .keras file, or
+    the export folder an export version already sits in."""
+    if source.suffix == ".keras":
+        return FinetuneDir(source.parent).exports
+    if source.name.isdigit() and (source / "saved_model.pb").is_file():  # EXPORT_DIR/NAME/<n>
+        return source.parent.parent
+    return ModelDir(source).exports
+
+
+def default_name(source: Path) -> str:
+    """The run's name: a model_dir's folder name; for a fine-tuning run's `.keras` file, its task."""
+    import json
+
+    if source.suffix == ".keras":
+        metrics = FinetuneDir(source.parent).metrics
+        if metrics.is_file():
+            return json.loads(metrics.read_text(encoding="utf-8"))["task"].lower().replace("-", "")
+        return source.stem if source.stem not in ("best", "model") else source.resolve().parent.name
+    return source.parent.name if source.name.isdigit() else source.resolve().name
+
+
 @command
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
-    from electra_tf.loading import load_pretrained
-    from electra_tf.serving.publish import export_discriminator
+    from electra_tf.loading import load_pretrained, load_task_model
+    from electra_tf.serving.publish import export_discriminator, export_task_model
 
-    model_dir = Path(args.model_dir)
+    source = Path(args.model_dir)
+    export_dir = Path(args.export_dir) if args.export_dir else default_export_dir(source)
+    name = args.name or default_name(source)
     if args.format == "huggingface":
         from electra_tf.interop.convert import export_huggingface
 
-        target = Path(args.export_dir) / f"{args.name or model_dir.name}-huggingface"
-        folders = export_huggingface(model_dir, target, args.checkpoint)
-        print("Exported for HuggingFace transformers:\n" + "\n".join(f"  {folder}" for folder in folders))
+        folders = export_huggingface(source, export_dir / f"{name}-huggingface", args.checkpoint)
+        print("Exported for HuggingFace transformers:\n" + "\n".join(f"  {folder.resolve()}" for folder in folders))
         return 0
-    pretrained = load_pretrained(model_dir, args.checkpoint)
-    target = export_discriminator(pretrained.discriminator, pretrained.tokenizer, pretrained.config,
-                                  Path(args.export_dir), args.name or model_dir.name)
-    print(f"Exported the discriminator to {target}\n  saved_model_cli show --dir {target} --all")
+    task_model = load_task_model(source) if source.suffix == ".keras" and source.is_file() else None
+    if task_model is not None:
+        target = export_task_model(*task_model, export_dir, name)
+        what = f"the fine-tuned {type(task_model[0]).__name__}"
+    else:
+        pretrained = load_pretrained(source, args.checkpoint)
+        target = export_discriminator(pretrained.discriminator, pretrained.tokenizer, pretrained.config,
+                                      export_dir, name)
+        what = "the discriminator"
+    print(f"Exported {what} to {target.resolve()}\n  saved_model_cli show --dir {target.resolve()} --all")
     return 0
 
 

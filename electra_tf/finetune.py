@@ -23,7 +23,8 @@ what pre-training is worth.
 
 OUTPUT_DIR receives
   metrics.json   eval metrics of the best epoch by name (+ every epoch, settings, timings)
-  best.keras     the best epoch's ElectraClassifier, preprocessor included
+  best.keras     the best epoch's ElectraClassifier, preprocessor and label names included
+  config.json    the model's ElectraConfig (read with best.keras)
   logs/          TensorBoard: train/loss, train/learning_rate, eval/<metric> per epoch
   export/NAME/1  TF Serving SavedModel of the best epoch, with a text signature
 and must be empty (or pass --overwrite). Exit status: 0 done, 2 bad input. The run itself is

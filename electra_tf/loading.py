@@ -25,7 +25,7 @@ from pathlib import Path
 from electra_tf.config import ConfigError, ElectraConfig
 from electra_tf.data.tokenization import ElectraTokenizer, VocabularyError
 from electra_tf.errors import ElectraError
-from electra_tf.run_dir import CONFIG_FILE, VOCAB_FILE, ExportMetadata, ModelDir, read_provenance
+from electra_tf.run_dir import CONFIG_FILE, VOCAB_FILE, ExportMetadata, FinetuneDir, ModelDir, read_provenance
 
 
 class PretrainedError(ElectraError):
@@ -88,11 +88,18 @@ def load_pretrained(path, checkpoint: str | None = None, encoder_only: bool = Fa
         version_dir = _export_version(path)
         if version_dir is not None:
             return _from_export(version_dir)
+        finetuned = FinetuneDir(path)
+        if finetuned.best_model.is_file() or finetuned.metrics.is_file():
+            exports = sorted(str(p) for p in finetuned.exports.glob("*/*") if p.name.isdigit())
+            raise PretrainedError(
+                f"{path} is a fine-tuning output folder, not a pre-training run. Its TF Serving export is "
+                f"{exports[-1] if exports else finetuned.exports}; its model, with the task head, is "
+                f"{finetuned.best_model} (give that file to export or fine-tune from it).")
         if (path / CONFIG_FILE).is_file():
             raise PretrainedError(
                 f"{path} has a config.json but no checkpoints/ folder: pre-training did not save a "
-                "checkpoint there yet (or it was moved). Point --pretrained at a model_dir with "
-                "checkpoints, a .keras file or an export.")
+                "checkpoint there yet (or it was moved). Give a model_dir with checkpoints, a .keras file "
+                "or an export instead.")
     raise PretrainedError(
         f"{path} holds no discriminator: expected a pre-training model_dir (config.json + "
         "checkpoints/), a .keras file, or a SavedModel from `python -m electra_tf.export`.")
@@ -189,16 +196,51 @@ def restore_pretrainer(model_dir, checkpoint: str | None = None, allow_mlm: bool
     return pretrainer, tokenizer, config, found
 
 
-def _from_keras_file(path: Path) -> Pretrained:
+def _load_keras_file(path: Path):
     import keras
 
     from electra_tf.finetuning import classifiers  # noqa: F401  (registers the task models for loading)
-    from electra_tf.models.encoders import Discriminator
 
     try:
-        model = keras.saving.load_model(str(path), compile=False)
+        return keras.saving.load_model(str(path), compile=False)
     except Exception as error:  # Keras raises many types for a bad archive
         raise PretrainedError(f"{path}: not a loadable .keras model ({type(error).__name__}: {error}).") from None
+
+
+def load_task_model(path) -> tuple | None:
+    """(model, tokenizer, config) of a fine-tuned `.keras` file (`best.keras`): an
+    `ElectraClassifier` or `ElectraTokenClassifier` with its label names. Files saved before
+    models carried their label names get them from the metrics.json beside them. None for a
+    bare Discriminator, which `load_pretrained` reads."""
+    import json
+
+    from electra_tf.finetuning.classifiers import ElectraClassifier, ElectraTokenClassifier
+    from electra_tf.models.encoders import Discriminator
+
+    path = Path(path)
+    model = _load_keras_file(path)
+    if isinstance(model, Discriminator):
+        return None
+    if not isinstance(model, (ElectraClassifier, ElectraTokenClassifier)):
+        raise PretrainedError(f"{path} holds a {type(model).__name__}, not a fine-tuned ElectraClassifier or "
+                              "ElectraTokenClassifier.")
+    pretrained = _from_keras_file(path, model)
+    metrics = FinetuneDir(path.parent).metrics
+    if model.label_names is None and metrics.is_file():
+        summary = json.loads(metrics.read_text(encoding="utf-8"))
+        model.label_names = summary.get("labels")
+        if isinstance(model, ElectraClassifier) and summary.get("score_range"):
+            model.score_range = tuple(summary["score_range"])
+    if model.label_names is None and not getattr(model, "is_regression", False):
+        raise PretrainedError(f"{path}: the model does not name its labels (and no metrics.json beside it does); "
+                              "it cannot be exported with label names.")
+    return model, pretrained.tokenizer, pretrained.config
+
+
+def _from_keras_file(path: Path, model=None) -> Pretrained:
+    from electra_tf.models.encoders import Discriminator
+
+    model = model if model is not None else _load_keras_file(path)
     if isinstance(model, Discriminator):
         if not (path.parent / CONFIG_FILE).is_file():
             raise PretrainedError(f"{path} is a bare Discriminator: put the config.json and vocab.txt of "

@@ -9,12 +9,14 @@ A pre-training model_dir (`python -m electra_tf.pretrain --model_dir DIR`)::
     DIR/checkpoints/        ckpt-<step>.{index,data-*} and the `checkpoint` index
     DIR/logs/train/         TensorBoard events (step-keyed scalars, samples, run config)
     DIR/logs/profile/       profiler traces (--profile_steps)
+    DIR/export/NAME/<n>/    the discriminator for TF Serving (NAME: the run's folder name)
     DIR/imported_from.json  a converted release only: its source and which parts it held
     DIR/.electra_tf.lock    while a run writes it (also in fine-tuning and data folders)
 
 A fine-tuning output folder (`python -m electra_tf.finetune --output_dir DIR`)::
 
     DIR/metrics.json        the best epoch's metrics, every epoch, the settings
+    DIR/config.json         the model's config, which best.keras is read with
     DIR/best.keras          the best epoch's classifier, preprocessor included
     DIR/logs/               TensorBoard events
     DIR/export/NAME/<n>/    the TF Serving SavedModel
@@ -22,7 +24,7 @@ A fine-tuning output folder (`python -m electra_tf.finetune --output_dir DIR`)::
 An export version folder (`EXPORT_DIR/NAME/<n>/`) keeps beside the SavedModel, in the folder TF
 Serving ignores (except for the warmup file), what it takes to fine-tune from it again::
 
-    <n>/assets.extra/config.json, vocab.txt, task.json (classifiers)
+    <n>/assets.extra/config.json, vocab.txt, task.json (classifiers), fingerprint (what it holds)
 
 >>> run = ModelDir("runs/electra_tiny")
 >>> str(run.checkpoints)
@@ -39,7 +41,6 @@ from pathlib import Path
 
 RUNS_ROOT = Path("runs")
 DATA_CACHE = RUNS_ROOT / "data"  # data the default run builds once and reuses
-DEFAULT_EXPORT_DIR = Path("exports")
 
 CONFIG_FILE = "config.json"
 VOCAB_FILE = "vocab.txt"
@@ -79,6 +80,7 @@ class ModelDir(_Folder):
     logs = _Entry("logs")
     train_logs = _Entry("logs", "train")
     profile_logs = _Entry("logs", "profile")
+    exports = _Entry("export")  # as FinetuneDir's: each run keeps its own exports
     provenance = _Entry("imported_from.json")
 
     @classmethod
@@ -100,6 +102,7 @@ class FinetuneDir(_Folder):
     """A fine-tuning run's output folder."""
 
     metrics = _Entry("metrics.json")
+    config = _Entry(CONFIG_FILE)  # the fine-tuned model's ElectraConfig (its max_seq_length)
     best_model = _Entry("best.keras")
     logs = _Entry("logs")
     exports = _Entry("export")
@@ -112,6 +115,7 @@ class ExportMetadata(_Folder):
     vocab = _Entry(VOCAB_FILE)
     task = _Entry(TASK_FILE)
     warmup_requests = _Entry("tf_serving_warmup_requests")
+    fingerprint = _Entry("fingerprint")
 
     @classmethod
     def of(cls, version_dir) -> "ExportMetadata":

@@ -40,12 +40,23 @@ def keras_discriminator(trained):
     return pretrained.discriminator, pretrained.tokenizer, pretrained.config
 
 
-def test_layout_versions_and_warmup(trained, exported, keras_discriminator):
+def test_layout_versions_and_warmup(trained, exported, keras_discriminator, tmp_path):
     assert (exported / "saved_model.pb").is_file() and (exported / "variables").is_dir()
     discriminator, tokenizer, config = keras_discriminator
-    second = publish.export_discriminator(discriminator, tokenizer, config, trained / "exports", "run")
+    first = publish.export_discriminator(discriminator, tokenizer, config, tmp_path, "run")
+    # The same weights again: no new version. Changed weights: the next version.
+    assert publish.export_discriminator(discriminator, tokenizer, config, tmp_path, "run") == first
+    assert sorted(p.name for p in (tmp_path / "run").iterdir()) == ["1"]
+    bias = discriminator.head.weights[-1]
+    original = bias.numpy()
+    bias.assign(original + 1.0)
+    try:
+        second = publish.export_discriminator(discriminator, tokenizer, config, tmp_path, "run")
+    finally:
+        bias.assign(original)
     assert second.name == "2"
-    assert sorted(p.name for p in (trained / "exports" / "run").iterdir()) == ["1", "2"]  # no temp left
+    assert sorted(p.name for p in (tmp_path / "run").iterdir()) == ["1", "2"]  # no temp left
+    assert (second / "assets.extra" / "fingerprint").read_text() != (first / "assets.extra" / "fingerprint").read_text()
     from tensorflow_serving.apis import prediction_log_pb2
     records = list(tf.data.TFRecordDataset(str(exported / "assets.extra" / "tf_serving_warmup_requests")))
     assert len(records) == 2
@@ -58,12 +69,20 @@ def test_export_cli_from_a_model_dir(trained, capsys):
     assert export.main(["--model_dir", str(trained / "run"), "--export_dir", str(trained / "cli"),
                         "--checkpoint", "ckpt-12"]) == 0
     assert (trained / "cli" / "run" / "1" / "saved_model.pb").is_file()
+    assert f"to {(trained / 'cli' / 'run' / '1').resolve()}" in capsys.readouterr().out  # absolute
+    # By default inside the run's own folder, named after it.
+    assert export.main(["--model_dir", str(trained / "run")]) == 0
+    assert (trained / "run" / "export" / "run" / "1" / "saved_model.pb").is_file()
     capsys.readouterr()
     assert export.main(["--model_dir", str(trained / "nope")]) == 2
     assert "nope does not exist" in capsys.readouterr().err
     (trained / "empty").mkdir()
     assert export.main(["--model_dir", str(trained / "empty")]) == 2
     assert "holds no discriminator" in capsys.readouterr().err
+    (trained / "no_checkpoint").mkdir()
+    (trained / "no_checkpoint" / "config.json").write_text((trained / "run" / "config.json").read_text())
+    assert export.main(["--model_dir", str(trained / "no_checkpoint")]) == 2
+    assert "--pretrained" not in capsys.readouterr().err
 
 
 def test_outputs_equal_the_keras_model(exported, keras_discriminator):

@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pytest
 
-from electra_tf import finetune, pretrain
+from electra_tf import export, finetune, pretrain
 from electra_tf.loading import load_pretrained, model_weights
 
 SEQ = 32
@@ -40,7 +40,8 @@ def run(pretrained_dir, output_dir, *extra, train=None, eval_file=None):
 
 
 def test_classification_end_to_end(topic_csv, run_python, pretrained_dir, tmp_path, capsys):
-    data = topic_csv(tmp_path / "topics.csv")
+    (tmp_path / "data").mkdir()
+    data = topic_csv(tmp_path / "data" / "train.csv")  # names that say nothing: the task is named after out/
     assert run(pretrained_dir, tmp_path / "out", "--epochs", "2", "--learning_rate", "1e-3",
                train=data, eval_file=data) == 0
     printed = capsys.readouterr().out
@@ -61,8 +62,8 @@ def test_classification_end_to_end(topic_csv, run_python, pretrained_dir, tmp_pa
 
     # A fresh process with only TensorFlow and tf-text answers text requests, and agrees
     # with the Keras model.
-    export_dir = tmp_path / "out" / "export" / "topics" / "1"
-    assert export_dir.is_dir()
+    export_dir = tmp_path / "out" / "export" / "out" / "1"
+    assert export_dir.is_dir() and summary["task"] == "out"
     texts = ["Bees visit the orchard.", "The library opened in 1902."]
     served = run_python(
         "import json, tensorflow as tf, tensorflow_text\n"
@@ -77,6 +78,26 @@ def test_classification_end_to_end(topic_csv, run_python, pretrained_dir, tmp_pa
     expected = keras.ops.softmax(model.predict(texts, verbose=0)).numpy()
     np.testing.assert_allclose(served["p"], expected, atol=1e-5)
     assert served["label"] == [summary["labels"][i] for i in expected.argmax(-1)]
+    # In Python, the fine-tuned model names its labels as the export does.
+    predicted = model.predict_labels(texts)
+    assert model.label_names == ["nature", "town"] and predicted["label"].tolist() == served["label"]
+    np.testing.assert_allclose(predicted["probabilities"], served["p"], atol=1e-5)
+
+    # `export` on best.keras keeps the head: into the run's own export folder it adds nothing
+    # (the same model), elsewhere it writes the same classifier signature.
+    capsys.readouterr()
+    assert export.main(["--model_dir", str(tmp_path / "out" / "best.keras")]) == 0
+    assert "already holds this model" in capsys.readouterr().out
+    assert [p.name for p in (tmp_path / "out" / "export" / "out").iterdir()] == ["1"]
+    assert export.main(["--model_dir", str(tmp_path / "out" / "best.keras"), "--export_dir", str(tmp_path / "x")]) == 0
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401
+    again = tf.saved_model.load(str(tmp_path / "x" / "out" / "1")).signatures["serving_default"]
+    assert again(text=tf.constant(texts))["label"].numpy().astype(str).tolist() == served["label"]
+    # The fine-tuning folder itself is no pre-training run: the error points at what it holds.
+    assert export.main(["--model_dir", str(tmp_path / "out")]) == 2
+    error = capsys.readouterr().err
+    assert "fine-tuning output folder" in error and "best.keras" in error and str(export_dir) in error
 
 
 def test_glue_pair_regression_and_random_init(corpus, run_python, pretrained_dir, tmp_path):

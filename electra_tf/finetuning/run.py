@@ -208,10 +208,11 @@ def _run(options: FinetuningOptions) -> FinetuningResult:
     from electra_tf.models.preprocessing import ElectraTextPreprocessor, ElectraWordPreprocessor
     from electra_tf.optimization import create_finetuning_optimizer
     from electra_tf.runtime import create_strategy, resolve_runtime
-    from electra_tf.serving.publish import export_tagger, export_text_classifier
+    from electra_tf.serving.publish import export_task_model
 
     started = time.monotonic()
     task = read_data(options)
+    task.name = task.name or FinetuneDir(options.output_dir).path.resolve().name  # files named only train/dev
     runtime = resolve_runtime(options.strategy, options.mixed_precision, options.xla,
                               hidden_size=pretrained_hidden_size(options.pretrained))
     strategy = create_strategy(runtime)
@@ -238,6 +239,7 @@ def _run(options: FinetuningOptions) -> FinetuningResult:
     for old in _written(output.path) if options.overwrite else ():  # keep our lock file
         shutil.rmtree(old) if old.is_dir() else old.unlink()
     output.path.mkdir(parents=True, exist_ok=True)
+    config.save(output.config)
     keras.utils.set_random_seed(options.seed)
 
     preprocessor = (ElectraWordPreprocessor if task.tagging else ElectraTextPreprocessor)(
@@ -249,8 +251,14 @@ def _run(options: FinetuningOptions) -> FinetuningResult:
     total_steps = steps_per_epoch * epochs
     with strategy.scope():
         backbone = build_discriminator(config) if options.random_init else pretrained.discriminator
-        classifier = (ElectraTokenClassifier if task.tagging else ElectraClassifier)(
-            backbone, task.labels.num_classes, dropout=config.dropout, preprocessor=preprocessor)
+        if task.tagging:
+            classifier = ElectraTokenClassifier(backbone, task.labels.num_classes, dropout=config.dropout,
+                                                preprocessor=preprocessor, label_names=task.labels.names)
+        else:
+            classifier = ElectraClassifier(backbone, task.labels.num_classes, dropout=config.dropout,
+                                           preprocessor=preprocessor, label_names=task.labels.names,
+                                           score_range=task.labels.score_range,
+                                           text_pair=task.train.text_pairs is not None)
         classifier.compile(optimizer=create_finetuning_optimizer(
             learning_rate, total_steps, config.num_layers, options.warmup_proportion,
             layerwise_lr_decay if layerwise_lr_decay < 1 else None,
@@ -280,13 +288,7 @@ def _run(options: FinetuningOptions) -> FinetuningResult:
     evaluator.restore_best()
 
     export_name = options.export_name or task.name.lower().replace("-", "")
-    if task.tagging:
-        export_path = export_tagger(classifier, pretrained.tokenizer, config, output.exports, export_name,
-                                    task.labels.names)
-    else:
-        export_path = export_text_classifier(
-            classifier, pretrained.tokenizer, config, output.exports, export_name, label_names=task.labels.names,
-            score_range=task.labels.score_range, text_pair=task.train.text_pairs is not None)
+    export_path = export_task_model(classifier, pretrained.tokenizer, config, output.exports, export_name)
     best = evaluator.best
     summary = {
         "task": task.name,

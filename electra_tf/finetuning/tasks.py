@@ -172,9 +172,22 @@ def read_task_files(train_path, eval_path, columns: Columns | None = None,
     return TaskData(examples(train_path, train_rows), examples(eval_path, eval_rows), space, name)
 
 
+# Names that say where a file sits or what split it is, not what task it holds.
+_GENERIC_NAMES = {"train", "training", "dev", "eval", "valid", "validation", "test", "data", "dataset", "datasets",
+                  "corpus", "input", "inputs", "files", "tmp", "temp", "labelled", "labeled", ""}
+
+
 def _task_name(train_path: Path) -> str:
-    generic = train_path.stem.lower() in ("train", "training", "dev", "eval", "data")
-    return train_path.parent.resolve().name if generic else train_path.stem
+    """The training file's name, or its folder's when the file is `train.csv` and the like;
+    "" when both are generic (`data/train.csv`): the run then names the task after its output folder.
+
+    >>> _task_name(Path("glue/sst2/train.tsv")), _task_name(Path("reviews.csv")), _task_name(Path("data/train.csv"))
+    ('sst2', 'reviews', '')
+    """
+    for name in (train_path.stem, train_path.resolve().parent.name):
+        if name.lower() not in _GENERIC_NAMES:
+            return name
+    return ""
 
 
 # --- tagging ----------------------------------------------------------------------------

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from electra_tf.config import ElectraConfig
 from electra_tf.errors import RunError
-from electra_tf.run_dir import DEFAULT_EXPORT_DIR, ModelDir, bundled_data_dir
+from electra_tf.run_dir import ModelDir, bundled_data_dir
 
 FINAL_METRICS = ("masked_lm_accuracy", "masked_lm_loss", "sampled_masked_lm_accuracy", "disc_auc",
                  "disc_accuracy", "disc_precision", "disc_recall", "disc_loss", "loss")
@@ -42,7 +42,7 @@ class PretrainingOptions:
     log_every: int = 50
     sample_every: int = 200
     eval_batches: int = 20
-    export_dir: Path = DEFAULT_EXPORT_DIR
+    export_dir: Path | None = None  # None: MODEL_DIR/export
     profile_steps: tuple[int, int] | None = None
     init_from: str | None = None  # a model_dir or checkpoint whose weights a new run starts from
 
@@ -337,7 +337,7 @@ def _run(options: PretrainingOptions, role) -> RunResult:
             if pretrainer.discriminator is not None and role.is_chief:
                 from electra_tf.serving.publish import export_discriminator
                 export_path = export_discriminator(pretrainer.discriminator, tokenizer, config,
-                                                   Path(options.export_dir), model_dir.name)
+                                                   Path(options.export_dir or model_dir.exports), model_dir.name)
     except _Stopped:
         return result("stopped", signal=received[0])
     if role.is_multi_worker:

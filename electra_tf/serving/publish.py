@@ -3,7 +3,10 @@
 
 `EXPORT_DIR/NAME/<version>/` (saved_model.pb, variables/, assets.extra/) is the layout TF
 Serving watches: the next integer version is built in a temporary folder and renamed, so a
-server never sees a half-written version and an existing version is never overwritten.
+server never sees a half-written version and an existing version is never overwritten. An
+export whose weights, configuration, vocabulary, task and signatures equal the newest
+version's writes nothing (rerunning a finished run or exporting the same checkpoint twice does
+not make a new version): assets.extra/fingerprint holds their digest.
 assets.extra/ also holds warmup requests the server replays at load, and config.json and
 vocab.txt (and task.json for classifiers), which TF Serving ignores and
 `electra_tf.loading` reads to fine-tune from an export.
@@ -14,6 +17,7 @@ An export computes in float32 whatever precision the model trained in (`computin
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import shutil
@@ -89,11 +93,35 @@ def next_version(model_root: Path) -> int:
     return max(versions, default=0) + 1
 
 
+def export_fingerprint(model, endpoints: dict, config=None, tokenizer=None, task: dict | None = None) -> str:
+    """A digest of everything an export is made of: the weights (by path; not the dropout seed
+    states, which change with every training call and do not reach the graph), the signatures,
+    the config, the vocabulary, the task's labels and the package version that wrote it."""
+    import electra_tf
+
+    digest = hashlib.sha256()
+    for weight in sorted(model.weights, key=lambda w: w.path):
+        digest.update(weight.path.encode())
+        digest.update(weight.numpy().tobytes())
+    digest.update(json.dumps({"signatures": sorted(endpoints), "task": task, "version": electra_tf.__version__,
+                              "config": config.to_dict() if config is not None else None}, sort_keys=True).encode())
+    if tokenizer is not None:
+        digest.update("\n".join(tokenizer.vocabulary).encode())
+    return digest.hexdigest()
+
+
 def publish(model, endpoints: dict, export_dir: Path, name: str, config=None, tokenizer=None,
             task: dict | None = None) -> Path:
     """Writes EXPORT_DIR/NAME/<next version>/ atomically; returns that folder. With `config`
     and `tokenizer`, assets.extra/ also keeps config.json, vocab.txt (and task.json)."""
     model_root = Path(export_dir) / name
+    fingerprint = export_fingerprint(model, endpoints, config, tokenizer, task)
+    newest = model_root / str(next_version(model_root) - 1)
+    if ExportMetadata.of(newest).fingerprint.is_file() and \
+            ExportMetadata.of(newest).fingerprint.read_text(encoding="utf-8").strip() == fingerprint:
+        print(f"  export: {newest.resolve()} already holds this model (same weights, config, vocabulary and "
+              "signatures); no new version written.", flush=True)
+        return newest
     model_root.mkdir(parents=True, exist_ok=True)
     temporary = model_root / f".tmp-{os.getpid()}"
     shutil.rmtree(temporary, ignore_errors=True)
@@ -101,6 +129,7 @@ def publish(model, endpoints: dict, export_dir: Path, name: str, config=None, to
         write_saved_model(model, endpoints, temporary)
         if config is not None:
             write_export_metadata(temporary, config, tokenizer, task)
+        atomic_write_text(ExportMetadata.of(temporary).fingerprint, fingerprint + "\n")
         while True:
             target = model_root / str(next_version(model_root))
             try:
@@ -116,6 +145,16 @@ def publish(model, endpoints: dict, export_dir: Path, name: str, config=None, to
 def export_discriminator(discriminator, tokenizer, config, export_dir: Path, name: str) -> Path:
     return publish(discriminator, discriminator_endpoints(discriminator, tokenizer, config.max_seq_length),
                    export_dir, name, config, tokenizer)
+
+
+def export_task_model(model, tokenizer, config, export_dir: Path, name: str) -> Path:
+    """A fine-tuned `ElectraClassifier` or `ElectraTokenClassifier`, with the label names,
+    score range and text-pair flag it carries. `config.max_seq_length` is the length it was
+    fine-tuned at."""
+    if getattr(model, "ragged_inputs", False):
+        return export_tagger(model, tokenizer, config, export_dir, name, model.label_names)
+    return export_text_classifier(model, tokenizer, config, export_dir, name, model.label_names,
+                                  model.score_range, model.text_pair)
 
 
 def export_text_classifier(classifier, tokenizer, config, export_dir: Path, name: str,
