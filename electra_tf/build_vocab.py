@@ -51,4 +51,6 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from electra_tf import log_filter
+
+    sys.exit(log_filter.run(main))

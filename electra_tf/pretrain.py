@@ -140,4 +140,6 @@ def report(result, eval_batches: int) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from electra_tf import log_filter
+
+    sys.exit(log_filter.run(main))

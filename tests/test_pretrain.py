@@ -274,3 +274,38 @@ def test_help_documents_every_option():
 def test_bad_config_value_is_reported_without_a_traceback(capsys):
     assert pretrain.main(["--set", "mask_prob=2"]) == 2
     assert "'mask_prob' = 2.0: must be in (0, 1)" in capsys.readouterr().err
+
+
+def _quiet_check_environment():
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
+    for name in ("TF_CPP_MIN_LOG_LEVEL", "ELECTRA_TF_TF_LOGS"):  # as a user's shell has them
+        env.pop(name, None)
+    return env
+
+
+def _alarming(stderr: str) -> list[str]:
+    """Lines that look like an error or warning to a person reading the terminal."""
+    return [line for line in stderr.splitlines()
+            if re.match(r"^[IWEF]\d{4} |^WARNING|^Traceback", line) or re.search(r"Error|Warning|error:", line)]
+
+
+def test_a_clean_run_and_a_stopped_run_print_nothing_that_looks_like_an_error(corpus, tmp_path):
+    """Raw text (a Python generator feeds it) ended TensorFlow's log with "Error occurred when
+    finalizing GeneratorDataset iterator", and every command opened with TensorFlow's banners."""
+    text = corpus.write_sentence_file(tmp_path / "corpus.txt", repeat=20)
+    argv = [sys.executable, "-m", "electra_tf.pretrain", "--data", str(text), "--batch_size", "4",
+            "--set", "num_layers=1", "--set", "max_seq_length=32", "--eval_batches", "1", "--log_every", "1"]
+    done = subprocess.run(argv + ["--model_dir", str(tmp_path / "done"), "--steps", "3"], env=_quiet_check_environment(),
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and "Done in" in done.stdout, done.stderr[-3000:]
+    assert not _alarming(done.stderr), done.stderr
+
+    process = subprocess.Popen(argv + ["--model_dir", str(tmp_path / "stopped"), "--steps", "100000"],
+                               env=_quiet_check_environment(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    for line in process.stdout:
+        if line.startswith("step 2/"):
+            process.send_signal(signal.SIGINT)
+            break
+    stdout, stderr = process.communicate(timeout=300)
+    assert process.returncode == 128 + signal.SIGINT and "Stopped by signal 2" in stdout, stderr[-3000:]
+    assert not _alarming(stderr), stderr

@@ -51,6 +51,11 @@ class ResumableInput:
                              trainable=False, name=f"in_flight_{key}")
             for key, spec in self.spec.items()}
 
+    def close(self) -> None:
+        """Releases the pipeline's iterator (the run is over)."""
+        with self._lock:
+            self.iterator = iter(())
+
     def dataset(self) -> tf.data.Dataset:
         """What `fit` reads: the pipeline's batches, in order, through this object. Read it
         in one `fit` call with an `InputTracker` among the callbacks."""

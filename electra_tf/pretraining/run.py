@@ -13,6 +13,7 @@ random state and input position). SIGTERM/SIGINT save a checkpoint and stop the 
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import signal
 import time
@@ -122,7 +123,7 @@ def _prepare_data(options: PretrainingOptions, config: ElectraConfig, model_dir:
         if role.is_multi_worker:
             raise RunError("a multi-worker run reads build_data shards, which split between workers by file "
                            "and resume exactly: build them first (python -m electra_tf.build_data --input ... "
-                           "--num_shards N with N a multiple of the workers) and pass that folder to --data.")
+                           "--num_shards N, N at least the number of workers) and pass that folder to --data.")
         vocab = options.vocab or str(model_dir.vocab)
         if not Path(vocab).is_file():
             from electra_tf.data.vocabulary import DEFAULT_VOCAB_SIZE, build_vocabulary
@@ -188,13 +189,18 @@ def run_pretraining(options: PretrainingOptions) -> RunResult:
     from electra_tf.locking import FolderLock
 
     role = WorkerRole.from_environ()
-    if not role.is_chief:  # the chief holds the lock for the whole job
-        return _run(options, role)
-    with FolderLock(options.model_dir, "electra_tf.pretrain"):
-        return _run(options, role)
+    lock = FolderLock(options.model_dir, "electra_tf.pretrain") if role.is_chief else contextlib.nullcontext()
+    with lock:  # the chief holds the lock for the whole job
+        with contextlib.ExitStack() as closing:
+            result = _run(options, role, closing)
+        # Input iterators fed by Python generators (raw text) must be finalised while Python
+        # runs; left to the interpreter's exit, TensorFlow logs "Error occurred when finalizing
+        # GeneratorDataset iterator". `closing` released ours; this collects their cycles.
+        gc.collect()
+        return result
 
 
-def _run(options: PretrainingOptions, role) -> RunResult:
+def _run(options: PretrainingOptions, role, closing: contextlib.ExitStack) -> RunResult:
     from electra_tf.runtime import create_strategy, resolve_runtime
 
     # The strategy comes first: a MultiWorkerMirroredStrategy must configure its collectives
@@ -247,7 +253,8 @@ def _run(options: PretrainingOptions, role) -> RunResult:
 
     # Raw text is read through a Python generator, whose position TensorFlow cannot save: a
     # resumed run then reads the text from the start again (build_data's shards resume exactly).
-    resumable = ResumableInput(make_dataset(config.seed), checkpointable=data.kind == "records")
+    resumable = closing.enter_context(contextlib.closing(
+        ResumableInput(make_dataset(config.seed), checkpointable=data.kind == "records")))
     held_out = [batch for batch in make_dataset(config.seed + 1).take(options.eval_batches)]
     # Initial weights and every dropout seed generator follow the config's seed.
     keras.utils.set_random_seed(config.seed)
@@ -304,7 +311,7 @@ def _run(options: PretrainingOptions, role) -> RunResult:
     if remaining > 0:
         try:
             with _lost_workers_reported(role, checkpoint):
-                pretrainer.fit(_per_worker(strategy, role, resumable.dataset()), epochs=1,
+                pretrainer.fit(_per_worker(strategy, role, resumable.dataset()), epochs=1, shuffle=False,
                                steps_per_epoch=remaining, verbose=0, callbacks=callbacks)
         except tf.errors.DataLossError as error:
             if data.kind == "records":
