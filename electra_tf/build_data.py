@@ -22,7 +22,6 @@ import os
 import sys
 import time
 
-from electra_tf.data.builder import build_shards
 from electra_tf.data.vocabulary import DEFAULT_VOCAB_SIZE
 from electra_tf.errors import command
 
@@ -62,9 +61,11 @@ def print_summary(metadata: dict, output_dir: str, elapsed: float) -> None:
         print(f"    {count:>8,}  {reason}")
 
 
-@command
+@command(interrupted="the output folder keeps what it held before; nothing partial was written")
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
+    from electra_tf.data.builder import build_shards  # heavy (TensorFlow): after the arguments
+
     started = time.monotonic()
     metadata = build_shards(args.output_dir, args.input, vocab=args.vocab, vocab_size=args.vocab_size,
                             max_seq_length=args.max_seq_length, num_shards=args.num_shards,

@@ -38,7 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-@command
+@command(interrupted="no vocabulary was written")
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     output = Path(args.output)

@@ -24,7 +24,7 @@ import sys
 import threading
 import time
 
-from electra_tf.errors import RunError
+from electra_tf.errors import USAGE_ERROR, RunError
 
 # How long a stopped job's remaining workers get to exit after SIGTERM before SIGKILL.
 STOP_GRACE_SECONDS = 20.0
@@ -156,11 +156,13 @@ def _wait(processes, stream, print_lock) -> int:
             index, code = failed[0]
             how = f"was killed by signal {-code}" if code < 0 else f"exited with status {code}"
             running = [i for i, s in enumerate(statuses) if s is None]
+            # Status 2 is the commands' "bad arguments, config or data": rerunning cannot help.
+            then = ("Fix what its error above says, then run the command again." if code == USAGE_ERROR else
+                    "Rerun the same command to resume from the last checkpoint.")
             with print_lock:
                 stream.write(f"launch: worker {index} {how}; stopping "
                              f"{'worker(s) ' + ', '.join(map(str, running)) if running else 'the job'} "
-                             "(its peers cannot go on without it). Rerun the same command to resume from "
-                             "the last checkpoint.\n")
+                             f"(its peers cannot go on without it). {then}\n")
                 stream.flush()
             _stop(processes)
             return 128 - code if code < 0 else code

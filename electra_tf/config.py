@@ -15,6 +15,7 @@ not reproduced here.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import json
 import os
 from pathlib import Path
@@ -166,7 +167,10 @@ class ElectraConfig:
             if not sep:
                 raise ConfigError(f"override {assignment!r}: expected key=value.")
             if key not in _FIELD_TYPES:
-                raise ConfigError(f"override {assignment!r}: unknown key {key!r}.")
+                close = difflib.get_close_matches(key, _FIELD_TYPES, n=3)
+                raise ConfigError(f"override {assignment!r}: unknown key {key!r}. "
+                                  + (f"Did you mean {' or '.join(close)}? " if close else "")
+                                  + f"Keys: {', '.join(sorted(_FIELD_TYPES))}.")
             values[key] = _parse_value(key, raw.strip())
         return self.replace(**values)
 

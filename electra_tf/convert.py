@@ -40,7 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-@command
+@command(interrupted="no model_dir was written")
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     from electra_tf.interop.convert import import_google, import_huggingface

@@ -4,8 +4,8 @@ Every error that means "this input, file, config or folder cannot be used as ask
 `ElectraError` (subclasses name the stage: `ConfigError`, `DataError`, `InputError`,
 `VocabularyError`, `TaskDataError`, `PretrainedError`, `RunError`, ...). Its message names the
 file or field and says what to do. A command's `main` is wrapped in `command`, which prints
-`error: <message>` to stderr and returns exit status 2 for these, and lets anything else
-(a bug) raise with its traceback.
+`error: <message>` to stderr and returns exit status 2 for these, turns Ctrl-C into one line
+and exit status 130, and lets anything else (a bug) raise with its traceback.
 
 >>> @command
 ... def main(argv=None):
@@ -30,9 +30,17 @@ class RunError(ElectraError):
     """A run (pre-training, fine-tuning, export) cannot start or continue as asked."""
 
 
-def command(main):
+INTERRUPTED = 128 + 2  # as a shell reports a process stopped by SIGINT
+
+
+def command(main=None, *, interrupted: str = "stopped before it finished"):
     """Wraps a command's `main(argv) -> int`: an `ElectraError` becomes `error: ...` on
-    stderr and exit status 2."""
+    stderr and exit status 2; Ctrl-C (KeyboardInterrupt) becomes one line, `interrupted`
+    (what became of the command's output), and exit status 130, instead of a traceback.
+    Use as `@command` or `@command(interrupted="...")`."""
+    if main is None:
+        return functools.partial(command, interrupted=interrupted)
+
     @functools.wraps(main)
     def wrapped(argv=None) -> int:
         try:
@@ -40,4 +48,7 @@ def command(main):
         except ElectraError as error:
             print(f"error: {error}", file=sys.stderr, flush=True)
             return USAGE_ERROR
+        except KeyboardInterrupt:
+            print(f"\nStopped by Ctrl-C: {interrupted}.", file=sys.stderr, flush=True)
+            return INTERRUPTED
     return wrapped

@@ -73,7 +73,7 @@ def default_name(source: Path) -> str:
     return source.parent.name if source.name.isdigit() else source.resolve().name
 
 
-@command
+@command(interrupted="no new export version was written")
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     from electra_tf.loading import load_pretrained, load_task_model

@@ -96,7 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-@command
+@command(interrupted="OUTPUT_DIR keeps the best epoch saved so far (metrics.json and best.keras are written whole)")
 def main(argv=None) -> int:
     args = vars(build_parser().parse_args(argv))
     options = FinetuningOptions(**{**args, "output_dir": Path(args["output_dir"])})

@@ -10,7 +10,8 @@ unchanged, in order. `ELECTRA_TF_TF_LOGS=1` keeps every line.
 The filter is a small process of its own (`python -m electra_tf.log_filter`), not a thread:
 if the command dies at once (a fatal error from TensorFlow's C++, SIGKILL), the pipe still
 holds its last lines and the filter still passes them on. It ignores SIGINT and SIGTERM and
-ends when the pipe closes.
+ends when the pipe closes, or, when the command is done but a child process it started (such as
+multiprocessing's resource tracker) still holds the pipe, on SIGUSR1 once the pipe is empty.
 
 >>> [is_noise(line) for line in (
 ...     "I0000 00:00:1795507637.096271   13736 cudart_stub.cc:31] Could not find cuda drivers on your machine, GPU will not be used.",
@@ -23,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import select
 import signal
 import subprocess
 import sys
@@ -38,6 +40,8 @@ NOISE = [
     # Printed on CPUs with AVX-512 too; the op then runs on Eigen, as on any other CPU.
     _PREFIX + r"util\.cc:\d+\] oneDNN supports DT_INT64 only on platforms with AVX-512",
     _PREFIX + r"generator_dataset_op\.cc:\d+\] Memory patch applied",
+    # The Python hop that makes the input position checkpointable is a generator dataset.
+    _PREFIX + r"dataset\.cc:\d+\] Input of GeneratorDatasetOp::Dataset will not be optimized",
 ]
 # cuInit fails on every host without an NVIDIA driver; on a host with one it is a real error.
 CUDA_WITHOUT_DRIVER = _PREFIX + r"cuda_platform\.cc:\d+\] failed call to cuInit"
@@ -70,22 +74,47 @@ def filtered_stderr():
         os.dup2(real, 2)  # the pipe's last write end in this process closes: the filter drains it
         os.close(real)
         try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:  # a child still writes to the pipe; it outlives us
-            pass
+            process.wait(timeout=0.5)
+        except subprocess.TimeoutExpired:  # a child process still holds the pipe open
+            process.send_signal(signal.SIGUSR1)
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
 
 
-def _filter(source, target) -> None:
-    for line in source:
-        if not is_noise(line.decode("utf-8", errors="replace")):
-            target.write(line)
-            target.flush()
+def _filter(source: int, target) -> None:
+    """Copies lines from file descriptor `source` to `target`, leaving out noise, until the
+    pipe ends or, after SIGUSR1, until it is empty."""
+    done = []
+    signal.signal(signal.SIGUSR1, lambda number, frame: done.append(True))
+    pending = b""
+    while True:
+        readable, _, _ = select.select([source], [], [], 0.1)
+        if not readable:
+            if done:
+                break
+            continue
+        chunk = os.read(source, 1 << 16)
+        if not chunk:
+            break
+        *lines, pending = (pending + chunk).split(b"\n")
+        for line in lines:
+            if not is_noise(line.decode("utf-8", errors="replace")):
+                target.write(line + b"\n")
+        target.flush()
+    if pending and not is_noise(pending.decode("utf-8", errors="replace")):
+        target.write(pending)
+        target.flush()
 
 
 def run(main) -> int:
-    """A command's `main()` as the shell runs it: stderr filtered (unless ELECTRA_TF_TF_LOGS=1)."""
+    """A command's `main()` as the shell runs it: TensorFlow's INFO lines off (TF_CPP_MIN_LOG_LEVEL
+    1, unless set; they chronicle gRPC servers, record readers and the like), and stderr filtered;
+    ELECTRA_TF_TF_LOGS=1 keeps both as TensorFlow has them."""
     if os.environ.get("ELECTRA_TF_TF_LOGS") == "1":
         return main()
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
     with filtered_stderr():
         return main()
 
@@ -93,4 +122,4 @@ def run(main) -> int:
 if __name__ == "__main__":
     for number in (signal.SIGINT, signal.SIGTERM):  # only the end of the pipe ends the filter
         signal.signal(number, signal.SIG_IGN)
-    _filter(sys.stdin.buffer, sys.stdout.buffer)
+    _filter(sys.stdin.fileno(), sys.stdout.buffer)

@@ -82,7 +82,7 @@ def _profile_steps(text: str | None) -> tuple[int, int] | None:
     return start, stop
 
 
-@command
+@command(interrupted="its last checkpoint, if any, is intact; rerun the same command to continue")
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     from electra_tf.pretraining.run import PretrainingOptions, resolve_config

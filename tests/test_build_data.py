@@ -134,3 +134,51 @@ def test_embedded_wikipedia_sample_by_default(small_vocab, tmp_path, capsys):
     assert "shortened.bz2" in metadata["inputs"][0]
     captured = capsys.readouterr()
     assert "MB/s" in captured.err and "padding fraction" in captured.out
+
+
+def _interrupt_after(argv, marker: str, tmp_path):
+    """Runs a command in its own process group, sends Ctrl-C's SIGINT to the whole group (as a
+    terminal does) once `marker` shows in its stderr; returns (status, stderr, seconds to stop)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    process = subprocess.Popen([sys.executable, "-m", *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, start_new_session=True, cwd=tmp_path)
+    seen = ""
+    while marker not in seen:
+        line = process.stderr.readline()
+        assert line, f"ended before {marker!r}: {seen[-2000:]}"
+        seen += line
+    started = time.monotonic()
+    os.killpg(process.pid, signal.SIGINT)
+    _, rest = process.communicate(timeout=120)
+    seconds = time.monotonic() - started
+    survivors = True  # every process of the group (workers, helpers) is gone within seconds
+    for _ in range(50):
+        try:
+            os.killpg(process.pid, 0)
+        except ProcessLookupError:
+            survivors = False
+            break
+        time.sleep(0.1)
+    return process.returncode, seen + rest, seconds, survivors
+
+
+def test_ctrl_c_stops_build_data_and_build_vocab_in_seconds_with_one_line(corpus, small_vocab, tmp_path):
+    """Before: worker tracebacks, then a hang of minutes at exit, then an atexit traceback."""
+    text = corpus.write_prose_file(tmp_path / "big.txt", repeat=3000)
+    status, stderr, seconds, survivors = _interrupt_after(
+        ["electra_tf.build_data", "--input", str(text), "--vocab", str(small_vocab), "--output_dir", "out",
+         "--num_workers", "2", "--max_seq_length", "32"], "documents read", tmp_path)
+    assert status == 130 and seconds < 30 and not survivors, stderr[-3000:]
+    assert "Traceback" not in stderr and stderr.strip().splitlines()[-1].startswith("Stopped by Ctrl-C: the output")
+    assert not (tmp_path / "out").exists() or not list((tmp_path / "out").iterdir())  # nothing partial kept
+
+    status, stderr, seconds, _ = _interrupt_after(
+        ["electra_tf.build_vocab", "--input", str(text), "--output", "vocab.txt"], "reading text", tmp_path)
+    assert status == 130 and seconds < 30, stderr[-3000:]
+    assert "Traceback" not in stderr and "Stopped by Ctrl-C: no vocabulary was written" in stderr
+    assert not (tmp_path / "vocab.txt").exists()

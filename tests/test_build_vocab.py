@@ -20,3 +20,15 @@ def test_bad_input_is_exit_2_with_a_message(tmp_path, capsys):
     assert "--vocab_size must be at least 100" in capsys.readouterr().err
     assert build_vocab.main(["--input", str(tmp_path / "none*.txt"), "--output", str(tmp_path / "v.txt")]) == 2
     assert "no input files found" in capsys.readouterr().err
+
+
+def test_a_vocabulary_far_smaller_than_asked_is_explained_and_has_no_bare_suffix_marker(corpus, tmp_path, capsys):
+    """Before: 8192 asked, a few hundred written without a word, "##" among them."""
+    text = corpus.write_sentence_file(tmp_path / "corpus.txt", repeat=20)
+    output = tmp_path / "vocab.txt"
+    assert build_vocab.main(["--input", str(text), "--vocab_size", "8192", "--output", str(output)]) == 0
+    vocabulary = read_vocabulary(output)
+    err = capsys.readouterr().err
+    assert f"Wrote {len(vocabulary):,} tokens (asked for 8,192)" in err
+    assert "far smaller than asked" in err and f"--vocab_size {len(vocabulary):,} or less" in err
+    assert "##" not in vocabulary and any(token.startswith("##") for token in vocabulary)

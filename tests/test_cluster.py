@@ -113,3 +113,11 @@ def test_two_workers_train_exactly_as_one_worker_on_the_same_global_batch(tmp_pa
     for key in weights:
         np.testing.assert_allclose(two[key], one[key], rtol=1e-5, atol=1e-6, err_msg=key)
     assert not np.allclose(one["log_loss"][0], one["log_loss"][-1])  # the steps did train
+
+
+def test_a_worker_s_usage_error_is_not_met_with_rerun_to_resume():
+    """Status 2 (bad arguments, config or data) fails again on a rerun: say to fix it instead."""
+    code = "import json, os, sys; sys.exit(2 if json.loads(os.environ['TF_CONFIG'])['task']['index'] else 0)"
+    out = io.StringIO()
+    assert launch_local([sys.executable, "-c", code], workers=2, stream=out) == 2
+    assert "Fix what its error above says" in out.getvalue() and "resume" not in out.getvalue()

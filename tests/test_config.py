@@ -111,3 +111,10 @@ def test_a_saved_run_config_loads_as_a_config(tmp_path):
     config = ElectraConfig.load("electra_tiny", {"num_layers": 3})
     config.save(tmp_path / "config.json")
     assert ElectraConfig.load(str(tmp_path / "config.json")) == config
+
+
+def test_a_misspelt_override_names_the_key_it_probably_meant():
+    with pytest.raises(ConfigError, match="unknown key 'learnig_rate'. Did you mean learning_rate\\?"):
+        ElectraConfig.load("electra_tiny").with_overrides(["learnig_rate=1e-3"])
+    with pytest.raises(ConfigError, match="Keys: .*adam_epsilon"):  # no close match: every key listed
+        ElectraConfig.load("electra_tiny").with_overrides(["zzz=1"])

@@ -11,8 +11,12 @@ def test_every_public_name_resolves():
         assert getattr(electra_tf, name) is not None, name
 
 
-def test_importing_the_package_does_not_start_tensorflow():
-    code = "import sys, electra_tf, electra_tf.pretrain; print('tensorflow' in sys.modules)"
+def test_importing_the_package_or_a_command_does_not_start_tensorflow():
+    """Also what lets a command filter TensorFlow's start-up banners (log_filter) before they print."""
+    from electra_tf.__main__ import COMMANDS
+
+    code = ("import sys, electra_tf\n" + "".join(f"import electra_tf.{name}\n" for name in COMMANDS)
+            + "print('tensorflow' in sys.modules)")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert result.stdout.strip() == "False", result.stderr[-2000:]
 

@@ -179,9 +179,14 @@ def test_a_larger_steps_extends_a_finished_run(data_dir, reference_run, tmp_path
     argv = command(data_dir, model_dir, tmp_path / "exports")[3:]
     longer = [str(STEPS + 20) if a == str(STEPS) else a for a in argv]
     assert pretrain.main(longer) == 0
-    printed = capsys.readouterr().out
+    captured = capsys.readouterr()
+    printed = captured.out
     assert f"resumed from step {STEPS}" in printed and f"step {STEPS + 20}/{STEPS + 20}" in printed
     assert f"extending the run from {STEPS} to {STEPS + 20} steps" in printed
+    # The longer run alone would warm up longer: say that the earlier run's warmup is kept, and
+    # how to start afresh (a trial in the default folder must not silently become the real run).
+    assert (f"holds an earlier, shorter run, which this continues: it keeps that run's num_warmup_steps "
+            f"{STEPS // 10}" in captured.err and "give a new --model_dir or remove" in captured.err)
     history = json.loads((model_dir / "config_history.json").read_text())
     assert history[-1]["changed"] == {"num_train_steps": [STEPS, STEPS + 20]}
     saved = json.loads((model_dir / "config.json").read_text())

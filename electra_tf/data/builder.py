@@ -20,6 +20,7 @@ import multiprocessing
 import os
 import queue
 import shutil
+import signal
 import time
 import traceback
 from pathlib import Path
@@ -150,8 +151,15 @@ def _run_workers(files, vocab_path, work_dir, skips, max_seq_length, num_shards,
         args=(w, num_workers, str(vocab_path), max_seq_length, num_shards, seed, str(work_dir),
               inboxes[w], outbox))
         for w in range(num_workers)]
-    for worker in workers:
-        worker.start()
+    # Ctrl-C reaches every process of the terminal's group; the parent stops the workers. They
+    # are born ignoring SIGINT (a disposition a new process inherits), so it cannot catch one
+    # half-started.
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        for worker in workers:
+            worker.start()
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
     total_bytes = total_input_bytes(files)
     progress = Progress("build_data", total=total_bytes / 1e6, unit="MB")
@@ -213,6 +221,11 @@ def _run_workers(files, vocab_path, work_dir, skips, max_seq_length, num_shards,
             if worker.is_alive():
                 worker.terminate()
             worker.join(timeout=10)
+        # Documents still buffered for a worker that is gone would make this process wait at
+        # exit for a queue nobody reads (Ctrl-C or a failed worker).
+        for inbox in inboxes:
+            inbox.cancel_join_thread()
+            inbox.close()
 
     stats = {key: sum(s[key] for s in worker_stats.values())
              for key in ("documents", "sentences", "examples", "tokens")}

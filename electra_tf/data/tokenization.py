@@ -124,5 +124,7 @@ def learn_vocabulary(texts, vocabulary_size: int) -> list[str]:
         texts, vocabulary_size, lowercase=True, strip_accents=True,
         reserved_tokens=list(SPECIAL_TOKENS))
     # The trainer can emit whitespace as a token; the tokenizer splits on whitespace, so such
-    # a token is never produced, and it would be a blank line in vocab.txt.
-    return [token for token in vocabulary if token.strip()]
+    # a token is never produced, and it would be a blank line in vocab.txt. It also emits the
+    # bare suffix marker "##", which no word piece tokenizes to and TensorFlow's WordPiece warns
+    # about when a model is exported.
+    return [token for token in vocabulary if token.strip() and token != "##"]

@@ -16,6 +16,9 @@ from electra_tf.progress import Progress
 
 # Right for a small corpus such as the bundled sample (BERT's is 30522).
 DEFAULT_VOCAB_SIZE = 8192
+# tensorflow-text's WordPiece learner (under keras-hub's trainer) drops rarer pieces: its
+# `lower_thresh` default, which keras-hub does not expose.
+MIN_PIECE_COUNT = 10
 
 
 def collect_sentences(inputs: list[str], skips: Skips, max_documents: int | None = None,
@@ -55,6 +58,11 @@ def build_vocabulary(inputs: list[str], vocab_size: int, output: Path,
     started = time.monotonic()
     vocabulary = learn_vocabulary(tf.data.Dataset.from_tensor_slices(sentences).batch(1000), vocab_size)
     write_vocabulary(output, vocabulary)
-    print(f"Wrote {len(vocabulary):,} tokens to {output} in {time.monotonic() - started:.0f} s.",
-          file=sys.stderr)
+    print(f"Wrote {len(vocabulary):,} tokens (asked for {vocab_size:,}) to {output} in "
+          f"{time.monotonic() - started:.0f} s.", file=sys.stderr)
+    if len(vocabulary) < vocab_size // 2:
+        print(f"note: the vocabulary is far smaller than asked. The WordPiece trainer keeps only word pieces "
+              f"seen at least {MIN_PIECE_COUNT} times, and {len(sentences):,} sentences hold few, so common "
+              f"words will be split into pieces. Ask for --vocab_size {len(vocabulary):,} or less, or give "
+              "it more text.", file=sys.stderr)
     return vocabulary

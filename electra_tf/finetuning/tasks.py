@@ -316,6 +316,9 @@ def _read_named(path: Path, columns: Columns) -> list:
             else:
                 reader = csv.DictReader(handle, delimiter="\t" if kind == "tsv" else ",")
                 available = reader.fieldnames or []
+                if not available:
+                    raise TaskDataError(f"{path} is empty: it needs a header row naming its columns "
+                                        f"({', '.join(wanted)}), then one example per line.")
                 missing = [c for c in wanted if c not in available]
                 if missing:
                     raise TaskDataError(f"{path}: no column {missing[0]!r}; the header has {available}. "

@@ -16,6 +16,7 @@ import contextlib
 import gc
 import os
 import signal
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -162,6 +163,13 @@ def _continue_config(model_dir: ModelDir, config: ElectraConfig, record: bool = 
             _record_change(model_dir, saved, extended)
         print(f"  extending the run from {saved.num_train_steps:,} to {extended.num_train_steps:,} steps: the "
               "learning rate decays linearly to 0 at the new end (official schedule for the new total)")
+        if config.num_warmup_steps != saved.num_warmup_steps:
+            # A short trial run in the default folder would otherwise silently become the run
+            # this command asked for, with the trial's warmup.
+            print(f"warning: {model_dir.path.resolve()} holds an earlier, shorter run, which this continues: it "
+                  f"keeps that run's num_warmup_steps {saved.num_warmup_steps:,} (these settings alone would "
+                  f"warm up over {config.num_warmup_steps:,}). To train these settings from the start, give a "
+                  f"new --model_dir or remove {model_dir.path.resolve()}.", file=sys.stderr, flush=True)
         return extended
     details = ", ".join(f"{k}: {getattr(saved, k)!r} -> {getattr(config, k)!r}" for k in differing)
     hint = (" (--steps may only grow: a larger value extends the run)" if "num_train_steps" in differing else "")

@@ -169,3 +169,11 @@ def test_regression_scaling_and_its_inverse():
     # The export applies the inverse to a float32 tensor.
     np.testing.assert_allclose(from_unit_interval(tf.constant([0.0, 0.25, 1.0]), (-2.0, 6.0)).numpy(),
                                [-2.0, 0.0, 6.0])
+
+
+def test_an_empty_file_is_called_empty(tmp_path):
+    """Before: "no column 'text'; the header has []"."""
+    empty = tmp_path / "train.csv"
+    empty.write_text("", encoding="utf-8")
+    with pytest.raises(TaskDataError, match="train.csv is empty: it needs a header row naming its columns"):
+        read_task_files(empty, empty, COLUMNS)
