@@ -147,6 +147,12 @@ def _restore_the_global_dtype_policy():
     keras.config.set_dtype_policy(policy)
 
 
+def pretrained_run_argv(root: Path) -> list[str]:
+    """The arguments of `pretrained_run` (no --export_dir: it exports inside its model_dir)."""
+    return ["--data", str(root / "data"), "--model_dir", str(root / "electra_tiny"), "--steps", "4",
+            "--batch_size", "4", "--set", "num_layers=1", "--log_every", "2", "--eval_batches", "1"]
+
+
 @pytest.fixture(scope="session")
 def pretrained_run(small_vocab, tmp_path_factory):
     """A short real pre-training run of `electra_tiny` with one layer: a model_dir as command 1
@@ -154,8 +160,6 @@ def pretrained_run(small_vocab, tmp_path_factory):
     from electra_tf import pretrain
 
     root = tmp_path_factory.mktemp("pretrained_run")
-    data = build_test_shards(root, small_vocab, max_seq_length=128, num_shards=1, repeat=10)
-    assert pretrain.main(["--data", str(data), "--model_dir", str(root / "electra_tiny"), "--export_dir",
-                          str(root / "exports"), "--steps", "4", "--batch_size", "4", "--set", "num_layers=1",
-                          "--log_every", "2", "--eval_batches", "1"]) == 0
+    build_test_shards(root, small_vocab, max_seq_length=128, num_shards=1, repeat=10)
+    assert pretrain.main(pretrained_run_argv(root)) == 0
     return root / "electra_tiny"

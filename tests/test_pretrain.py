@@ -314,3 +314,18 @@ def test_a_clean_run_and_a_stopped_run_print_nothing_that_looks_like_an_error(co
     stdout, stderr = process.communicate(timeout=300)
     assert process.returncode == 128 + signal.SIGINT and "Stopped by signal 2" in stdout, stderr[-3000:]
     assert not _alarming(stderr), stderr
+
+
+def test_a_finished_run_rerun_exports_into_its_own_folder_and_adds_no_version(pretrained_run, capsys):
+    """Before: exports went to ./exports/<name>/ of the current directory, and every rerun of a
+    finished run wrote another, identical version."""
+    from tests.conftest import pretrained_run_argv
+
+    versions = pretrained_run / "export" / "electra_tiny"
+    assert [p.name for p in versions.iterdir()] == ["1"]
+    capsys.readouterr()
+    assert pretrain.main(pretrained_run_argv(pretrained_run.parent)) == 0
+    printed = capsys.readouterr().out
+    assert "nothing left to train" in printed and "already holds this model" in printed
+    assert f"discriminator: {versions.resolve() / '1'}" in printed  # absolute
+    assert [p.name for p in versions.iterdir()] == ["1"]
