@@ -33,7 +33,7 @@ import sys
 from pathlib import Path
 
 from electra_tf.errors import command
-from electra_tf.run_dir import FinetuneDir, ModelDir
+from electra_tf.run_dir import FinetuneDir, ModelDir, task_export_name
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -68,7 +68,7 @@ def default_name(source: Path) -> str:
     if source.suffix == ".keras":
         metrics = FinetuneDir(source.parent).metrics
         if metrics.is_file():
-            return json.loads(metrics.read_text(encoding="utf-8"))["task"].lower().replace("-", "")
+            return task_export_name(json.loads(metrics.read_text(encoding="utf-8"))["task"])
         return source.stem if source.stem not in ("best", "model") else source.resolve().parent.name
     return source.parent.name if source.name.isdigit() else source.resolve().name
 

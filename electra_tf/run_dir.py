@@ -122,6 +122,16 @@ class ExportMetadata(_Folder):
         return cls(Path(version_dir) / "assets.extra")
 
 
+def task_export_name(task_name: str) -> str:
+    """The TF Serving model name of a fine-tuned task ("STS-B" -> "stsb"), as the fine-tuning
+    run exports it and `export` re-exports its best.keras.
+
+    >>> task_export_name("STS-B"), task_export_name("reviews")
+    ('stsb', 'reviews')
+    """
+    return task_name.lower().replace("-", "")
+
+
 def bundled_data_dir(max_seq_length: int) -> Path:
     """Where the default run builds (once) and reuses the bundled Wikipedia sample."""
     return DATA_CACHE / f"wiki_sample_seq{max_seq_length}"

@@ -8,6 +8,7 @@ import argparse
 import contextlib
 import importlib
 import io
+import os
 import re
 import shlex
 import subprocess
@@ -221,7 +222,7 @@ def test_python_blocks_run(path, line, code, not_run, pretrained_run, tmp_path):
     (tmp_path / "runs").mkdir()
     (tmp_path / "runs" / "electra_tiny").symlink_to(pretrained_run)
     result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True,
-                            timeout=600, env={**__import__("os").environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+                            timeout=600, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
     assert result.returncode == 0, f"{path.name}:{line}:\n{result.stderr[-3000:]}"
 
 

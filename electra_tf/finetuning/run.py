@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from electra_tf.errors import RunError
-from electra_tf.run_dir import LOCK_FILE, FinetuneDir
+from electra_tf.run_dir import LOCK_FILE, FinetuneDir, task_export_name
 
 # Defaults by model size (by the discriminator's hidden size): the official fine-tuning learning
 # rates (the paper's 3e-4 for Small; 1e-4 Base; 5e-5 and layer decay 0.9 for Large) and, for the
@@ -287,7 +287,7 @@ def _run(options: FinetuningOptions) -> FinetuningResult:
         FinetuningProgress(writer, total_steps, options.batch_size, options.log_every), evaluator])
     evaluator.restore_best()
 
-    export_name = options.export_name or task.name.lower().replace("-", "")
+    export_name = options.export_name or task_export_name(task.name)
     export_path = export_task_model(classifier, pretrained.tokenizer, config, output.exports, export_name)
     best = evaluator.best
     summary = {

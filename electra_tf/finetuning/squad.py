@@ -146,13 +146,21 @@ def _words(context: str) -> tuple[list[str], list[tuple[int, int]], list[int]]:
     return words, [tuple(span) for span in spans], char_to_word
 
 
-def make_windows(example: QAExample, tokenizer, max_seq_length: int, doc_stride: int = DOC_STRIDE,
-                 max_query_length: int = MAX_QUERY_LENGTH, training: bool = False,
-                 counts: dict | None = None) -> list[QAWindow]:
-    """The windows of one question (see the module docstring). `counts["skipped"]` is raised
-    for a training answer that is not where it says."""
-    words, word_spans, char_to_word = _words(example.context)
-    query = tokenizer.tokenize([example.question]).to_list()[0][:max_query_length]
+@dataclass
+class TokenizedContext:
+    """A context split into whitespace words and word pieces, once for all its questions."""
+    text: str
+    words: list[str]
+    char_to_word: list[int]
+    pieces: list[int]
+    piece_spans: list[tuple[int, int]]  # each piece's characters in the context
+    first_piece: list[int]  # each word's first piece
+
+
+def tokenize_context(context: str, tokenizer) -> TokenizedContext:
+    """The word pieces of a context (SQuAD asks ~5 questions of each: tokenize it once and give
+    it to `make_windows` for each of them)."""
+    words, word_spans, char_to_word = _words(context)
     pieces_per_word = tokenizer.tokenize(words).to_list() if words else []
     pieces, piece_spans, first_piece = [], [], []
     for index, word_pieces in enumerate(pieces_per_word):
@@ -161,6 +169,19 @@ def make_windows(example: QAExample, tokenizer, max_seq_length: int, doc_stride:
         pieces += word_pieces
         piece_spans += piece_char_spans(words[index], word_spans[index][0],
                                         [tokenizer.id_to_token(i) for i in word_pieces])
+    return TokenizedContext(context, words, char_to_word, pieces, piece_spans, first_piece)
+
+
+def make_windows(example: QAExample, tokenizer, max_seq_length: int, doc_stride: int = DOC_STRIDE,
+                 max_query_length: int = MAX_QUERY_LENGTH, training: bool = False,
+                 counts: dict | None = None, context: TokenizedContext | None = None) -> list[QAWindow]:
+    """The windows of one question (see the module docstring). `counts["skipped"]` is raised
+    for a training answer that is not where it says. `context`: its context, already tokenized."""
+    if context is None or context.text != example.context:
+        context = tokenize_context(example.context, tokenizer)
+    words, char_to_word, pieces = context.words, context.char_to_word, context.pieces
+    piece_spans, first_piece = context.piece_spans, context.first_piece
+    query = tokenizer.tokenize([example.question]).to_list()[0][:max_query_length]
 
     answer = None  # (first piece, last piece) of a training answer
     if training and not example.is_impossible:

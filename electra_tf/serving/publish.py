@@ -151,7 +151,9 @@ def export_task_model(model, tokenizer, config, export_dir: Path, name: str) -> 
     """A fine-tuned `ElectraClassifier` or `ElectraTokenClassifier`, with the label names,
     score range and text-pair flag it carries. `config.max_seq_length` is the length it was
     fine-tuned at."""
-    if getattr(model, "ragged_inputs", False):
+    from electra_tf.finetuning.classifiers import ElectraTokenClassifier
+
+    if isinstance(model, ElectraTokenClassifier):
         return export_tagger(model, tokenizer, config, export_dir, name, model.label_names)
     return export_text_classifier(model, tokenizer, config, export_dir, name, model.label_names,
                                   model.score_range, model.text_pair)

@@ -113,3 +113,14 @@ def test_piece_spans_follow_case_accents_and_unknown_pieces():
     assert piece_char_spans("Café's", 5, ["cafe", "[UNK]", "[UNK]"]) == [(5, 9), (9, 10), (10, 11)]
     assert piece_char_spans("(1902),", 0, ["(", "1902", ")", ","]) == [(0, 1), (1, 5), (5, 6), (6, 7)]
     assert piece_char_spans("Books", 3, ["book", "##s"]) == [(3, 7), (7, 8)]
+
+
+def test_a_context_tokenized_once_serves_each_of_its_questions(tokenizer):
+    from electra_tf.finetuning.squad import tokenize_context
+
+    context_text = "The library opened in 1902 with four thousand books."
+    context = tokenize_context(context_text, tokenizer)
+    for question, answer in (("When did it open?", ("1902", 22)), ("What does it hold?", ("four thousand books", 32))):
+        example = QAExample("q", question, context_text, [answer])
+        given = make_windows(example, tokenizer, max_seq_length=32, training=True, context=context)
+        assert given == make_windows(example, tokenizer, max_seq_length=32, training=True)
