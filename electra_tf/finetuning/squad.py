@@ -20,9 +20,9 @@ the question for anything malformed. `make_windows` turns an example into `QAWin
   window of an unanswerable question, points at [CLS] (position 0). A training answer whose text
   is not at its `answer_start` is skipped and counted, as the official code does.
 
-Each piece keeps its character span in the context (`char_spans`: the piece's characters
-found again in its word, through the tokenizer's lower-casing and accent stripping), so an
-answer is cut from the original context text by character offsets.
+Each piece keeps its character span in the context (`char_spans`, from
+`data/token_offsets.py`, the same in-graph rule the exported model uses), so an answer is cut
+from the original context text by character offsets.
 
 Example:
 >>> from electra_tf.data.tokenization import ElectraTokenizer
@@ -39,8 +39,8 @@ Example:
 
 from __future__ import annotations
 
+import bisect
 import json
-import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -154,22 +154,41 @@ class TokenizedContext:
     char_to_word: list[int]
     pieces: list[int]
     piece_spans: list[tuple[int, int]]  # each piece's characters in the context
-    first_piece: list[int]  # each word's first piece
+    first_piece: list[int]  # each word's first piece (the next word's, for a word without pieces)
+
+
+def tokenize_contexts(contexts: list[str], tokenizer, batch_size: int = 256) -> list[TokenizedContext]:
+    """The word pieces of contexts, with each piece's characters (`token_offsets`, the rule the
+    served model cuts answers by). SQuAD asks ~5 questions of each paragraph: tokenize it once
+    and give it to `make_windows` for each of them."""
+    import tensorflow as tf
+
+    from electra_tf.data.token_offsets import tokenize_with_offsets
+
+    tokenize = _offsets_function(tokenizer, tf, tokenize_with_offsets)
+    tokenized = []
+    for first in range(0, len(contexts), batch_size):
+        batch = contexts[first:first + batch_size]
+        ids, starts, ends = (values.to_list() for values in tokenize(tf.constant(batch, tf.string)))
+        for context, pieces, piece_starts, piece_ends in zip(batch, ids, starts, ends):
+            words, _, char_to_word = _words(context)
+            piece_words = [char_to_word[start] if start < len(context) else len(words) for start in piece_starts]
+            first_piece = [bisect.bisect_left(piece_words, word) for word in range(len(words))]
+            tokenized.append(TokenizedContext(context, words, char_to_word, pieces,
+                                              list(zip(piece_starts, piece_ends)), first_piece))
+    return tokenized
 
 
 def tokenize_context(context: str, tokenizer) -> TokenizedContext:
-    """The word pieces of a context (SQuAD asks ~5 questions of each: tokenize it once and give
-    it to `make_windows` for each of them)."""
-    words, word_spans, char_to_word = _words(context)
-    pieces_per_word = tokenizer.tokenize(words).to_list() if words else []
-    pieces, piece_spans, first_piece = [], [], []
-    for index, word_pieces in enumerate(pieces_per_word):
-        first_piece.append(len(pieces))
-        word_pieces = word_pieces or [tokenizer.unk_id]  # a word with no pieces still has a place
-        pieces += word_pieces
-        piece_spans += piece_char_spans(words[index], word_spans[index][0],
-                                        [tokenizer.id_to_token(i) for i in word_pieces])
-    return TokenizedContext(context, words, char_to_word, pieces, piece_spans, first_piece)
+    """One context's `TokenizedContext` (see `tokenize_contexts`)."""
+    return tokenize_contexts([context], tokenizer)[0]
+
+
+def _offsets_function(tokenizer, tf, tokenize_with_offsets):
+    if getattr(tokenizer, "_qa_offsets", None) is None:  # traced once per tokenizer
+        tokenizer._qa_offsets = tf.function(lambda texts: tokenize_with_offsets(tokenizer, texts),
+                                            input_signature=[tf.TensorSpec([None], tf.string)])
+    return tokenizer._qa_offsets
 
 
 def make_windows(example: QAExample, tokenizer, max_seq_length: int, doc_stride: int = DOC_STRIDE,
@@ -228,58 +247,6 @@ def make_windows(example: QAExample, tokenizer, max_seq_length: int, doc_stride:
             window.start_position, window.end_position = answer[0] - start + offset, answer[1] - start + offset
         windows.append(window)
     return windows
-
-
-def _normalized(word: str) -> tuple[str, list[int]]:
-    """The word as the tokenizer sees it (lower case, accents stripped) and, for each of its
-    characters, the index of the original character it came from."""
-    text, origin = [], []
-    for index, character in enumerate(word):
-        for normal in unicodedata.normalize("NFD", character.lower()):
-            if unicodedata.category(normal) != "Mn":
-                text.append(normal)
-                origin.append(index)
-    return "".join(text), origin
-
-
-def _splits_alone(character: str) -> bool:
-    """Punctuation and CJK ideographs: the tokenizer makes each one a word of its own."""
-    code = ord(character)
-    return (33 <= code <= 47 or 58 <= code <= 64 or 91 <= code <= 96 or 123 <= code <= 126
-            or unicodedata.category(character).startswith("P") or 0x4E00 <= code <= 0x9FFF
-            or 0x3400 <= code <= 0x4DBF or 0xF900 <= code <= 0xFAFF)
-
-
-def piece_char_spans(word: str, word_start: int, tokens: list[str]) -> list[tuple[int, int]]:
-    """Each word piece's (start, end) characters in the context, for a word starting at
-    `word_start`: a piece is found again in the normalised word ("##" dropped), [UNK] covers a
-    punctuation mark or a run up to the next one; a piece that cannot be placed gets the rest of
-    the word.
-
-    >>> piece_char_spans("Hills.", 10, ["hills", "."]), piece_char_spans("Ünited", 0, ["unit", "##ed"])
-    ([(10, 15), (15, 16)], [(0, 4), (4, 6)])
-    """
-    normal, origin = _normalized(word)
-    spans, position = [], 0
-    for token in tokens:
-        piece = token[2:] if token.startswith("##") else token
-        if token == "[UNK]":
-            end = position + 1
-            if position < len(normal) and not _splits_alone(normal[position]):
-                while end < len(normal) and not _splits_alone(normal[end]):
-                    end += 1
-        elif normal.startswith(piece, position):
-            end = position + len(piece)
-        else:
-            end = len(normal)
-        end = max(min(end, len(normal)), position + 1) if position < len(normal) else position
-        if position >= len(normal):  # nothing left to place it on: the word's end
-            spans.append((word_start + len(word), word_start + len(word)))
-            continue
-        first, last = origin[position], origin[end - 1]
-        spans.append((word_start + first, word_start + last + 1))
-        position = end
-    return spans
 
 
 def _tightest_span(pieces: list[int], first: int, last: int, answer_pieces: list[int]) -> tuple[int, int]:

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from electra_tf.data.tokenization import ElectraTokenizer
-from electra_tf.finetuning.squad import QADataError, QAExample, make_windows, piece_char_spans, read_squad
+from electra_tf.finetuning.squad import QADataError, QAExample, make_windows, read_squad
 
 WORDS = ("when did the library open it opened in 1902 with four thousand books and a reading room children "
          "come after school to borrow novels atlases what does hold river rises hills").split()
@@ -107,12 +107,6 @@ def test_impossible_questions_misplaced_answers_and_the_tightest_span(tokenizer)
                                    window.char_spans[window.end_position][1])] == "1902"
     with pytest.raises(QADataError, match="leaves no room for the context"):
         make_windows(bracketed, tokenizer, max_seq_length=4)
-
-
-def test_piece_spans_follow_case_accents_and_unknown_pieces():
-    assert piece_char_spans("Café's", 5, ["cafe", "[UNK]", "[UNK]"]) == [(5, 9), (9, 10), (10, 11)]
-    assert piece_char_spans("(1902),", 0, ["(", "1902", ")", ","]) == [(0, 1), (1, 5), (5, 6), (6, 7)]
-    assert piece_char_spans("Books", 3, ["book", "##s"]) == [(3, 7), (7, 8)]
 
 
 def test_a_context_tokenized_once_serves_each_of_its_questions(tokenizer):

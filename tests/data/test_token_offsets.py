@@ -1,0 +1,39 @@
+"""Word pieces with character offsets: the same ids as the tokenizer, spans that cut the
+original text, defined behaviour on hard text."""
+
+import pytest
+
+from electra_tf.data.token_offsets import tokenize_with_offsets
+from electra_tf.data.tokenization import ElectraTokenizer
+
+VOCABULARY = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cafe", "'", "s", "(", ")", ",", "1902",
+              "book", "##s", "na", "##ive", "istanbul", "fine", "東", "京", "x", "e", "##e", "."]
+
+HARD = ["Café's books (1902),", "İstanbul ﬁne Straße", "naïve “quoted” 東京 x", "a\u0301b \u200b c\tz", "", "   ",
+        "\u00a0x", "e\u0301\u0301e.", "x" * 150, "The\n\nthe"]
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return ElectraTokenizer(VOCABULARY)
+
+
+def test_ids_equal_the_tokenizers_and_spans_cut_the_text(tokenizer):
+    ids, starts, ends = (v.to_list() for v in tokenize_with_offsets(tokenizer, HARD))
+    assert ids == tokenizer.tokenize(HARD).to_list()
+    for text, row_starts, row_ends in zip(HARD, starts, ends):
+        assert all(0 <= s < e <= len(text) for s, e in zip(row_starts, row_ends)), text
+        assert row_starts == sorted(row_starts)
+    pieces = [HARD[0][s:e] for s, e in zip(starts[0], ends[0])]
+    assert pieces == ["Café", "'", "s", "book", "s", "(", "1902", ")", ","]
+    assert [HARD[2][s:e] for s, e in zip(starts[2], ends[2])][:2] == ["na", "ïve"]
+    assert [HARD[1][s:e] for s, e in zip(starts[1], ends[1])][:2] == ["İstanbul", "ﬁne"]
+    assert [HARD[8][s:e] for s, e in zip(starts[8], ends[8])] == ["x" * 150]  # one [UNK] for a too-long word
+    assert starts[4] == starts[5] == []
+
+
+def test_invalid_utf8_is_repaired_and_counted_in_the_repaired_text(tokenizer):
+    ids, starts, ends = (v.to_list() for v in tokenize_with_offsets(tokenizer, [b"the \xff book"]))
+    repaired = "the \ufffd book"
+    assert [repaired[s:e] for s, e in zip(starts[0], ends[0])] == ["the", "\ufffd", "book"]
+    assert ids[0] == [5, 1, 13]
