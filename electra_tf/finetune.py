@@ -17,6 +17,14 @@ line between sentences) or .jsonl with a word list and a tag list per line
     python -m electra_tf.finetune --pretrained runs/electra_tiny --tagging \\
         --train train.conll --eval dev.conll --output_dir runs/finetune/pos
 
+`--task squad` answers questions (extractive, SQuAD 1.1 or 2.0 JSON files, the version read
+from the file): each question becomes windows `[CLS] question [SEP] context window [SEP]`,
+the official ELECTRA head finds the span, and OUTPUT_DIR also gets predictions.json (question
+id -> answer) and, for 2.0, null_odds.json; scores are the official exact match and F1.
+
+    python -m electra_tf.finetune --pretrained runs/electra_tiny --task squad \\
+        --train data/squad/train-v1.1.json --eval data/squad/dev-v1.1.json --output_dir runs/squad
+
 `--pretrained` is a pre-training model_dir, a `.keras` file or an export. `--random_init`
 builds the same architecture from its config with fresh weights: the baseline that shows
 what pre-training is worth.
@@ -27,6 +35,7 @@ OUTPUT_DIR receives
   config.json    the model's ElectraConfig (read with best.keras)
   logs/          TensorBoard: train/loss, train/learning_rate, eval/<metric> per epoch
   export/NAME/1  TF Serving SavedModel of the best epoch, with a text signature
+  predictions.json, null_odds.json   question answering: the best epoch's answers
 and must be empty (or pass --overwrite). Exit status: 0 done, 2 bad input. The run itself is
 `electra_tf.finetuning.run.run_finetuning`.
 """
@@ -64,12 +73,25 @@ def build_parser() -> argparse.ArgumentParser:
                            "--label_column; default tokens, tags)")
     parser.add_argument("--task", default=None,
                         help="GLUE task (CoLA, SST-2, MRPC, STS-B, QQP, MNLI, QNLI, RTE, WNLI): "
-                             "read its TSV layout and report its official metrics")
+                             "read its TSV layout and report its official metrics; or squad: question "
+                             "answering on SQuAD 1.1/2.0 JSON files")
+    qa = parser.add_argument_group("question answering (--task squad; official values by default)")
+    qa.add_argument("--doc_stride", type=int, default=None,
+                    help="word pieces between window starts (default: 128 at max_seq_length 512, "
+                         "half the length for shorter ones: 64 at 128)")
+    qa.add_argument("--max_query_length", type=int, default=DEFAULTS.max_query_length,
+                    help="question word pieces kept")
+    qa.add_argument("--max_answer_length", type=int, default=DEFAULTS.max_answer_length,
+                    help="longest answer, in word pieces")
+    qa.add_argument("--qa_head", choices=("electra", "plain"), default=DEFAULTS.qa_head,
+                    help="electra: the official head (end conditioned on the start, beam search, "
+                         "answerability for 2.0); plain: transformers' qa_outputs (start and end apart)")
     training = parser.add_argument_group("training (official ELECTRA fine-tuning values by default; the learning "
                                          "rate and layer-wise decay by model size: tiny 3e-3, small 3e-4, base "
                                          "1e-4, large 5e-5 with decay 0.9)")
     training.add_argument("--epochs", type=int, default=None,
-                          help="default: 3 (official), 10 for RTE, STS-B and files under 6,000 examples")
+                          help="default: 3 (official), 10 for RTE, STS-B and files under 6,000 examples, "
+                               "2 for squad (official)")
     training.add_argument("--batch_size", type=int, default=DEFAULTS.batch_size)
     training.add_argument("--learning_rate", type=float, default=DEFAULTS.learning_rate,
                           help="default: by the model's size (see above)")

@@ -2,8 +2,8 @@
 
 - `FinetuningProgress`: console progress (examples/s, ETA, running loss) and step-keyed
   TensorBoard scalars.
-- `EpochEvaluator`: the task's official metrics after every epoch; keeps the best epoch's
-  weights.
+- `EpochEvaluator`: the task's official metrics after every epoch (a function the task kind
+  supplies; `predicted_metrics` for labelled text); keeps the best epoch's weights.
 """
 
 from __future__ import annotations
@@ -41,23 +41,22 @@ class FinetuningProgress(keras.callbacks.Callback):
 
 
 class EpochEvaluator(keras.callbacks.Callback):
-    """After every epoch: the task's official metrics on the eval set (TensorBoard and
-    console); when `score` improves, the weights are kept (and `on_best` is called with the
-    epoch), so training ends holding the best epoch's model."""
+    """After every epoch: `evaluate(model) -> (metrics, files)`, the task's official metrics
+    (with `score`, what picks the best epoch; TensorBoard and console) and the files its best
+    epoch leaves (e.g. predictions.json; {} for most tasks). When `score` improves, the weights
+    are kept and `on_best(record, files)` is called, so training ends holding the best epoch's
+    model."""
 
-    def __init__(self, writer, eval_inputs, eval_labels, metric_names, num_classes: int, on_best=None,
-                 stream=None):
+    def __init__(self, writer, evaluate, on_best=None, stream=None):
         super().__init__()
-        self.writer, self.eval_inputs, self.eval_labels = writer, eval_inputs, np.asarray(eval_labels)
-        self.metric_names, self.num_classes, self.on_best = metric_names, num_classes, on_best
+        self.writer, self.evaluate, self.on_best = writer, evaluate, on_best
         self.stream = stream or sys.stdout
         self.history: list[dict] = []
         self.best: dict | None = None
         self.best_weights = None
 
     def on_epoch_end(self, epoch, logs=None):
-        outputs = self.model.predict(self.eval_inputs, verbose=0)
-        values = metrics.compute(self.metric_names, outputs, self.eval_labels, self.num_classes)
+        values, files = self.evaluate(self.model)
         record = {"epoch": epoch + 1, "train_loss": float((logs or {}).get("loss", float("nan"))), **values}
         self.history.append(record)
         with self.writer.as_default(step=int(self.model.optimizer.iterations)):
@@ -72,8 +71,19 @@ class EpochEvaluator(keras.callbacks.Callback):
             self.best = record
             self.best_weights = [w.copy() for w in self.model.get_weights()]
             if self.on_best is not None:
-                self.on_best(record)
+                self.on_best(record, files)
 
     def restore_best(self):
         if self.best_weights is not None:
             self.model.set_weights(self.best_weights)
+
+
+def predicted_metrics(eval_inputs, eval_labels, metric_names, num_classes: int):
+    """`evaluate` for classification, regression and tagging: predict the eval inputs and
+    score them with `metrics.compute`; no files."""
+    eval_labels = np.asarray(eval_labels)
+
+    def evaluate(model):
+        outputs = model.predict(eval_inputs, verbose=0)
+        return metrics.compute(metric_names, outputs, eval_labels, num_classes), {}
+    return evaluate

@@ -67,7 +67,8 @@ def span_cross_entropy(logits, positions):
 @keras.saving.register_keras_serializable(package="electra_tf")
 class ElectraQuestionAnswerer(keras.Model):
     def __init__(self, backbone, head: str = "electra", answerable: bool = True, beam_size: int = BEAM_SIZE,
-                 answerable_weight: float = 0.5, **kwargs):
+                 answerable_weight: float = 0.5, max_query_length: int = 64, doc_stride: int | None = None,
+                 max_answer_length: int = 30, **kwargs):
         super().__init__(**kwargs)
         if head not in HEADS:
             raise ValueError(f"head must be one of {HEADS}, got {head!r}.")
@@ -75,6 +76,9 @@ class ElectraQuestionAnswerer(keras.Model):
         self.backbone.head.trainable = False  # the replaced-token head: pre-training only
         self.head_type, self.answerable, self.beam_size = head, answerable, beam_size
         self.answerable_weight = answerable_weight
+        # How questions become windows and answers, kept with the model so its export does the same.
+        self.max_query_length, self.max_answer_length = max_query_length, max_answer_length
+        self.doc_stride = doc_stride
         hidden = self.backbone.hidden_size
         dense = dict(kernel_initializer=OFFICIAL_DEFAULT_DENSE_INIT)
         with keras.name_scope(self.name):
@@ -149,7 +153,8 @@ class ElectraQuestionAnswerer(keras.Model):
         return {"name": self.name, "trainable": self.trainable,
                 "backbone": keras.saving.serialize_keras_object(self.backbone), "head": self.head_type,
                 "answerable": self.answerable, "beam_size": self.beam_size,
-                "answerable_weight": self.answerable_weight}
+                "answerable_weight": self.answerable_weight, "max_query_length": self.max_query_length,
+                "doc_stride": self.doc_stride, "max_answer_length": self.max_answer_length}
 
     @classmethod
     def from_config(cls, config):

@@ -46,9 +46,20 @@ from pathlib import Path
 
 from electra_tf.errors import ElectraError
 
-# The official settings (max_seq_length 512 there; see docs/finetuning.md for shorter ones).
+# The official settings (max_seq_length 512 there; see default_doc_stride for shorter ones).
 MAX_QUERY_LENGTH = 64
 DOC_STRIDE = 128
+
+
+def default_doc_stride(max_seq_length: int) -> int:
+    """The official 128 for 512-piece windows; half the window for shorter ones, so that every
+    piece is in at most two windows and any answer up to about half a window fits whole in one
+    (at 128 the official stride would leave no overlap at all: windows hold ~110 context pieces).
+
+    >>> default_doc_stride(512), default_doc_stride(128)
+    (128, 64)
+    """
+    return min(DOC_STRIDE, max_seq_length // 2)
 
 
 class QADataError(ElectraError):
@@ -191,11 +202,13 @@ def _offsets_function(tokenizer, tf, tokenize_with_offsets):
     return tokenizer._qa_offsets
 
 
-def make_windows(example: QAExample, tokenizer, max_seq_length: int, doc_stride: int = DOC_STRIDE,
+def make_windows(example: QAExample, tokenizer, max_seq_length: int, doc_stride: int | None = None,
                  max_query_length: int = MAX_QUERY_LENGTH, training: bool = False,
                  counts: dict | None = None, context: TokenizedContext | None = None) -> list[QAWindow]:
     """The windows of one question (see the module docstring). `counts["skipped"]` is raised
-    for a training answer that is not where it says. `context`: its context, already tokenized."""
+    for a training answer that is not where it says. `context`: its context, already tokenized.
+    `doc_stride`: by default `default_doc_stride(max_seq_length)`."""
+    doc_stride = doc_stride or default_doc_stride(max_seq_length)
     if context is None or context.text != example.context:
         context = tokenize_context(example.context, tokenizer)
     words, char_to_word, pieces = context.words, context.char_to_word, context.pieces

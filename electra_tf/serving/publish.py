@@ -152,7 +152,10 @@ def export_task_model(model, tokenizer, config, export_dir: Path, name: str) -> 
     score range and text-pair flag it carries. `config.max_seq_length` is the length it was
     fine-tuned at."""
     from electra_tf.finetuning.classifiers import ElectraTokenClassifier
+    from electra_tf.finetuning.question_answering import ElectraQuestionAnswerer
 
+    if isinstance(model, ElectraQuestionAnswerer):
+        return export_question_answerer(model, tokenizer, config, export_dir, name)
     if isinstance(model, ElectraTokenClassifier):
         return export_tagger(model, tokenizer, config, export_dir, name, model.label_names)
     return export_text_classifier(model, tokenizer, config, export_dir, name, model.label_names,
@@ -175,6 +178,21 @@ def export_tagger(tagger, tokenizer, config, export_dir: Path, name: str, tag_na
     endpoints = tagger_endpoints(tagger, tokenizer, config.max_seq_length, tag_names)
     return publish(tagger, endpoints, export_dir, name, config, tokenizer,
                    {"tag_names": list(tag_names), "tagging": True})
+
+
+def export_question_answerer(answerer, tokenizer, config, export_dir: Path, name: str) -> Path:
+    """`config.max_seq_length` is the length the model was fine-tuned at; the windowing and
+    answer settings are the model's own."""
+    from electra_tf.finetuning.squad import default_doc_stride
+    from electra_tf.serving.question_answering import question_answerer_endpoints
+
+    doc_stride = answerer.doc_stride or default_doc_stride(config.max_seq_length)
+    endpoints = question_answerer_endpoints(answerer, tokenizer, config.max_seq_length, doc_stride,
+                                            answerer.max_query_length, answerer.max_answer_length)
+    return publish(answerer, endpoints, export_dir, name, config, tokenizer, {
+        "question_answering": True, "head": answerer.head_type, "answerable": answerer.answerable,
+        "doc_stride": doc_stride, "max_query_length": answerer.max_query_length,
+        "max_answer_length": answerer.max_answer_length})
 
 
 def write_export_metadata(version_dir: Path, config, tokenizer, task: dict | None = None) -> None:

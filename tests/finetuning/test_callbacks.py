@@ -4,7 +4,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from electra_tf.finetuning.callbacks import EpochEvaluator, FinetuningProgress
+from electra_tf.finetuning.callbacks import EpochEvaluator, FinetuningProgress, predicted_metrics
 
 
 class ScriptedModel(keras.Model):
@@ -27,8 +27,8 @@ def test_epoch_evaluator_keeps_the_best_epoch_and_reports_it(tmp_path):
     model = ScriptedModel([bad, good, bad])
     best_epochs = []
     stream = io.StringIO()
-    evaluator = EpochEvaluator(tf.summary.create_noop_writer(), None, labels, ("accuracy",), 2,
-                               on_best=lambda record: best_epochs.append(record["epoch"]), stream=stream)
+    evaluator = EpochEvaluator(tf.summary.create_noop_writer(), predicted_metrics(None, labels, ("accuracy",), 2),
+                               on_best=lambda record, files: best_epochs.append(record["epoch"]), stream=stream)
     evaluator.set_model(model)
     for epoch in range(3):
         model.value.assign(float(epoch))

@@ -1,0 +1,57 @@
+"""What a kind of task gives the one fine-tuning run: `TaskKind`, and `task_kind(options)`.
+
+The run (`run.py`: options, runtime, optimizer, epochs, the best epoch, metrics.json,
+TensorBoard, export, the lock) is written once. Each kind supplies the rest:
+
+- `text_kinds.ClassificationKind`: classes, sentence pairs, regression, GLUE;
+- `text_kinds.TaggingKind`: a tag per word;
+- `qa_kind.QuestionAnsweringKind`: extractive question answering (SQuAD 1.1 / 2.0).
+"""
+
+from __future__ import annotations
+
+
+class TaskKind:
+    """One kind of task, read from its files. Subclasses set `name` (the task's, for the
+    summary and the export), `train_examples` (what one epoch goes through: texts, sentences or
+    question windows) and `metric_names` (what metrics.json's `eval` reports, in order)."""
+
+    name: str
+    train_examples: int
+    eval_examples: int
+    metric_names: tuple
+
+    def default_epochs(self) -> int:
+        raise NotImplementedError
+
+    def datasets(self, tokenizer, max_seq_length: int, batch_size: int, seed: int):
+        """Prepares the data; returns the training dataset of (inputs, labels) batches."""
+        raise NotImplementedError
+
+    def build_model(self, backbone, config, tokenizer, max_seq_length: int):
+        """The task model on `backbone` (inside the strategy's scope)."""
+        raise NotImplementedError
+
+    def evaluate(self, model) -> tuple[dict, dict]:
+        """(metrics with `score`, {file name: text} the best epoch leaves in OUTPUT_DIR)."""
+        raise NotImplementedError
+
+    def describe(self) -> str | None:
+        """A line printed before training, beyond the counts every task prints."""
+        return None
+
+    def summary(self) -> dict:
+        """Fields metrics.json adds for this kind."""
+        return {}
+
+
+def task_kind(options) -> TaskKind:
+    """The kind a run's options ask for, its files read (errors name the file and line)."""
+    from electra_tf.finetuning.qa_kind import QuestionAnsweringKind, is_question_answering
+    from electra_tf.finetuning.text_kinds import ClassificationKind, TaggingKind
+
+    if is_question_answering(options.task):
+        return QuestionAnsweringKind(options)
+    if options.tagging:
+        return TaggingKind(options)
+    return ClassificationKind(options)
