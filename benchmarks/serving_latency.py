@@ -60,6 +60,31 @@ for batch in request["batches"]:
 print(json.dumps(results))
 '''
 
+MEASURE_QA = r'''
+import json, sys, time
+import numpy as np
+import tensorflow as tf
+import tensorflow_text  # noqa: F401
+
+assert "electra_tf" not in sys.modules
+request = json.loads(sys.stdin.read())
+function = tf.saved_model.load(request["export"]).signatures["serving_default"]
+results = []
+for name, context in request["contexts"].items():
+    inputs = {"question": tf.constant([request["question"]]), "context": tf.constant([context])}
+    for _ in range(request["warmup"]):
+        function(**inputs)
+    seconds = []
+    for _ in range(request["calls"]):
+        started = time.perf_counter()
+        function(**inputs)["answer"].numpy()
+        seconds.append(time.perf_counter() - started)
+    seconds = np.array(seconds)
+    results.append({"signature": f"qa {name}", "batch": 1, "p50_ms": 1e3 * np.percentile(seconds, 50),
+                    "p99_ms": 1e3 * np.percentile(seconds, 99), "sequences_per_s": 1 / seconds.mean()})
+print(json.dumps(results))
+'''
+
 
 def sentences_of_length(tokenizer, length: int, count: int) -> list[str]:
     """`count` texts of real Wikipedia sentences, each at least `length` word pieces long."""
@@ -98,12 +123,44 @@ def fresh_exports(folder: Path):
     return exports, tokenizer
 
 
+def qa_export(folder: Path, tokenizer):
+    """A tiny question-answering export with fresh weights, and contexts of one and eight windows."""
+    import keras
+
+    from electra_tf.config import ElectraConfig
+    from electra_tf.finetuning.question_answering import ElectraQuestionAnswerer
+    from electra_tf.loading import build_discriminator
+    from electra_tf.serving.publish import export_task_model
+
+    keras.utils.set_random_seed(0)
+    config = ElectraConfig.load("electra_tiny").replace(vocab_size=tokenizer.vocabulary_size)
+    export = export_task_model(ElectraQuestionAnswerer(build_discriminator(config), doc_stride=64), tokenizer,
+                               config, folder, "qa-tiny")
+    question = "When was the first library in the town opened?"
+    room = config.max_seq_length - int(tokenizer.tokenize([question]).row_lengths()[0]) - 3
+    one, eight = sentences_of_length(tokenizer, room, 1)[0], sentences_of_length(tokenizer, room + 7 * 64, 1)[0]
+    while int(tokenizer.tokenize([one]).row_lengths()[0]) > room:  # one window: at most `room` pieces
+        one = one.rsplit(" ", 1)[0]
+    while int(tokenizer.tokenize([eight]).row_lengths()[0]) > room + 7 * 64:
+        eight = eight.rsplit(" ", 1)[0]
+    return export, question, {"1 window": one, "8 windows": eight}
+
+
+def measure(code: str, request: dict, export) -> list:
+    finished = subprocess.run([sys.executable, "-c", code], input=json.dumps(request), text=True,
+                              capture_output=True)
+    if finished.returncode != 0:
+        raise SystemExit(f"error: measuring {export} failed:\n{finished.stderr[-2000:]}")
+    return json.loads(finished.stdout.strip().splitlines()[-1])
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--export", action="append", default=[], help="an export version folder (repeatable)")
     parser.add_argument("--batches", type=int, nargs="+", default=[1, 8, 32])
     parser.add_argument("--calls", type=int, default=50)
     parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--no_qa", action="store_true", help="skip the question-answering rows")
     args = parser.parse_args(argv)
     from electra_tf.data.tokenization import ElectraTokenizer
     from electra_tf.serving.publish import ExportMetadata
@@ -121,11 +178,12 @@ def main(argv=None) -> int:
             texts = sentences_of_length(tokenizer, length, max(args.batches))
             request = {"export": str(export), "length": length, "texts": texts, "batches": args.batches,
                        "calls": args.calls, "warmup": args.warmup, "vocab_size": metadata["vocab_size"]}
-            finished = subprocess.run([sys.executable, "-c", MEASURE], input=json.dumps(request), text=True,
-                                      capture_output=True)
-            if finished.returncode != 0:
-                raise SystemExit(f"error: measuring {export} failed:\n{finished.stderr[-2000:]}")
-            for row in json.loads(finished.stdout.strip().splitlines()[-1]):
+            rows = measure(MEASURE, request, export)
+            if name == "tiny" and not args.export and not args.no_qa:
+                qa, question, contexts = qa_export(Path(scratch), tokenizer)
+                rows += measure(MEASURE_QA, {"export": str(qa), "question": question, "contexts": contexts,
+                                             "calls": args.calls, "warmup": args.warmup}, qa)
+            for row in rows:
                 print(f"{name:12} {row['signature']:16} {row['batch']:>5} {row['p50_ms']:8.1f} {row['p99_ms']:8.1f} "
                       f"{row['sequences_per_s']:12.1f}", flush=True)
     return 0

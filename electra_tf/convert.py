@@ -63,6 +63,10 @@ def main(argv=None) -> int:
               "replaced_probability is untrained")
     if not provenance["generator_weights"]:
         print("  no generator: fine-tuning and export work; continued pre-training needs --generator")
+    if provenance.get("question_answering_head"):
+        answerer = model_dir.path / "question_answerer.keras"
+        print(f"  question answering (ElectraForQuestionAnswering): the whole model is {answerer}\n"
+              f"  serve it: python -m electra_tf.export --model_dir {answerer}")
     print(f"  fine-tune: python -m electra_tf.finetune --pretrained {model_dir.path} ...\n"
           f"  continue pre-training: python -m electra_tf.pretrain --init_from {model_dir.path} ...")
     return 0

@@ -85,7 +85,21 @@ def main(argv=None) -> int:
     if args.format == "huggingface":
         from electra_tf.interop.convert import export_huggingface
 
-        folders = export_huggingface(source, export_dir / f"{name}-huggingface", args.checkpoint)
+        task_model = load_task_model(source) if source.suffix == ".keras" and source.is_file() else None
+        if task_model is not None:
+            from electra_tf.finetuning.question_answering import ElectraQuestionAnswerer
+            from electra_tf.interop.question_answering import export_question_answerer
+
+            model, tokenizer, config = task_model
+            if not isinstance(model, ElectraQuestionAnswerer):
+                from electra_tf.interop.huggingface import ConversionError
+
+                raise ConversionError(f"{source} is a fine-tuned {type(model).__name__}; --format huggingface "
+                                      "takes a pre-training model_dir or a question answerer (--qa_head plain).")
+            folders = export_question_answerer(model, config, tokenizer.vocabulary,
+                                               export_dir / f"{name}-huggingface")
+        else:
+            folders = export_huggingface(source, export_dir / f"{name}-huggingface", args.checkpoint)
         print("Exported for HuggingFace transformers:\n" + "\n".join(f"  {folder.resolve()}" for folder in folders))
         return 0
     task_model = load_task_model(source) if source.suffix == ".keras" and source.is_file() else None

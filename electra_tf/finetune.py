@@ -33,6 +33,7 @@ OUTPUT_DIR receives
   metrics.json   eval metrics of the best epoch by name (+ every epoch, settings, timings)
   best.keras     the best epoch's ElectraClassifier, preprocessor and label names included
   config.json    the model's ElectraConfig (read with best.keras)
+  vocab.txt      its vocabulary (read with best.keras)
   logs/          TensorBoard: train/loss, train/learning_rate, eval/<metric> per epoch
   export/NAME/1  TF Serving SavedModel of the best epoch, with a text signature
   predictions.json, null_odds.json   question answering: the best epoch's answers

@@ -209,18 +209,23 @@ def _load_keras_file(path: Path):
 
 def load_task_model(path) -> tuple | None:
     """(model, tokenizer, config) of a fine-tuned `.keras` file (`best.keras`): an
-    `ElectraClassifier` or `ElectraTokenClassifier` with its label names. Files saved before
+    `ElectraClassifier` or `ElectraTokenClassifier` with its label names, or an
+    `ElectraQuestionAnswerer`. Files saved before
     models carried their label names get them from the metrics.json beside them. None for a
     bare Discriminator, which `load_pretrained` reads."""
     import json
 
     from electra_tf.finetuning.classifiers import ElectraClassifier, ElectraTokenClassifier
+    from electra_tf.finetuning.question_answering import ElectraQuestionAnswerer
     from electra_tf.models.encoders import Discriminator
 
     path = Path(path)
     model = _load_keras_file(path)
     if isinstance(model, Discriminator):
         return None
+    if isinstance(model, ElectraQuestionAnswerer):  # no labels to name
+        pretrained = _from_keras_file(path, model)
+        return model, pretrained.tokenizer, pretrained.config
     if not isinstance(model, (ElectraClassifier, ElectraTokenClassifier)):
         raise PretrainedError(f"{path} holds a {type(model).__name__}, not a fine-tuned ElectraClassifier or "
                               "ElectraTokenClassifier.")
@@ -251,8 +256,12 @@ def _from_keras_file(path: Path, model=None) -> Pretrained:
     preprocessor = getattr(model, "preprocessor", None)
     if not isinstance(backbone, Discriminator):
         raise PretrainedError(f"{path} holds a {type(model).__name__}, which has no ELECTRA discriminator.")
-    if preprocessor is None:
-        raise PretrainedError(f"{path}: the model has no preprocessor, so its vocabulary is unknown.")
+    if preprocessor is None:  # a question answerer: config.json and vocab.txt beside it, as the run writes
+        if not (path.parent / CONFIG_FILE).is_file() or not (path.parent / VOCAB_FILE).is_file():
+            raise PretrainedError(f"{path}: the model has no preprocessor, so its vocabulary is unknown; put the "
+                                  f"config.json and vocab.txt of its run beside it, in {path.parent}.")
+        return Pretrained(backbone, _tokenizer(path.parent / VOCAB_FILE), read_config(path.parent / CONFIG_FILE),
+                          str(path))
     config = read_config(path.parent / CONFIG_FILE) if (path.parent / CONFIG_FILE).is_file() \
         else _config_of(backbone, preprocessor)
     return Pretrained(backbone, preprocessor.tokenizer, config, str(path))

@@ -103,6 +103,7 @@ class FinetuneDir(_Folder):
 
     metrics = _Entry("metrics.json")
     config = _Entry(CONFIG_FILE)  # the fine-tuned model's ElectraConfig (its max_seq_length)
+    vocab = _Entry(VOCAB_FILE)  # for task models that keep no preprocessor (question answering)
     best_model = _Entry("best.keras")
     logs = _Entry("logs")
     exports = _Entry("export")

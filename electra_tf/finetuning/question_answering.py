@@ -109,11 +109,12 @@ class ElectraQuestionAnswerer(keras.Model):
             start_logits, end_logits = start_logits + outside, end_logits + outside
             outputs = {"start_logits": start_logits, "end_logits": end_logits}
             if not training:
-                starts = tf.nn.top_k(start_logits, k=self.beam_size)
-                ends = tf.nn.top_k(end_logits, k=self.beam_size)
+                beam = self._beam(start_logits)
+                starts = tf.nn.top_k(start_logits, k=beam)
+                ends = tf.nn.top_k(end_logits, k=beam)
                 outputs.update(start_top_log_probs=starts.values, start_top_index=starts.indices,
-                               end_top_log_probs=tf.tile(ends.values[:, tf.newaxis], [1, self.beam_size, 1]),
-                               end_top_index=tf.tile(ends.indices[:, tf.newaxis], [1, self.beam_size, 1]))
+                               end_top_log_probs=tf.tile(ends.values[:, tf.newaxis], [1, beam, 1]),
+                               end_top_index=tf.tile(ends.indices[:, tf.newaxis], [1, beam, 1]))
         else:
             start_logits = tf.squeeze(tf.cast(self.start_dense(hidden), tf.float32), -1) + outside
             if training:
@@ -122,13 +123,14 @@ class ElectraQuestionAnswerer(keras.Model):
                 end_logits = tf.squeeze(tf.cast(self.end_dense(self.end_hidden(features)), tf.float32), -1) + outside
                 outputs = {"start_logits": start_logits, "end_logits": end_logits}
             else:
-                starts = tf.nn.top_k(tf.nn.log_softmax(start_logits), k=self.beam_size)
+                beam = self._beam(start_logits)
+                starts = tf.nn.top_k(tf.nn.log_softmax(start_logits), k=beam)
                 start = tf.gather(hidden, starts.indices, batch_dims=1)  # [B, beam, H]
                 shape = tf.concat([tf.shape(start)[:2], tf.shape(hidden)[1:]], 0)  # [B, beam, L, H]
                 features = tf.concat([tf.broadcast_to(start[:, :, tf.newaxis], shape),
                                       tf.broadcast_to(hidden[:, tf.newaxis], shape)], -1)
                 end_logits = tf.squeeze(tf.cast(self.end_dense(self.end_hidden(features)), tf.float32), -1)
-                ends = tf.nn.top_k(tf.nn.log_softmax(end_logits + outside[:, tf.newaxis]), k=self.beam_size)
+                ends = tf.nn.top_k(tf.nn.log_softmax(end_logits + outside[:, tf.newaxis]), k=beam)
                 outputs = {"start_logits": start_logits, "start_top_log_probs": starts.values,
                            "start_top_index": starts.indices, "end_top_log_probs": ends.values,
                            "end_top_index": ends.indices}
@@ -138,6 +140,10 @@ class ElectraQuestionAnswerer(keras.Model):
             outputs["answerable_logit"] = tf.squeeze(
                 tf.cast(self.answerable_dense(self.answerable_hidden(features)), tf.float32), -1)
         return outputs
+
+    def _beam(self, logits):
+        """The beam, or the whole sequence when it is shorter."""
+        return tf.minimum(self.beam_size, tf.shape(logits)[1])
 
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
         start_positions = tf.cast(y["start_positions"], tf.int32)

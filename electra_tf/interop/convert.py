@@ -41,10 +41,16 @@ def import_huggingface(discriminator: str | Path, output: str | Path, generator:
         folder = disc if name.model == DISCRIMINATOR else gen
         return folder.tensor(name.huggingface), f"{folder.path}: tensor {name.huggingface!r}"
 
+    from electra_tf.interop.question_answering import has_qa_head, write_question_answerer
+
     provenance = {"format": "huggingface", "discriminator": str(disc.path),
                   "generator": str(gen.path) if gen is not None else None,
-                  "rtd_head": disc.has_rtd_head, "generator_weights": gen is not None}
-    return _write_model_dir(config, vocabulary, names, read, "huggingface", output, provenance, overwrite)
+                  "rtd_head": disc.has_rtd_head, "generator_weights": gen is not None,
+                  **({"question_answering_head": True} if has_qa_head(disc) else {})}
+    model_dir = _write_model_dir(config, vocabulary, names, read, "huggingface", output, provenance, overwrite)
+    if has_qa_head(disc):  # ElectraForQuestionAnswering: the whole model, head included, beside it
+        write_question_answerer(model_dir, disc)
+    return model_dir
 
 
 def import_google(checkpoint: str | Path, output: str | Path, config: ElectraConfig | None = None,

@@ -186,6 +186,12 @@ def export_question_answerer(answerer, tokenizer, config, export_dir: Path, name
     from electra_tf.finetuning.squad import default_doc_stride
     from electra_tf.serving.question_answering import question_answerer_endpoints
 
+    from electra_tf.errors import RunError
+
+    if config.max_seq_length - answerer.max_query_length - 3 < 1:
+        raise RunError(f"the question answerer keeps questions of up to {answerer.max_query_length} pieces, which "
+                       f"leaves no room for a context in its {config.max_seq_length}-piece windows; set its "
+                       "max_query_length lower (fine-tuning: --max_query_length).")
     doc_stride = answerer.doc_stride or default_doc_stride(config.max_seq_length)
     endpoints = question_answerer_endpoints(answerer, tokenizer, config.max_seq_length, doc_stride,
                                             answerer.max_query_length, answerer.max_answer_length)
