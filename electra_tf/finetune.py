@@ -12,7 +12,11 @@ makes it a sentence-pair task, `--regression` a regression task. `--task` reads 
 TSV layouts instead and reports that task's official metric(s). `--tagging` tags words
 (part of speech, BIO entity tags): CoNLL files (word first, tag last on each line, a blank
 line between sentences) or .jsonl with a word list and a tag list per line
-(`--text_column tokens --label_column tags` by default there); accuracy is per word.
+(`--text_column tokens --label_column tags` by default there); accuracy is per word. Entity
+tags (IOB1, IOB2, IOBES; or `--task conll2003`) are also scored by entity (precision, recall,
+F1, per type; conlleval's chunk rules, `--strict_entities` for seqeval's strict mode), the
+best epoch is the one with the highest entity F1, and OUTPUT_DIR gets predictions.conll
+(word, gold tag, predicted tag). `--test FILE` scores a third file with the best epoch.
 
     python -m electra_tf.finetune --pretrained runs/electra_tiny --tagging \\
         --train train.conll --eval dev.conll --output_dir runs/finetune/pos
@@ -71,11 +75,18 @@ def build_parser() -> argparse.ArgumentParser:
     data.add_argument("--regression", action="store_true", help="numeric labels, squared-error loss")
     data.add_argument("--tagging", action="store_true",
                       help="a tag per word: CoNLL files, or .jsonl word and tag lists (--text_column, "
-                           "--label_column; default tokens, tags)")
+                           "--label_column; default tokens, tags); entity tags (B-/I-/E-/S-) are also "
+                           "scored by entity")
+    data.add_argument("--strict_entities", action="store_true",
+                      help="entity tags: count only well-formed chunks (seqeval's strict mode) instead of "
+                           "conlleval's rules")
+    parser.add_argument("--test", default=None,
+                        help="--tagging: a third file, scored once with the best epoch (test_predictions.conll)")
     parser.add_argument("--task", default=None,
                         help="GLUE task (CoLA, SST-2, MRPC, STS-B, QQP, MNLI, QNLI, RTE, WNLI): "
-                             "read its TSV layout and report its official metrics; or squad: question "
-                             "answering on SQuAD 1.1/2.0 JSON files")
+                             "read its TSV layout and report its official metrics; squad: question "
+                             "answering on SQuAD 1.1/2.0 JSON files; conll2003: entity tagging (CoNLL "
+                             "files, scored by entity F1)")
     qa = parser.add_argument_group("question answering (--task squad; official values by default)")
     qa.add_argument("--doc_stride", type=int, default=None,
                     help="word pieces between window starts (default: 128 at max_seq_length 512, "
@@ -127,7 +138,7 @@ def main(argv=None) -> int:
 
     result = run_finetuning(options)
     summary, output = result.summary, result.output_dir
-    shown = ", ".join(f"{name} {value:.4f}" for name, value in summary["eval"].items())
+    shown = ", ".join(f"{name} {value:.4f}" for name, value in summary["eval"].items() if not isinstance(value, dict))
     print(f"\nBest epoch {summary['best_epoch']}: {shown}\n  metrics:     {output.metrics}\n"
           f"  checkpoint:  {output.best_model}\n  export:      {result.export_path}\n"
           f"  TensorBoard: tensorboard --logdir {output.logs}", flush=True)

@@ -61,10 +61,14 @@ class EpochEvaluator(keras.callbacks.Callback):
         self.history.append(record)
         with self.writer.as_default(step=int(self.model.optimizer.iterations)):
             for name, value in values.items():
-                tf.summary.scalar(f"eval/{name}", value)
+                if isinstance(value, dict):  # e.g. per entity type: eval/per_type/PER/f1
+                    for key, inner in _flat(value, f"eval/{name}"):
+                        tf.summary.scalar(key, inner)
+                else:
+                    tf.summary.scalar(f"eval/{name}", value)
         self.writer.flush()
         improved = self.best is None or values["score"] > self.best["score"]
-        shown = " | ".join(f"{name} {value:.4f}" for name, value in values.items())
+        shown = " | ".join(f"{name} {value:.4f}" for name, value in values.items() if not isinstance(value, dict))
         print(f"epoch {epoch + 1}: eval {shown}{' (best so far)' if improved else ''}",
               file=self.stream, flush=True)
         if improved:
@@ -76,6 +80,14 @@ class EpochEvaluator(keras.callbacks.Callback):
     def restore_best(self):
         if self.best_weights is not None:
             self.model.set_weights(self.best_weights)
+
+
+def _flat(values: dict, prefix: str):
+    for key, value in values.items():
+        if isinstance(value, dict):
+            yield from _flat(value, f"{prefix}/{key}")
+        else:
+            yield f"{prefix}/{key}", value
 
 
 def predicted_metrics(eval_inputs, eval_labels, metric_names, num_classes: int):

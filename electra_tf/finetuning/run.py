@@ -57,6 +57,8 @@ class FinetuningOptions:
     max_query_length: int = 64
     max_answer_length: int = 30
     qa_head: str = "electra"  # the official ELECTRA head, or "plain" (transformers' qa_outputs)
+    strict_entities: bool = False  # entity tags: only well-formed chunks count (seqeval's strict mode)
+    test: str | None = None  # a third file, scored once with the best epoch
     epochs: int | None = None  # None: by task and training-set size (default_epochs)
     batch_size: int = 32
     learning_rate: float | None = None  # None: by model size (SIZE_DEFAULTS)
@@ -83,9 +85,12 @@ class FinetuningOptions:
             raise RunError("--warmup_proportion must be in [0, 1).")
         if self.learning_rate is not None and self.learning_rate <= 0:
             raise RunError("--learning_rate must be positive.")
-        if self.tagging and (self.task or self.regression or self.text_pair_column):
+        if self.tagging and ((self.task or "").lower() not in ("", "conll2003") or self.regression
+                             or self.text_pair_column):
             raise RunError("--tagging reads word/tag files; it does not combine with --task, --regression "
                            "or --text_pair_column.")
+        if self.test and not (self.tagging or (self.task or "").lower() == "conll2003"):
+            raise RunError("--test is supported for --tagging runs (and --task conll2003) so far.")
         for name in ("doc_stride", "max_query_length", "max_answer_length"):
             if getattr(self, name) is not None and getattr(self, name) < 1:
                 raise RunError(f"--{name} must be at least 1.")
@@ -94,6 +99,10 @@ class FinetuningOptions:
         output_dir = Path(self.output_dir)
         if _written(output_dir) and not self.overwrite and not (output_dir / LOCK_FILE).exists():
             raise RunError(f"{output_dir} is not empty; choose a new --output_dir or pass --overwrite.")
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float))
 
 
 def size_defaults(hidden_size: int) -> tuple[str, float, float]:
@@ -120,6 +129,18 @@ def _written(folder: Path) -> list[Path]:
     return [p for p in folder.iterdir() if p.name != LOCK_FILE] if folder.is_dir() else []
 
 
+def task_kind(options):
+    """The `TaskKind` the options ask for, its files read (errors name the file and line)."""
+    from electra_tf.finetuning.qa_kind import QuestionAnsweringKind, is_question_answering
+    from electra_tf.finetuning.text_kinds import ENTITY_TASKS, ClassificationKind, TaggingKind
+
+    if is_question_answering(options.task):
+        return QuestionAnsweringKind(options)
+    if options.tagging or (options.task or "").lower() in ENTITY_TASKS:
+        return TaggingKind(options)
+    return ClassificationKind(options)
+
+
 def run_finetuning(options: FinetuningOptions) -> FinetuningResult:
     """The whole run, holding the output folder's lock (one writer per folder)."""
     from electra_tf.locking import FolderLock
@@ -137,7 +158,6 @@ def _run(options: FinetuningOptions) -> FinetuningResult:
     from electra_tf.data.tokenization import write_vocabulary
     from electra_tf.files import atomic_write_text
     from electra_tf.finetuning.callbacks import EpochEvaluator, FinetuningProgress
-    from electra_tf.finetuning.task_kind import task_kind
     from electra_tf.loading import build_discriminator, load_pretrained, pretrained_hidden_size
     from electra_tf.optimization import create_finetuning_optimizer
     from electra_tf.runtime import create_strategy, resolve_runtime
@@ -206,6 +226,13 @@ def _run(options: FinetuningOptions) -> FinetuningResult:
     model.fit(train, epochs=epochs, verbose=0, callbacks=[
         FinetuningProgress(writer, total_steps, options.batch_size, options.log_every), evaluator])
     evaluator.restore_best()
+    test_values = None
+    if options.test:
+        test_values, files = task.test(model)
+        for name, text in files.items():
+            atomic_write_text(output.path / name, text)
+        shown = " | ".join(f"{name} {value:.4f}" for name, value in test_values.items() if _is_number(value))
+        print(f"test (epoch {evaluator.best['epoch']}): {shown}", flush=True)
 
     export_name = options.export_name or task_export_name(task.name)
     export_path = export_task_model(model, pretrained.tokenizer, config, output.exports, export_name)
@@ -213,6 +240,7 @@ def _run(options: FinetuningOptions) -> FinetuningResult:
     summary = {
         "task": task.name,
         "eval": {name: best[name] for name in (*task.metric_names, "score")},
+        **({"test": {name: test_values[name] for name in (*task.metric_names, "score")}} if test_values else {}),
         "best_epoch": best["epoch"],
         "epochs": evaluator.history,
         "pretrained": str(options.pretrained),

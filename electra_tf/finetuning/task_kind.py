@@ -1,10 +1,11 @@
-"""What a kind of task gives the one fine-tuning run: `TaskKind`, and `task_kind(options)`.
+"""What a kind of task gives the one fine-tuning run: `TaskKind` (`run.task_kind(options)`
+picks one).
 
 The run (`run.py`: options, runtime, optimizer, epochs, the best epoch, metrics.json,
 TensorBoard, export, the lock) is written once. Each kind supplies the rest:
 
 - `text_kinds.ClassificationKind`: classes, sentence pairs, regression, GLUE;
-- `text_kinds.TaggingKind`: a tag per word;
+- `text_kinds.TaggingKind`: a tag per word (entity tags scored by entity too);
 - `qa_kind.QuestionAnsweringKind`: extractive question answering (SQuAD 1.1 / 2.0).
 """
 
@@ -36,6 +37,12 @@ class TaskKind:
         """(metrics with `score`, {file name: text} the best epoch leaves in OUTPUT_DIR)."""
         raise NotImplementedError
 
+    def test(self, model) -> tuple[dict, dict]:
+        """Like `evaluate`, on the `--test` file, with the best epoch (kinds that support it)."""
+        from electra_tf.errors import RunError
+
+        raise RunError("--test is supported for --tagging runs (and --task conll2003) so far.")
+
     def describe(self) -> str | None:
         """A line printed before training, beyond the counts every task prints."""
         return None
@@ -43,15 +50,3 @@ class TaskKind:
     def summary(self) -> dict:
         """Fields metrics.json adds for this kind."""
         return {}
-
-
-def task_kind(options) -> TaskKind:
-    """The kind a run's options ask for, its files read (errors name the file and line)."""
-    from electra_tf.finetuning.qa_kind import QuestionAnsweringKind, is_question_answering
-    from electra_tf.finetuning.text_kinds import ClassificationKind, TaggingKind
-
-    if is_question_answering(options.task):
-        return QuestionAnsweringKind(options)
-    if options.tagging:
-        return TaggingKind(options)
-    return ClassificationKind(options)

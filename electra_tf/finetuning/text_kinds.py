@@ -80,17 +80,31 @@ class ClassificationKind(TaskKind):
         return {"tagging": False, "labels": self.task.labels.names, "score_range": self.task.labels.score_range}
 
 
+ENTITY_TASKS = ("conll2003",)
+ENTITY_METRICS = ("entity_f1", "entity_precision", "entity_recall", "accuracy", "per_type")
+
+
 class TaggingKind(ClassificationKind):
-    """An `ElectraTokenClassifier`: a tag per word, scored at each word's first piece."""
+    """An `ElectraTokenClassifier`: a tag per word, scored at each word's first piece. Entity
+    tags (B-/I-/E-/S- prefixes, or `--task conll2003`) are also scored by entity
+    (`entities.py`), and the best epoch is the one with the highest entity F1."""
 
     def __init__(self, options):
+        from electra_tf.finetuning.entities import detect_scheme, is_entity_tag_set
         from electra_tf.finetuning.tasks import Columns, read_tagging_files
 
-        self.glue = None
+        self.glue, self.options = None, options
         given = Columns(options.text_column, None, options.label_column)
-        self.task = read_tagging_files(options.train, options.eval,
-                                       None if given == Columns("text", None, "label") else given)
+        self.columns = None if given == Columns("text", None, "label") else given
+        self.task = read_tagging_files(options.train, options.eval, self.columns)
+        if options.task and options.task.lower() in ENTITY_TASKS:
+            self.task.name = options.task.lower()
+        names = self.task.labels.names
+        self.entity_tags = bool(options.task) or is_entity_tag_set(names)
+        self.scheme = detect_scheme(names) if self.entity_tags else None
         self._set_counts()
+        if self.entity_tags:
+            self.metric_names = ENTITY_METRICS
 
     def _preprocessor(self, tokenizer, max_seq_length):
         from electra_tf.models.preprocessing import ElectraWordPreprocessor
@@ -108,14 +122,62 @@ class TaggingKind(ClassificationKind):
         return ElectraTokenClassifier(backbone, self.task.labels.num_classes, dropout=config.dropout,
                                       preprocessor=self.preprocessor, label_names=self.task.labels.names)
 
+    def evaluate(self, model):
+        if not self.entity_tags:
+            return super().evaluate(model)
+        return self._entity_scores(model, self.eval_inputs, self.eval_labels, self.task.eval, "predictions.conll")
+
+    def test(self, model):
+        """Scores of the best epoch on `--test` (read with the training file's tags), and its
+        predictions file."""
+        from electra_tf.finetuning.tasks import read_tagging_files
+
+        test = read_tagging_files(self.options.train, self.options.test, self.columns)
+        test_names = test.labels.names
+        inputs = self.preprocessor(*_ragged_words_and_tags(test.eval, test_names, self.task.labels.names))
+        labels = inputs[1].numpy()
+        dataset = _batched_inputs(inputs[0], self.options.batch_size)
+        examples = _with_names(test.eval, test_names, self.task.labels.names)
+        if self.entity_tags:
+            return self._entity_scores(model, dataset, labels, examples, "test_predictions.conll")
+        from electra_tf.finetuning.callbacks import predicted_metrics
+
+        return predicted_metrics(dataset, labels, ("accuracy",), self.task.labels.num_classes)(model)
+
+    def _entity_scores(self, model, inputs, piece_labels, examples, predictions_file):
+        from electra_tf.finetuning.entities import entity_scores
+        from electra_tf.models.preprocessing import IGNORE_LABEL
+
+        names = self.task.labels.names
+        outputs = model.predict(inputs, verbose=0).argmax(axis=-1)
+        gold = [[names[tag] for tag in tags] for tags in examples.labels]
+        predicted, right, scored = [], 0, 0
+        for row, gold_tags in enumerate(gold):
+            starts = piece_labels[row] != IGNORE_LABEL  # each scored word's first piece, in order
+            tags = [names[tag] for tag in outputs[row][starts]]
+            right += sum(p == g for p, g in zip(tags, gold_tags))
+            scored += len(tags)
+            predicted.append(tags + ["O"] * (len(gold_tags) - len(tags)))  # words cut off: no entity
+        scores = entity_scores(gold, predicted, strict=self.options.strict_entities, scheme=self.scheme)
+        values = {"entity_f1": scores["entity_f1"], "entity_precision": scores["entity_precision"],
+                  "entity_recall": scores["entity_recall"], "accuracy": right / scored if scored else 0.0,
+                  "per_type": scores["per_type"], "score": scores["entity_f1"]}
+        conll = "".join("".join(f"{word} {g} {p}\n" for word, g, p in zip(words, gold_tags, tags)) + "\n"
+                        for words, gold_tags, tags in zip(examples.texts, gold, predicted))
+        return values, {predictions_file: conll}
+
     def describe(self):
         unscored = self.unscored_words
+        scoring = (f"; entities scored by {'strict ' + self.scheme if self.options.strict_entities else 'conlleval'}"
+                   f" chunks, the best epoch by entity F1" if self.entity_tags else "")
         return (f"{self.task.labels.num_classes} tags; {sum(map(len, self.task.train.labels)):,} tagged training "
                 f"words; accuracy is per word (its first word piece)"
-                f"{f', {unscored:,} eval words past max_seq_length not scored' if unscored else ''}")
+                f"{f', {unscored:,} eval words past max_seq_length not scored' if unscored else ''}{scoring}")
 
     def summary(self):
-        return {**super().summary(), "tagging": True, "unscored_eval_words": self.unscored_words}
+        return {**super().summary(), "tagging": True, "unscored_eval_words": self.unscored_words,
+                **({"entity_scheme": self.scheme, "strict_entities": self.options.strict_entities}
+                   if self.entity_tags else {})}
 
 
 def make_datasets(task, preprocessor, batch_size: int, seed: int):
@@ -161,3 +223,28 @@ def tagging_eval_labels(task, preprocessor):
     labels = labels.numpy()
     scored = int((labels != IGNORE_LABEL).sum())
     return labels, sum(len(tags) for tags in task.eval.labels) - scored
+
+
+def _ragged_words_and_tags(examples, names, model_names):
+    """Ragged words and tag ids (in the model's tag list; a tag the model lacks scores as O)."""
+    import tensorflow as tf
+
+    index = {name: i for i, name in enumerate(model_names)}
+    fallback = index.get("O", 0)
+    tags = [[index.get(names[tag], fallback) for tag in sentence] for sentence in examples.labels]
+    return tf.ragged.constant(examples.texts, tf.string), tf.ragged.constant(tags, tf.int32)
+
+
+def _with_names(examples, names, model_names):
+    """The examples with tag ids in the model's tag list (gold names kept where the model lacks one)."""
+    from dataclasses import replace
+
+    index = {name: i for i, name in enumerate(model_names)}
+    return replace(examples, labels=[[index.get(names[tag], index.get("O", 0)) for tag in sentence]
+                                     for sentence in examples.labels])
+
+
+def _batched_inputs(inputs, batch_size: int):
+    import tensorflow as tf
+
+    return tf.data.Dataset.from_tensor_slices(inputs).batch(batch_size)

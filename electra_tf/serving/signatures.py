@@ -14,8 +14,10 @@ returns `probabilities` [batch, classes], `label` (the most probable name) and `
 or `score` for regression; its text signature takes `text` and `text_pair` for pair tasks.
 A fine-tuned tagger's text signature splits `text` on whitespace into words and returns
 per word `words`, `tags` and `tag_probabilities` ([batch, max words, tags]; "" and 0 past
-a sentence's end or for words cut off by max_seq_length) plus `tag_names`; its ids
-signature returns `tags` and `tag_probabilities` per word piece.
+a sentence's end or for words cut off by max_seq_length) plus `tag_names`; a tagger of entity
+tags (B-/I-/E-/S-) also returns the entities, by conlleval's chunk rules: `entity_text`,
+`entity_type`, `entity_start`, `entity_end` (characters of the text; "" and -1 past a text's
+last entity). Its ids signature returns `tags` and `tag_probabilities` per word piece.
 
 Bad input is defined, not an error: invalid UTF-8 bytes are replaced by U+FFFD before
 tokenization; an empty string gives `[CLS] [SEP]`; a long text is truncated; an empty batch
@@ -95,9 +97,13 @@ def tagger_endpoints(tagger, tokenizer, max_seq_length: int, tag_names) -> dict:
     """{signature: (fn, inputs)} for a fine-tuned `ElectraTokenClassifier`."""
     import tensorflow as tf
 
+    from electra_tf.data.token_offsets import repair_utf8
+    from electra_tf.finetuning.entities import is_entity_tag_set
     from electra_tf.models.preprocessing import pack_words_with_starts
+    from electra_tf.serving.entities import entity_outputs, words_with_offsets
 
     names = tf.constant(list(tag_names))
+    with_entities = is_entity_tag_set(tag_names)
 
     def per_piece(token_ids, segment_ids, padding_mask):
         logits = tf.cast(tagger({"token_ids": token_ids, "segment_ids": segment_ids,
@@ -109,17 +115,23 @@ def tagger_endpoints(tagger, tokenizer, max_seq_length: int, tag_names) -> dict:
         return {**outputs, "tag_names": tf.tile(names[tf.newaxis], [batch, 1])}
 
     def text_endpoint(text):
-        words = tf.strings.split(tf.convert_to_tensor(text, tf.string))
+        text = repair_utf8(tf.convert_to_tensor(text, tf.string))
+        words, word_starts, word_ends = words_with_offsets(text)  # the words of tf.strings.split
         inputs, starts = pack_words_with_starts(tokenizer, max_seq_length, words)
         probabilities, tags = per_piece(inputs["token_ids"], inputs["segment_ids"], inputs["padding_mask"])
         kept = (starts >= 0).to_tensor(False)
         positions = tf.maximum(starts.to_tensor(-1), 0)
-        return with_names({
+        word_tags = tf.where(kept, tf.gather(tags, positions, batch_dims=1), "")
+        outputs = {
             "words": words.to_tensor(""),
-            "tags": tf.where(kept, tf.gather(tags, positions, batch_dims=1), ""),
+            "tags": word_tags,
             "tag_probabilities": tf.gather(probabilities, positions, batch_dims=1)
             * tf.cast(kept, tf.float32)[..., tf.newaxis],
-        }, tf.shape(text)[0])
+        }
+        if with_entities:  # entity tags: the entities too, with their characters in the text
+            ragged_tags = tf.RaggedTensor.from_tensor(word_tags, lengths=words.row_lengths())
+            outputs.update(entity_outputs(text, ragged_tags, word_starts, word_ends))
+        return with_names(outputs, tf.shape(text)[0])
 
     def ids_outputs(token_ids, segment_ids, padding_mask):
         probabilities, tags = per_piece(token_ids, segment_ids, padding_mask)
