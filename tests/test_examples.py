@@ -148,3 +148,44 @@ def test_brown_split_is_by_text_and_the_files_read_back_as_tagging_data(tmp_path
     with pytest.raises(SystemExit, match="holds 499 Brown texts"):
         (corpus / names[0]).unlink()
         brown.main(["--corpus", str(corpus)])
+
+
+def test_squad_writer_copies_cuts_whole_paragraphs_and_writes_only_training_text(tmp_path):
+    squad = load_script("squad")
+    support = tmp_path / "support"
+    support.mkdir()
+
+    def article(title, paragraphs):
+        return {"title": title, "paragraphs": [{"context": f"{title} paragraph {p}.",
+                                                "qas": [{"id": f"{title}{p}{q}", "question": "?", "answers": []}
+                                                        for q in range(3)]} for p in range(paragraphs)]}
+    (support / "train-v1.1.json").write_text(json.dumps({"version": "1.1", "data": [article("A", 2), article("B", 2)]}))
+    (support / "dev-v1.1.json").write_text(json.dumps({"version": "1.1", "data": [article("C", 1)]}))
+    assert squad.main(["--support", str(support), "--output", str(tmp_path / "out"), "--train_questions", "7",
+                       "--unlabeled", str(tmp_path / "u.txt")]) == 0
+    subset = json.loads((tmp_path / "out" / "train-7.json").read_text())
+    assert [len(a["paragraphs"]) for a in subset["data"]] == [2, 1]  # 9 questions: whole paragraphs
+    assert (tmp_path / "u.txt").read_text() == "A paragraph 0.\nA paragraph 1.\n\nB paragraph 0.\nB paragraph 1.\n"
+    (support / "dev-v1.1.json").write_text(json.dumps({"version": "1.1", "data": [article("A", 1)]}))
+    assert squad.main(["--support", str(support), "--output", str(tmp_path / "out2")]) == 1  # shared article
+
+
+def test_conll2003_writer_keeps_word_and_entity_tag_and_drops_docstart(tmp_path):
+    conll = load_script("conll2003")
+    source = tmp_path / "en"
+    source.mkdir()
+    text = "-DOCSTART- -X- -X- O\n\nEU NNP B-NP B-ORG\nrejects VBZ B-VP O\n\nPeter NNP B-NP B-PER\n\n" \
+           "-DOCSTART- -X- -X- O\n\nBonn NNP B-NP B-LOC\n"
+    for name in ("train.txt", "valid.txt", "test.txt"):
+        (source / name).write_text(text, encoding="utf-8")
+    assert conll.main(["--source", str(source), "--output", str(tmp_path / "out"),
+                       "--unlabeled", str(tmp_path / "u.txt")]) == 0
+    from electra_tf.finetuning.tasks import read_tagging_files
+
+    task = read_tagging_files(tmp_path / "out" / "train.conll", tmp_path / "out" / "test.conll")
+    assert task.train.texts == [["EU", "rejects"], ["Peter"], ["Bonn"]]
+    assert [[task.labels.names[t] for t in tags] for tags in task.eval.labels] == [["B-ORG", "O"], ["B-PER"], ["B-LOC"]]
+    assert (tmp_path / "u.txt").read_text() == "EU rejects\nPeter\n\nBonn\n"
+    (source / "test.txt").write_text("EU NNP B-ORG\n", encoding="utf-8")
+    with pytest.raises(SystemExit, match="expected 4 columns"):
+        conll.main(["--source", str(source), "--output", str(tmp_path / "bad")])
