@@ -39,17 +39,19 @@ class QuestionAnsweringKind(TaskKind):
         return OFFICIAL_EPOCHS
 
     def _windows(self, examples, tokenizer, max_seq_length, training, counts):
-        from electra_tf.finetuning.squad import make_windows, tokenize_contexts
+        from electra_tf.finetuning.squad import make_windows, tokenize_contexts, tokenize_texts
         from electra_tf.progress import Progress
 
         contexts = list(dict.fromkeys(example.context for example in examples))
         progress = Progress("windows", total=len(examples), unit="questions", stream=sys.stdout)
         tokenized = dict(zip(contexts, tokenize_contexts(contexts, tokenizer)))
+        pieces_of = tokenize_texts([e.question for e in examples]
+                                   + [text for e in examples for text, _ in e.answers[:1]], tokenizer)
         windows = []
         for number, example in enumerate(examples, 1):
             windows.append(make_windows(example, tokenizer, max_seq_length, self.options.doc_stride,
                                         self.options.max_query_length, training, counts,
-                                        context=tokenized[example.context]))
+                                        context=tokenized[example.context], pieces_of=pieces_of))
             if number % 2000 == 0 or number == len(examples):
                 progress.update(number)
         return windows

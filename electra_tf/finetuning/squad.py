@@ -195,6 +195,16 @@ def tokenize_context(context: str, tokenizer) -> TokenizedContext:
     return tokenize_contexts([context], tokenizer)[0]
 
 
+def tokenize_texts(texts, tokenizer, batch_size: int = 1024) -> dict:
+    """{text: word pieces} for many short texts (questions, answers) in a few batched calls."""
+    texts = list(dict.fromkeys(texts))
+    pieces = {}
+    for first in range(0, len(texts), batch_size):
+        batch = texts[first:first + batch_size]
+        pieces.update(zip(batch, tokenizer.tokenize(batch).to_list()))
+    return pieces
+
+
 def _offsets_function(tokenizer, tf, tokenize_with_offsets):
     if getattr(tokenizer, "_qa_offsets", None) is None:  # traced once per tokenizer
         tokenizer._qa_offsets = tf.function(lambda texts: tokenize_with_offsets(tokenizer, texts),
@@ -204,16 +214,23 @@ def _offsets_function(tokenizer, tf, tokenize_with_offsets):
 
 def make_windows(example: QAExample, tokenizer, max_seq_length: int, doc_stride: int | None = None,
                  max_query_length: int = MAX_QUERY_LENGTH, training: bool = False,
-                 counts: dict | None = None, context: TokenizedContext | None = None) -> list[QAWindow]:
+                 counts: dict | None = None, context: TokenizedContext | None = None,
+                 pieces_of: dict | None = None) -> list[QAWindow]:
     """The windows of one question (see the module docstring). `counts["skipped"]` is raised
     for a training answer that is not where it says. `context`: its context, already tokenized.
-    `doc_stride`: by default `default_doc_stride(max_seq_length)`."""
+    `doc_stride`: by default `default_doc_stride(max_seq_length)`. `pieces_of`: text -> its
+    word pieces, for questions and answers tokenized ahead in one batch (`tokenize_texts`)."""
     doc_stride = doc_stride or default_doc_stride(max_seq_length)
     if context is None or context.text != example.context:
         context = tokenize_context(example.context, tokenizer)
     words, char_to_word, pieces = context.words, context.char_to_word, context.pieces
     piece_spans, first_piece = context.piece_spans, context.first_piece
-    query = tokenizer.tokenize([example.question]).to_list()[0][:max_query_length]
+
+    def pieces_for(text):
+        return pieces_of[text] if pieces_of is not None and text in pieces_of else \
+            tokenizer.tokenize([text]).to_list()[0]
+
+    query = pieces_for(example.question)[:max_query_length]
 
     answer = None  # (first piece, last piece) of a training answer
     if training and not example.is_impossible:
@@ -227,7 +244,7 @@ def make_windows(example: QAExample, tokenizer, max_seq_length: int, doc_stride:
             return []
         first_word, last_word = char_to_word[start_char], char_to_word[end_char]
         last = first_piece[last_word + 1] - 1 if last_word + 1 < len(words) else len(pieces) - 1
-        answer = _tightest_span(pieces, first_piece[first_word], last, tokenizer.tokenize([text]).to_list()[0])
+        answer = _tightest_span(pieces, first_piece[first_word], last, pieces_for(text))
 
     room = max_seq_length - len(query) - 3
     if room < 1:
