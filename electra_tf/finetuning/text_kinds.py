@@ -134,10 +134,10 @@ class TaggingKind(ClassificationKind):
 
         test = read_tagging_files(self.options.train, self.options.test, self.columns)
         test_names = test.labels.names
-        inputs = self.preprocessor(*_ragged_words_and_tags(test.eval, test_names, self.task.labels.names))
+        examples = _with_names(test.eval, test_names, self.task.labels.names)
+        inputs = self.preprocessor(*_ragged_words_and_tags(examples))
         labels = inputs[1].numpy()
         dataset = _batched_inputs(inputs[0], self.options.batch_size)
-        examples = _with_names(test.eval, test_names, self.task.labels.names)
         if self.entity_tags:
             return self._entity_scores(model, dataset, labels, examples, "test_predictions.conll")
         from electra_tf.finetuning.callbacks import predicted_metrics
@@ -225,18 +225,14 @@ def tagging_eval_labels(task, preprocessor):
     return labels, sum(len(tags) for tags in task.eval.labels) - scored
 
 
-def _ragged_words_and_tags(examples, names, model_names):
-    """Ragged words and tag ids (in the model's tag list; a tag the model lacks scores as O)."""
+def _ragged_words_and_tags(examples):
     import tensorflow as tf
 
-    index = {name: i for i, name in enumerate(model_names)}
-    fallback = index.get("O", 0)
-    tags = [[index.get(names[tag], fallback) for tag in sentence] for sentence in examples.labels]
-    return tf.ragged.constant(examples.texts, tf.string), tf.ragged.constant(tags, tf.int32)
+    return tf.ragged.constant(examples.texts, tf.string), tf.ragged.constant(examples.labels, tf.int32)
 
 
 def _with_names(examples, names, model_names):
-    """The examples with tag ids in the model's tag list (gold names kept where the model lacks one)."""
+    """The examples with tag ids in the model's tag list (a tag the model lacks becomes O)."""
     from dataclasses import replace
 
     index = {name: i for i, name in enumerate(model_names)}
