@@ -297,10 +297,10 @@ def save_model_dirs(output: Path, config, pretrainer, reference, tokenizer) -> l
     folders = {name: output / "huggingface" / name for name in ("electra_tf", "transformers")}
     for folder in folders.values():
         shutil.rmtree(folder, ignore_errors=True)
-    write_huggingface_folders(pretrainer, config, tokenizer.vocabulary, folders["electra_tf"])
+    write_huggingface_folders(pretrainer, config, tokenizer, folders["electra_tf"])
     for model, network in ((DISCRIMINATOR, reference.discriminator), (GENERATOR, reference.generator)):
         network.save_pretrained(folders["transformers"] / model)
-        write_tokenizer_files(folders["transformers"] / model, tokenizer.vocabulary, config)
+        write_tokenizer_files(folders["transformers"] / model, tokenizer, config)
     return [import_huggingface(folder / DISCRIMINATOR, output / name, generator=folder / GENERATOR,
                                max_seq_length=config.max_seq_length, overwrite=True).path
             for name, folder in folders.items()]

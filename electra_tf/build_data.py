@@ -36,6 +36,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="vocab.txt to tokenize with (default: learn one from the input)")
     parser.add_argument("--vocab_size", type=int, default=DEFAULT_VOCAB_SIZE,
                         help=f"size of a learned vocabulary (only without --vocab; default {DEFAULT_VOCAB_SIZE})")
+    parser.add_argument("--cased", action="store_true",
+                        help="learn a cased vocabulary (case and accents kept; only without --vocab, which "
+                             "brings its own casing)")
     parser.add_argument("--output_dir", required=True, help="folder for shards and metadata.json")
     parser.add_argument("--max_seq_length", type=int, default=128)
     parser.add_argument("--num_shards", type=int, default=8)
@@ -47,6 +50,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def print_summary(metadata: dict, output_dir: str, elapsed: float) -> None:
+    from electra_tf.data.shards import metadata_tokenizer_settings
+
     print(f"\nWrote {metadata['examples']:,} examples to {len(metadata['shards'])} shards in "
           f"{output_dir} ({elapsed:.0f} s).")
     print(f"  documents         {metadata['documents']:,}")
@@ -54,7 +59,8 @@ def print_summary(metadata: dict, output_dir: str, elapsed: float) -> None:
     print(f"  examples          {metadata['examples']:,}")
     print(f"  tokens            {metadata['tokens']:,}")
     print(f"  padding fraction  {metadata['padding_fraction']:.1%}")
-    print(f"  vocabulary        {metadata['vocab_file']} ({metadata['vocab_size']:,} tokens)")
+    print(f"  vocabulary        {metadata['vocab_file']} ({metadata['vocab_size']:,} tokens, "
+          f"{metadata_tokenizer_settings(metadata).describe()})")
     skipped = metadata["skipped"]
     print("  skipped input     " + ("none" if not skipped else ""))
     for reason, count in skipped.items():
@@ -69,7 +75,8 @@ def main(argv=None) -> int:
     started = time.monotonic()
     metadata = build_shards(args.output_dir, args.input, vocab=args.vocab, vocab_size=args.vocab_size,
                             max_seq_length=args.max_seq_length, num_shards=args.num_shards,
-                            num_workers=args.num_workers, seed=args.seed, overwrite=args.overwrite)
+                            num_workers=args.num_workers, seed=args.seed, overwrite=args.overwrite,
+                            cased=args.cased)
     print_summary(metadata, args.output_dir, time.monotonic() - started)
     return 0
 

@@ -1,7 +1,13 @@
-"""`python -m electra_tf.build_vocab`: learn an uncased WordPiece vocabulary from text.
+"""`python -m electra_tf.build_vocab`: learn a WordPiece vocabulary from text.
 
     python -m electra_tf.build_vocab --input "corpus/*.txt" enwiki.xml.bz2 \\
-        --vocab_size 30522 --output vocab.txt
+        --vocab_size 30522 --output vocab.txt [--cased]
+
+Uncased by default (lower-cased, accents stripped, as the official ELECTRA models); --cased
+keeps case and accents ("Apple" and "apple", "May" and "may" stay apart). The casing is
+written beside the vocabulary, in the same folder's tokenizer_config.json (transformers' keys),
+and every later stage reads it from there: data building, pre-training, fine-tuning and the
+exports follow it without being told again.
 
 Inputs are read like build_data's (text files, MediaWiki dumps, globs, folders); with no
 --input, the embedded Wikipedia sample. The vocabulary starts with [PAD] [UNK] [CLS] [SEP]
@@ -16,6 +22,7 @@ import sys
 from pathlib import Path
 
 from electra_tf.data.corpus import embedded_sample_path
+from electra_tf.data.tokenization import TokenizerSettings, tokenizer_settings_path
 from electra_tf.data.vocabulary import DEFAULT_VOCAB_SIZE, build_vocabulary
 from electra_tf.errors import ElectraError, command
 
@@ -34,7 +41,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--output", required=True, help="vocab.txt to write")
     parser.add_argument("--max_documents", type=int, default=None,
                         help="learn from the first N documents only")
-    parser.add_argument("--overwrite", action="store_true", help="replace an existing --output")
+    parser.add_argument("--cased", action="store_true",
+                        help="keep case and accents (default: lower-case and strip accents)")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace an existing --output (and the tokenizer_config.json beside it)")
     return parser
 
 
@@ -42,11 +52,15 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     output = Path(args.output)
-    if output.exists() and not args.overwrite:
-        raise ElectraError(f"{output} exists; pass --overwrite to replace it.")
+    settings_file = tokenizer_settings_path(output)
+    for existing in (output, settings_file):
+        if existing.exists() and not args.overwrite:
+            raise ElectraError(f"{existing} exists; pass --overwrite to replace it (the casing of a vocabulary is "
+                               f"written to {settings_file.name} in its folder, so keep one vocabulary per folder).")
     if args.vocab_size < MIN_VOCAB_SIZE:
         raise ElectraError(f"--vocab_size must be at least {MIN_VOCAB_SIZE}.")
-    build_vocabulary(args.input or [str(embedded_sample_path())], args.vocab_size, output, args.max_documents)
+    build_vocabulary(args.input or [str(embedded_sample_path())], args.vocab_size, output, args.max_documents,
+                     settings=TokenizerSettings.cased() if args.cased else TokenizerSettings())
     return 0
 
 

@@ -11,6 +11,12 @@ discriminator, and with --generator its ElectraForMaskedLM, which continued pre-
 sizes are read off the variable shapes, the head count (one per 64 units, as the official
 sizes) or anything else from --config.
 
+Cased models convert too. A HuggingFace folder says how it tokenizes (tokenizer_config.json's
+do_lower_case, strip_accents, tokenize_chinese_chars); a TF1 folder does not, so it is taken as
+uncased, as the official code's default, unless --do_lower_case false (and the other two flags)
+say otherwise; a vocabulary that is plainly cased is refused until they do. The flags also
+override a HuggingFace folder's settings. The model_dir keeps the casing beside its vocab.txt.
+
 The model_dir works with `finetune --pretrained`, `export --model_dir` and
 `pretrain --init_from`. Nothing is downloaded: fetch the checkpoint yourself. Exit status: 0
 converted, 2 bad input (nothing is written then). The work is `electra_tf.interop.convert`.
@@ -37,7 +43,20 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--max_seq_length", type=int, default=None,
                         help="the model_dir's max_seq_length (default 128, at most max_position_embeddings)")
     parser.add_argument("--overwrite", action="store_true", help="replace a non-empty --output")
+    tokenizer = parser.add_argument_group(
+        "tokenizer (transformers' names; default: a HuggingFace folder's tokenizer_config.json, uncased for "
+        "a TF1 checkpoint, whose folder does not say)")
+    for flag, what in (("--do_lower_case", "lower-case the text (false for a cased model)"),
+                       ("--strip_accents", "remove accents (default: as --do_lower_case)"),
+                       ("--tokenize_chinese_chars", "every CJK ideograph a word of its own (default true)")):
+        tokenizer.add_argument(flag, choices=("true", "false"), default=None, help=what)
     return parser
+
+
+def tokenizer_overrides(args) -> dict:
+    """The tokenizer flags given, as transformers' keys and booleans."""
+    return {key: getattr(args, key) == "true" for key in ("do_lower_case", "strip_accents", "tokenize_chinese_chars")
+            if getattr(args, key) is not None}
 
 
 @command(interrupted="no model_dir was written")
@@ -49,15 +68,20 @@ def main(argv=None) -> int:
     if args.source == "huggingface":
         if args.config:
             raise ConversionError("--config is for --from google; a HuggingFace folder's config.json says it all.")
-        model_dir = import_huggingface(args.input, args.output, args.generator, args.max_seq_length, args.overwrite)
+        model_dir = import_huggingface(args.input, args.output, args.generator, args.max_seq_length, args.overwrite,
+                                       tokenizer_overrides(args))
     else:
         if args.generator:
             raise ConversionError("--generator is for --from huggingface; a TF1 checkpoint holds both networks.")
         from electra_tf.config import ElectraConfig
         base = ElectraConfig.load(args.config) if args.config else None
-        model_dir = import_google(args.input, args.output, base, args.max_seq_length, args.overwrite)
+        model_dir = import_google(args.input, args.output, base, args.max_seq_length, args.overwrite,
+                                  tokenizer_overrides(args))
     provenance = read_provenance(model_dir.path)
-    print(f"Converted {args.input} into {model_dir.path}")
+    from electra_tf.data.tokenization import read_tokenizer_settings
+
+    print(f"Converted {args.input} into {model_dir.path} "
+          f"(tokenizer: {read_tokenizer_settings(model_dir.vocab).describe()})")
     if not provenance["rtd_head"]:
         print("  no replaced-token head in the source (ElectraModel): fine for fine-tuning; the exported "
               "replaced_probability is untrained")

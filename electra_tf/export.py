@@ -96,7 +96,7 @@ def main(argv=None) -> int:
 
                 raise ConversionError(f"{source} is a fine-tuned {type(model).__name__}; --format huggingface "
                                       "takes a pre-training model_dir or a question answerer (--qa_head plain).")
-            folders = export_question_answerer(model, config, tokenizer.vocabulary,
+            folders = export_question_answerer(model, config, tokenizer,
                                                export_dir / f"{name}-huggingface")
         else:
             folders = export_huggingface(source, export_dir / f"{name}-huggingface", args.checkpoint)

@@ -32,3 +32,17 @@ def test_a_vocabulary_far_smaller_than_asked_is_explained_and_has_no_bare_suffix
     assert f"Wrote {len(vocabulary):,} tokens (asked for 8,192)" in err
     assert "far smaller than asked" in err and f"--vocab_size {len(vocabulary):,} or less" in err
     assert "##" not in vocabulary and any(token.startswith("##") for token in vocabulary)
+
+
+def test_cased_keeps_capitals_and_writes_its_casing_beside_the_vocabulary(corpus, tmp_path, capsys):
+    import json
+
+    text = corpus.write_sentence_file(tmp_path / "corpus.txt", repeat=20)
+    output = tmp_path / "cased" / "vocab.txt"
+    output.parent.mkdir()
+    assert build_vocab.main(["--input", str(text), "--vocab_size", "300", "--output", str(output), "--cased"]) == 0
+    assert "The" in read_vocabulary(output) and "cased WordPiece vocabulary" in capsys.readouterr().err
+    assert json.loads((output.parent / "tokenizer_config.json").read_text())["do_lower_case"] is False
+    # another vocabulary in the same folder would take over its casing file: refused unless told
+    assert build_vocab.main(["--input", str(text), "--output", str(output.parent / "other.txt")]) == 2
+    assert "tokenizer_config.json exists" in capsys.readouterr().err

@@ -35,7 +35,8 @@ from electra_tf.data.corpus import (
     total_input_bytes,
 )
 from electra_tf.data.shards import FORMAT, METADATA_FILE, DataError, serialize_example, shard_name
-from electra_tf.data.tokenization import read_vocabulary, vocabulary_fingerprint
+from electra_tf.data.tokenization import (TokenizerSettings, check_casing, read_tokenizer_settings,
+                                         read_vocabulary, tokenizer_settings_path, vocabulary_fingerprint)
 from electra_tf.data.vocabulary import DEFAULT_VOCAB_SIZE, build_vocabulary
 from electra_tf.files import atomic_write_text, file_sha256
 from electra_tf.progress import Progress
@@ -51,10 +52,12 @@ def existing_data(output_dir: Path) -> list[Path]:
 
 def build_shards(output_dir: str | Path, inputs: list[str] | None = None, *, vocab: str | Path | None = None,
                  vocab_size: int = DEFAULT_VOCAB_SIZE, max_seq_length: int = 128, num_shards: int = 8,
-                 num_workers: int | None = None, seed: int = 0, overwrite: bool = False) -> dict:
+                 num_workers: int | None = None, seed: int = 0, overwrite: bool = False,
+                 cased: bool = False) -> dict:
     """Builds the shards of `inputs` (default: the embedded Wikipedia sample) into
     `output_dir`; returns the metadata written. With no `vocab`, one of `vocab_size` entries is
-    learned from the inputs first and written to OUTPUT_DIR/vocab.txt. Raises `InputError` if
+    learned from the inputs first (cased if `cased`) and written to OUTPUT_DIR/vocab.txt with its
+    tokenizer_config.json; a given `vocab` brings its own casing. Raises `InputError` if
     nothing usable was found, `DataError` for settings or a folder it cannot use."""
     num_workers = num_workers or os.cpu_count() or 1
     for name, value, least in (("max_seq_length", max_seq_length, MIN_SEQ_LENGTH),
@@ -65,10 +68,11 @@ def build_shards(output_dir: str | Path, inputs: list[str] | None = None, *, voc
     from electra_tf.locking import FolderLock
 
     with FolderLock(output_dir, "electra_tf.build_data"):
-        return _build(output_dir, inputs, vocab, vocab_size, max_seq_length, num_shards, num_workers, seed, overwrite)
+        return _build(output_dir, inputs, vocab, vocab_size, max_seq_length, num_shards, num_workers, seed, overwrite,
+                      cased)
 
 
-def _build(output_dir, inputs, vocab, vocab_size, max_seq_length, num_shards, num_workers, seed, overwrite):
+def _build(output_dir, inputs, vocab, vocab_size, max_seq_length, num_shards, num_workers, seed, overwrite, cased):
     if existing_data(output_dir) and not overwrite:
         raise DataError(f"{output_dir} already holds pre-training data; pass --overwrite "
                         "to replace it (it is kept until the new data is complete).")
@@ -86,8 +90,15 @@ def _build(output_dir, inputs, vocab, vocab_size, max_seq_length, num_shards, nu
         vocab_path = Path(vocab) if vocab else None
         if vocab_path is None:
             vocab_path = work_dir / VOCAB_FILE
-            build_vocabulary([str(f) for f in files], vocab_size, vocab_path)
+            build_vocabulary([str(f) for f in files], vocab_size, vocab_path,
+                             settings=TokenizerSettings.cased() if cased else TokenizerSettings())
         vocabulary = read_vocabulary(vocab_path)
+        settings = read_tokenizer_settings(vocab_path)
+        check_casing(vocabulary, settings, f"vocabulary {vocab_path}")
+        if cased and settings.lowercase:
+            raise DataError(f"--cased, but {vocab_path} is read uncased: a given vocabulary brings its casing "
+                            f"({tokenizer_settings_path(vocab_path)}). Drop --vocab to learn a cased one, or pass "
+                            "a cased vocabulary (python -m electra_tf.build_vocab --cased).")
 
         stats, shard_examples = _run_workers(files, vocab_path, work_dir, skips, max_seq_length,
                                              num_shards, num_workers, seed)
@@ -115,7 +126,9 @@ def _build(output_dir, inputs, vocab, vocab_size, max_seq_length, num_shards, nu
             "vocab_file": str((output_dir / VOCAB_FILE) if not vocab else Path(vocab).resolve()),
             "vocab_fingerprint": vocabulary_fingerprint(vocabulary),
             "vocab_size": len(vocabulary),
-            "lowercase": True,
+            "lowercase": settings.lowercase,  # how the text was tokenized, checked when read
+            "strip_accents": settings.strip_accents,
+            "split_cjk": settings.split_cjk,
             "max_seq_length": max_seq_length,
             "seed": seed,
             "num_workers": num_workers,
@@ -135,6 +148,7 @@ def _build(output_dir, inputs, vocab, vocab_size, max_seq_length, num_shards, nu
         for shard in shards:
             os.replace(work_dir / shard["file"], output_dir / shard["file"])
         if not vocab:
+            os.replace(tokenizer_settings_path(vocab_path), tokenizer_settings_path(output_dir / VOCAB_FILE))
             os.replace(vocab_path, output_dir / VOCAB_FILE)
         atomic_write_text(output_dir / METADATA_FILE, json.dumps(metadata, indent=2) + "\n")
         return metadata

@@ -82,6 +82,15 @@ def read_metadata(data_dir: str | Path) -> dict:
     return metadata
 
 
+def metadata_tokenizer_settings(metadata: dict):
+    """How the data was tokenized (metadata.json keeps `TokenizerSettings`' fields; data built
+    before cased vocabularies only says lowercase: true)."""
+    from electra_tf.data.tokenization import TokenizerSettings
+
+    lowercase = metadata.get("lowercase", True)
+    return TokenizerSettings(lowercase, metadata.get("strip_accents", lowercase), metadata.get("split_cjk", True))
+
+
 def check_shards(data_dir: str | Path, tokenizer: ElectraTokenizer, max_seq_length: int) -> list[str]:
     """The shard paths of `data_dir`, after checking them against its metadata."""
     data_dir = Path(data_dir)
@@ -92,6 +101,13 @@ def check_shards(data_dir: str | Path, tokenizer: ElectraTokenizer, max_seq_leng
             f"{metadata['vocab_size']} tokens) than the one in use "
             f"({tokenizer.vocabulary_path or 'in memory'}, {tokenizer.vocabulary_size} tokens). "
             "Use that vocabulary, or rebuild the data with this one.")
+    built_with = metadata_tokenizer_settings(metadata)
+    if built_with != tokenizer.settings:
+        raise DataError(
+            f"{data_dir} was built {built_with.describe()}, but its vocabulary is read "
+            f"{tokenizer.settings.describe()} ({tokenizer.vocabulary_path or 'in memory'}; the casing comes from "
+            "the tokenizer_config.json beside vocab.txt). Rebuild the data with this vocabulary, or use the "
+            "vocabulary folder the data was built from.")
     if metadata["max_seq_length"] != max_seq_length:
         raise DataError(
             f"{data_dir} holds examples of length {metadata['max_seq_length']}, but the model "

@@ -15,6 +15,10 @@ same steps keeping track of where each byte came from:
    pieces by the same `FastWordpieceTokenizer` with offsets. A word whose case folding changed
    its byte length (rare: e.g. "ß" -> "ss" does not, "İ" does) gives every piece the whole word.
 
+Each step follows the tokenizer's `TokenizerSettings`: a cased tokenizer skips the case
+folding, one that keeps accents skips NFD and the removal, and without CJK splitting the
+ideographs are neither padded nor split on.
+
 The ids equal `ElectraTokenizer.tokenize`'s (tested on SQuAD and on hand-picked hard text).
 Everything is core TensorFlow and tf-text ops, so the question-answering export runs it in
 TF Serving. Used by `finetuning/squad.py` (training windows and predictions) and by the
@@ -32,11 +36,13 @@ Example:
 from __future__ import annotations
 
 
-def _patterns():
+def _patterns(split_cjk: bool):
     from keras_hub.src.tokenizers import word_piece_tokenizer as keras_hub_wordpiece
 
-    return (keras_hub_wordpiece.CJK_REGEX, keras_hub_wordpiece.WHITESPACE_PUNCTUATION_AND_CJK_REGEX,
-            keras_hub_wordpiece.PUNCTUATION_AND_CJK_REGEX)
+    if split_cjk:
+        return (keras_hub_wordpiece.WHITESPACE_PUNCTUATION_AND_CJK_REGEX,
+                keras_hub_wordpiece.PUNCTUATION_AND_CJK_REGEX)
+    return keras_hub_wordpiece.WHITESPACE_AND_PUNCTUATION_REGEX, keras_hub_wordpiece.PUNCTUATION_REGEX
 
 
 def repair_utf8(texts):
@@ -53,11 +59,17 @@ def tokenize_with_offsets(tokenizer, texts):
     import tensorflow as tf
     import tensorflow_text as tf_text
 
-    cjk, split_pattern, keep_pattern = _patterns()
+    from keras_hub.src.tokenizers.word_piece_tokenizer import CJK_REGEX
+
+    settings = tokenizer.settings
+    split_pattern, keep_pattern = _patterns(settings.split_cjk)
     texts = repair_utf8(tf.convert_to_tensor(texts, tf.string))
     characters = tf.strings.unicode_split(texts, "UTF-8")  # [B, C]
-    normal = tf.strings.regex_replace(characters.flat_values, cjk, r" \0 ")
-    normal = tf.strings.regex_replace(tf_text.normalize_utf8(normal, "NFD"), r"\p{Mn}", "")
+    normal = characters.flat_values
+    if settings.split_cjk:
+        normal = tf.strings.regex_replace(normal, CJK_REGEX, r" \0 ")
+    if settings.strip_accents:
+        normal = tf.strings.regex_replace(tf_text.normalize_utf8(normal, "NFD"), r"\p{Mn}", "")
     normal_bytes = tf.strings.length(normal)  # each character's normalised length
     normal = characters.with_flat_values(normal)
     char_ends = characters.with_flat_values(tf.cumsum(normal_bytes))  # per row below
@@ -67,7 +79,7 @@ def tokenize_with_offsets(tokenizer, texts):
 
     words, word_begin, word_end = tf_text.regex_split_with_offsets(
         tf.strings.reduce_join(normal, axis=-1), split_pattern, keep_pattern)  # [B, W], bytes
-    folded = tf_text.case_fold_utf8(words)
+    folded = tf_text.case_fold_utf8(words) if settings.lowercase else words
     wordpiece = tokenizer._wordpiece._fast_word_piece
     ids, piece_begin, piece_end = wordpiece.tokenize_with_offsets(folded)  # [B, W, P], bytes in folded word
     same_length = tf.equal(tf.strings.length(folded), tf.strings.length(words))  # [B, W]

@@ -1,27 +1,151 @@
-"""The one tokenizer: uncased WordPiece, in-graph (tf-text FastWordpiece via keras-hub).
+"""The one tokenizer: WordPiece, in-graph (tf-text FastWordpiece via keras-hub).
 
 Data building, pre-training, fine-tuning and the exported serving graph all tokenize with
 `ElectraTokenizer`, so ids can never drift between stages. It wraps keras-hub's
-`WordPieceTokenizer` (lower-casing and accent stripping on, as the official uncased models)
-and knows the ids of the special tokens ELECTRA needs.
+`WordPieceTokenizer` and knows the ids of the special tokens ELECTRA needs.
 
 Any BERT-style `vocab.txt` works (one token per line, e.g. the standard 30522-entry uncased
 vocabulary), as long as it holds [PAD] [UNK] [CLS] [SEP] [MASK]; `learn_vocabulary` makes one
 from text with keras-hub's WordPiece trainer.
+
+How text is normalised before WordPiece (`TokenizerSettings`: lower-casing, accent stripping,
+CJK splitting) belongs to the vocabulary, so it travels with it: beside every `vocab.txt`
+this package writes a `tokenizer_config.json` with transformers' keys (`do_lower_case`,
+`strip_accents`, `tokenize_chinese_chars`), which is also what a HuggingFace folder holds.
+A `vocab.txt` without one is uncased, as every official ELECTRA model and everything built
+here before cased vocabularies existed.
+
+Deviation from BERT's and transformers' tokenizer, kept because every uncased model here was
+trained with it: lower-casing is keras-hub's Unicode case folding (NFKC_Casefold), not Python's
+`str.lower()`. Text holding "ß", ligatures such as "ﬁ", or full-width letters tokenizes
+differently from transformers' under `do_lower_case` (e.g. "Straße" -> "strasse", not
+"straße"); everything else, cased text included, gives transformers' ids (tested on the cased
+fixture of tests/interop/test_cased_checkpoints.py).
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
+from dataclasses import dataclass
 from pathlib import Path
 
 from electra_tf.errors import ElectraError
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+TOKENIZER_CONFIG_FILE = "tokenizer_config.json"  # beside vocab.txt; transformers' name and keys
+# An uncased tokenizer never produces a token with an upper-case letter. A vocabulary where more
+# than this share of tokens has one was made cased (bert-base-cased: about a fifth).
+CASED_TOKEN_SHARE = 0.01
 
 
 class VocabularyError(ElectraError):
     """A vocabulary file is missing, unreadable, or lacks a required token."""
+
+
+@dataclass(frozen=True)
+class TokenizerSettings:
+    """How text is normalised before WordPiece; transformers' `BertTokenizer` switches.
+
+    lowercase: case folding (`do_lower_case`). strip_accents: NFD, then accent marks removed
+    (transformers' `strip_accents`; its None means "as do_lower_case", resolved here).
+    split_cjk: every CJK ideograph is a word of its own (`tokenize_chinese_chars`).
+
+    >>> TokenizerSettings.from_huggingface({"do_lower_case": False}).describe()
+    'cased'
+    >>> TokenizerSettings().to_huggingface()
+    {'do_lower_case': True, 'strip_accents': True, 'tokenize_chinese_chars': True}
+    """
+
+    lowercase: bool = True
+    strip_accents: bool = True
+    split_cjk: bool = True
+
+    @classmethod
+    def cased(cls) -> "TokenizerSettings":
+        """Case and accents kept (transformers' `do_lower_case=False`)."""
+        return cls(lowercase=False, strip_accents=False)
+
+    @classmethod
+    def from_huggingface(cls, values: dict, where: str = "tokenizer settings") -> "TokenizerSettings":
+        """From a `tokenizer_config.json`'s keys (absent keys: transformers' defaults)."""
+        lowercase = values.get("do_lower_case", True)
+        strip_accents = values.get("strip_accents")
+        split_cjk = values.get("tokenize_chinese_chars", True)
+        for key, value, allowed in (("do_lower_case", lowercase, (bool,)),
+                                    ("strip_accents", strip_accents, (bool, type(None))),
+                                    ("tokenize_chinese_chars", split_cjk, (bool,))):
+            if not isinstance(value, allowed):
+                raise VocabularyError(f"{where}: {key} is {value!r}; expected true or false"
+                                      f"{' or null' if key == 'strip_accents' else ''}.")
+        return cls(lowercase, lowercase if strip_accents is None else strip_accents, split_cjk)
+
+    def to_huggingface(self) -> dict:
+        return {"do_lower_case": self.lowercase, "strip_accents": self.strip_accents,
+                "tokenize_chinese_chars": self.split_cjk}
+
+    def describe(self) -> str:
+        """'uncased', 'cased', or the switches that differ from both."""
+        if self == TokenizerSettings():
+            return "uncased"
+        if self == TokenizerSettings.cased():
+            return "cased"
+        return ", ".join(f"{key}={value}" for key, value in self.to_huggingface().items())
+
+
+def tokenizer_settings_path(vocab_path: str | Path) -> Path:
+    """Where the settings of a vocabulary file live: `tokenizer_config.json` in its folder."""
+    return Path(vocab_path).with_name(TOKENIZER_CONFIG_FILE)
+
+
+def read_tokenizer_settings(vocab_path: str | Path) -> TokenizerSettings:
+    """The settings beside `vocab_path`; uncased when there are none."""
+    path = tokenizer_settings_path(vocab_path)
+    if not path.is_file():
+        return TokenizerSettings()
+    try:
+        values = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise VocabularyError(f"{path}: not valid JSON ({error}); it says how {Path(vocab_path).name} "
+                              "tokenizes (do_lower_case, strip_accents, tokenize_chinese_chars).") from None
+    if not isinstance(values, dict):
+        raise VocabularyError(f"{path}: expected a JSON object with do_lower_case, strip_accents and "
+                              "tokenize_chinese_chars.")
+    return TokenizerSettings.from_huggingface(values, str(path))
+
+
+def write_tokenizer_settings(vocab_path: str | Path, settings: TokenizerSettings) -> None:
+    """Writes the settings beside `vocab_path`, keeping other keys of an existing file."""
+    from electra_tf.files import atomic_write_text
+
+    path = tokenizer_settings_path(vocab_path)
+    values = {}
+    if path.is_file():
+        try:
+            values = json.loads(path.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            values = {}
+    values = {**(values if isinstance(values, dict) else {}), **settings.to_huggingface()}
+    atomic_write_text(path, json.dumps(values, indent=2) + "\n")
+
+
+def cased_tokens(tokens: list[str]) -> list[str]:
+    """The tokens holding an upper-case letter (special tokens such as [CLS] aside)."""
+    return [t for t in tokens if t != t.lower() and not (t.startswith("[") and t.endswith("]"))]
+
+
+def check_casing(tokens: list[str], settings: TokenizerSettings, where: str) -> None:
+    """An uncased tokenizer over a cased vocabulary would never produce its capitalised tokens:
+    the classic mix-up of a cased vocab.txt read without its settings."""
+    if not settings.lowercase:
+        return
+    capitalised = cased_tokens(tokens)
+    if len(capitalised) > CASED_TOKEN_SHARE * len(tokens):
+        raise VocabularyError(
+            f"{where} holds {len(capitalised):,} tokens with upper-case letters (e.g. {capitalised[:3]}), so it "
+            "was made cased, but it is read uncased (lower-cased text never reaches them). Put a "
+            f'{TOKENIZER_CONFIG_FILE} with {{"do_lower_case": false}} beside it (build_vocab --cased writes one), '
+            "or use an uncased vocabulary.")
 
 
 def read_vocabulary(path: str | Path) -> list[str]:
@@ -47,11 +171,13 @@ def read_vocabulary(path: str | Path) -> list[str]:
     return tokens
 
 
-def write_vocabulary(path: str | Path, tokens) -> None:
-    """Writes a `vocab.txt` (one token per line) atomically."""
+def write_vocabulary(path: str | Path, tokens, settings: TokenizerSettings | None = None) -> None:
+    """Writes a `vocab.txt` (one token per line) atomically, and its settings beside it if given."""
     from electra_tf.files import atomic_write_text
 
     atomic_write_text(path, "\n".join(tokens) + "\n")
+    if settings is not None:
+        write_tokenizer_settings(path, settings)
 
 
 def vocabulary_fingerprint(tokens: list[str]) -> str:
@@ -62,26 +188,35 @@ def vocabulary_fingerprint(tokens: list[str]) -> str:
 class ElectraTokenizer:
     """Text -> WordPiece ids, in graph (tf.data, tf.function, SavedModel) or eagerly.
 
+    A vocabulary file brings its settings (`tokenizer_config.json` beside it; uncased without
+    one); a list of tokens is uncased unless `settings` says otherwise.
+
     Example:
     >>> tokenizer = ElectraTokenizer(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]",
-    ...                               "the", "qu", "##ick", "fox"])
+    ...                               "the", "qu", "##ick", "fox", "The"])
     >>> tokenizer.tokenize(["The QUICK fox!"]).to_list()
     [[5, 6, 7, 8, 1]]
+    >>> cased = ElectraTokenizer(tokenizer.vocabulary, TokenizerSettings.cased())
+    >>> cased.tokenize(["The QUICK fox!"]).to_list()
+    [[9, 1, 8, 1]]
     >>> tokenizer.cls_id, tokenizer.sep_id, tokenizer.mask_id
     (2, 3, 4)
     """
 
-    def __init__(self, vocabulary: list[str] | str | Path):
+    def __init__(self, vocabulary: list[str] | str | Path, settings: TokenizerSettings | None = None):
         import keras_hub  # deferred: importing keras-hub loads TensorFlow
 
         if isinstance(vocabulary, (str, Path)):
             self.vocabulary_path = str(vocabulary)
+            settings = settings or read_tokenizer_settings(vocabulary)
             vocabulary = read_vocabulary(vocabulary)
+            check_casing(vocabulary, settings, f"vocabulary {self.vocabulary_path}")
         else:
             self.vocabulary_path = None
             missing = [token for token in SPECIAL_TOKENS if token not in vocabulary]
             if missing:
                 raise VocabularyError(f"vocabulary lacks {', '.join(missing)}.")
+        self.settings = settings or TokenizerSettings()
         self.vocabulary = list(vocabulary)
         self.fingerprint = vocabulary_fingerprint(self.vocabulary)
         index = {token: i for i, token in enumerate(self.vocabulary)}
@@ -90,8 +225,9 @@ class ElectraTokenizer:
         self.special_token_ids = tuple(sorted(
             i for token, i in index.items() if token.startswith("[") and token.endswith("]")))
         self._wordpiece = keras_hub.tokenizers.WordPieceTokenizer(
-            vocabulary=self.vocabulary, lowercase=True, strip_accents=True, oov_token="[UNK]",
-            dtype="int32")
+            vocabulary=self.vocabulary, lowercase=self.settings.lowercase,
+            strip_accents=self.settings.strip_accents, split_on_cjk=self.settings.split_cjk,
+            oov_token="[UNK]", dtype="int32")
         import tensorflow as tf
 
         # Called eagerly, keras-hub returns Python lists; inside a tf.function it returns a
@@ -112,17 +248,23 @@ class ElectraTokenizer:
     def id_to_token(self, token_id: int) -> str:
         return self.vocabulary[token_id]
 
+    def save(self, vocab_path: str | Path) -> None:
+        """Writes `vocab.txt` and, beside it, the settings it is read with."""
+        write_vocabulary(vocab_path, self.vocabulary, self.settings)
 
-def learn_vocabulary(texts, vocabulary_size: int) -> list[str]:
-    """Learns an uncased WordPiece vocabulary (keras-hub's trainer) with the special tokens first.
+
+def learn_vocabulary(texts, vocabulary_size: int, settings: TokenizerSettings | None = None) -> list[str]:
+    """Learns a WordPiece vocabulary (keras-hub's trainer) with the special tokens first,
+    normalising the text as `settings` say (uncased by default).
 
     `texts` is a `tf.data.Dataset` of strings (one sentence or paragraph each).
     """
     import keras_hub
 
+    settings = settings or TokenizerSettings()
     vocabulary = keras_hub.tokenizers.compute_word_piece_vocabulary(
-        texts, vocabulary_size, lowercase=True, strip_accents=True,
-        reserved_tokens=list(SPECIAL_TOKENS))
+        texts, vocabulary_size, lowercase=settings.lowercase, strip_accents=settings.strip_accents,
+        split_on_cjk=settings.split_cjk, reserved_tokens=list(SPECIAL_TOKENS))
     # The trainer can emit whitespace as a token; the tokenizer splits on whitespace, so such
     # a token is never produced, and it would be a blank line in vocab.txt. It also emits the
     # bare suffix marker "##", which no word piece tokenizes to and TensorFlow's WordPiece warns

@@ -1,4 +1,4 @@
-"""Learning an uncased WordPiece vocabulary from a corpus: `build_vocabulary`.
+"""Learning a WordPiece vocabulary from a corpus (uncased, or cased): `build_vocabulary`.
 
 Inputs are read like the shard builder's (text files, MediaWiki dumps, globs, folders). The
 vocabulary starts with [PAD] [UNK] [CLS] [SEP] [MASK]; `tokenization.learn_vocabulary` does
@@ -45,19 +45,21 @@ def collect_sentences(inputs: list[str], skips: Skips, max_documents: int | None
 
 
 def build_vocabulary(inputs: list[str], vocab_size: int, output: Path,
-                     max_documents: int | None = None) -> list[str]:
-    """Learns a vocabulary from `inputs` and writes it to `output` (atomically)."""
+                     max_documents: int | None = None, settings=None) -> list[str]:
+    """Learns a vocabulary from `inputs` and writes it to `output` (atomically), with the
+    `TokenizerSettings` (default: uncased) in a tokenizer_config.json beside it."""
     import tensorflow as tf
 
-    from electra_tf.data.tokenization import learn_vocabulary, write_vocabulary
+    from electra_tf.data.tokenization import TokenizerSettings, learn_vocabulary, write_vocabulary
 
+    settings = settings or TokenizerSettings()
     skips = Skips()
     sentences = collect_sentences(inputs, skips, max_documents)
-    print(f"Learning a {vocab_size}-entry WordPiece vocabulary from {len(sentences):,} sentences "
+    print(f"Learning a {vocab_size}-entry {settings.describe()} WordPiece vocabulary from {len(sentences):,} sentences "
           f"(skipped or repaired input: {skips.describe()}) ...", file=sys.stderr)
     started = time.monotonic()
-    vocabulary = learn_vocabulary(tf.data.Dataset.from_tensor_slices(sentences).batch(1000), vocab_size)
-    write_vocabulary(output, vocabulary)
+    vocabulary = learn_vocabulary(tf.data.Dataset.from_tensor_slices(sentences).batch(1000), vocab_size, settings)
+    write_vocabulary(output, vocabulary, settings)
     print(f"Wrote {len(vocabulary):,} tokens (asked for {vocab_size:,}) to {output} in "
           f"{time.monotonic() - started:.0f} s.", file=sys.stderr)
     if len(vocabulary) < vocab_size // 2:

@@ -155,7 +155,6 @@ def _run(options: FinetuningOptions) -> FinetuningResult:
     import keras
     import tensorflow as tf
 
-    from electra_tf.data.tokenization import write_vocabulary
     from electra_tf.files import atomic_write_text
     from electra_tf.finetuning.callbacks import EpochEvaluator, FinetuningProgress
     from electra_tf.loading import build_discriminator, load_pretrained, pretrained_hidden_size
@@ -183,7 +182,7 @@ def _run(options: FinetuningOptions) -> FinetuningResult:
         shutil.rmtree(old) if old.is_dir() else old.unlink()
     output.path.mkdir(parents=True, exist_ok=True)
     config.save(output.config)
-    write_vocabulary(output.vocab, pretrained.tokenizer.vocabulary)  # best.keras can be read alone
+    pretrained.tokenizer.save(output.vocab)  # best.keras can be read alone
     keras.utils.set_random_seed(options.seed)
     train = task.datasets(pretrained.tokenizer, max_seq_length, options.batch_size, options.seed)
 

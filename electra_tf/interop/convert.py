@@ -1,7 +1,8 @@
 """Released checkpoints in and out: a HuggingFace folder or an official TF1 checkpoint becomes a
 model_dir every command accepts; a model_dir becomes HuggingFace folders.
 
-A converted model_dir holds `config.json`, `vocab.txt`, `checkpoints/ckpt-0` (the model's
+A converted model_dir holds `config.json`, `vocab.txt` with its `tokenizer_config.json` (the
+source's casing), `checkpoints/ckpt-0` (the model's
 variables, as pre-training saves them) and `imported_from.json` (where the weights came from,
 and whether the replaced-token head and the generator were among them). It is written to a
 temporary folder and renamed, so a failed conversion leaves nothing behind.
@@ -23,9 +24,11 @@ from electra_tf.run_dir import ModelDir, read_provenance
 
 
 def import_huggingface(discriminator: str | Path, output: str | Path, generator: str | Path | None = None,
-                       max_seq_length: int | None = None, overwrite: bool = False) -> ModelDir:
+                       max_seq_length: int | None = None, overwrite: bool = False,
+                       tokenizer_settings: dict | None = None) -> ModelDir:
     """Converts `save_pretrained` folders (ElectraForPreTraining or ElectraModel, and optionally
-    the matching ElectraForMaskedLM) into a model_dir."""
+    the matching ElectraForMaskedLM) into a model_dir. The tokenizer's casing comes from the
+    folder; `tokenizer_settings` (transformers' keys) overrides it key by key."""
     disc = HuggingFaceFolder(discriminator)
     if disc.kind == GENERATOR:
         raise ConversionError(f"{disc.path} is a generator (ElectraForMaskedLM) folder: give the discriminator as "
@@ -33,6 +36,8 @@ def import_huggingface(discriminator: str | Path, output: str | Path, generator:
     gen = HuggingFaceFolder(generator) if generator is not None else None
     config = config_from_huggingface(disc, gen, max_seq_length)
     vocabulary = _checked_vocabulary(disc.vocabulary(), config, disc.path)
+    settings = _settings({**disc.tokenizer_settings().to_huggingface(), **(tokenizer_settings or {})},
+                         vocabulary, disc.path / "tokenizer_config.json")
     names = weight_table(config, generator=gen is not None, rtd_head=disc.has_rtd_head)
     if gen is not None:
         _check_shared_embeddings(disc, gen)
@@ -47,27 +52,34 @@ def import_huggingface(discriminator: str | Path, output: str | Path, generator:
                   "generator": str(gen.path) if gen is not None else None,
                   "rtd_head": disc.has_rtd_head, "generator_weights": gen is not None,
                   **({"question_answering_head": True} if has_qa_head(disc) else {})}
-    model_dir = _write_model_dir(config, vocabulary, names, read, "huggingface", output, provenance, overwrite)
+    model_dir = _write_model_dir(config, vocabulary, settings, names, read, "huggingface", output, provenance,
+                                 overwrite)
     if has_qa_head(disc):  # ElectraForQuestionAnswering: the whole model, head included, beside it
         write_question_answerer(model_dir, disc)
     return model_dir
 
 
 def import_google(checkpoint: str | Path, output: str | Path, config: ElectraConfig | None = None,
-                  max_seq_length: int | None = None, overwrite: bool = False) -> ModelDir:
-    """Converts an official TF1 checkpoint (generator and discriminator together) into a model_dir."""
+                  max_seq_length: int | None = None, overwrite: bool = False,
+                  tokenizer_settings: dict | None = None) -> ModelDir:
+    """Converts an official TF1 checkpoint (generator and discriminator together) into a model_dir.
+
+    A release folder does not say how it tokenizes (the official code takes `do_lower_case` as a
+    flag, True by default): uncased unless `tokenizer_settings` (transformers' keys) says
+    otherwise, and a vocabulary that is plainly cased is refused until it does."""
     from electra_tf.interop.google import GoogleCheckpoint
 
     source = GoogleCheckpoint(checkpoint)
     resolved = source.config(config, max_seq_length)
     vocabulary = _checked_vocabulary(source.vocabulary(), resolved, source.folder)
+    settings = _settings(tokenizer_settings or {}, vocabulary, source.folder / "vocab.txt")
     names = weight_table(resolved, generator=source.has_generator)
     provenance = {"format": "google", "checkpoint": source.prefix, "rtd_head": True,
                   "generator_weights": source.has_generator}
     def read(name: WeightName):
         return source.tensor(name.google), f"{source.prefix}: variable {name.google!r}"
 
-    return _write_model_dir(resolved, vocabulary, names, read, "google", output, provenance, overwrite)
+    return _write_model_dir(resolved, vocabulary, settings, names, read, "google", output, provenance, overwrite)
 
 
 def export_huggingface(model_dir: str | Path, output: str | Path, checkpoint: str | None = None) -> list[Path]:
@@ -81,12 +93,12 @@ def export_huggingface(model_dir: str | Path, output: str | Path, checkpoint: st
         raise ConversionError(f"{output} exists; choose another output folder (nothing was written).")
     pretrainer, tokenizer, config, _ = restore_pretrainer(model_dir, checkpoint)
     provenance = read_provenance(model_dir)
-    return write_huggingface_folders(pretrainer, config, tokenizer.vocabulary, output,
+    return write_huggingface_folders(pretrainer, config, tokenizer, output,
                                      rtd_head=provenance.get("rtd_head", True),
                                      with_generator=provenance.get("generator_weights", True))
 
 
-def write_huggingface_folders(pretrainer, config: ElectraConfig, vocabulary: list[str], output: Path,
+def write_huggingface_folders(pretrainer, config: ElectraConfig, tokenizer, output: Path,
                               rtd_head: bool = True, with_generator: bool = True) -> list[Path]:
     """A pretrainer in memory as `save_pretrained` folders OUTPUT/discriminator [and
     OUTPUT/generator], written to a temporary folder and renamed."""
@@ -104,7 +116,7 @@ def write_huggingface_folders(pretrainer, config: ElectraConfig, vocabulary: lis
             tensors = tensors_for(names + (embedding_names(GENERATOR) if model == GENERATOR else []), model, values)
             if model_class == "ElectraModel":
                 tensors = {key[len("electra."):]: value for key, value in tensors.items()}
-            write_folder(temporary / model, model_class, config, tensors, vocabulary, generator=model == GENERATOR)
+            write_folder(temporary / model, model_class, config, tensors, tokenizer, generator=model == GENERATOR)
         output.parent.mkdir(parents=True, exist_ok=True)
         os.rename(temporary, output)
     finally:
@@ -119,6 +131,18 @@ def _checked_vocabulary(vocabulary: list[str], config: ElectraConfig, where: Pat
     return vocabulary
 
 
+def _settings(values: dict, vocabulary: list[str], where: Path):
+    """`TokenizerSettings` from transformers' keys, checked against the vocabulary's casing."""
+    from electra_tf.data.tokenization import TokenizerSettings, VocabularyError, check_casing
+
+    try:
+        settings = TokenizerSettings.from_huggingface(values, str(where))
+        check_casing(vocabulary, settings, f"the vocabulary of {where.parent}")
+    except VocabularyError as error:
+        raise ConversionError(f"{error} For convert: pass --do_lower_case false if the model is cased.") from None
+    return settings
+
+
 def _check_shared_embeddings(disc: HuggingFaceFolder, gen: HuggingFaceFolder) -> None:
     for name in embedding_names(GENERATOR):
         if not np.array_equal(disc.tensor(name.huggingface), gen.tensor(name.huggingface)):
@@ -127,7 +151,8 @@ def _check_shared_embeddings(disc: HuggingFaceFolder, gen: HuggingFaceFolder) ->
                 "discriminator share their embeddings; these two folders were not trained together.")
 
 
-def _write_model_dir(config, vocabulary, names, read, source_format, output, provenance, overwrite) -> ModelDir:
+def _write_model_dir(config, vocabulary, settings, names, read, source_format, output, provenance,
+                     overwrite) -> ModelDir:
     import keras
     import tensorflow as tf
 
@@ -155,7 +180,7 @@ def _write_model_dir(config, vocabulary, names, read, source_format, output, pro
     try:
         temporary.path.mkdir(parents=True)
         config.save(temporary.config)
-        write_vocabulary(temporary.vocab, vocabulary)
+        write_vocabulary(temporary.vocab, vocabulary, settings)
         manager = tf.train.CheckpointManager(tf.train.Checkpoint(model_variables=list(pretrainer.variables)),
                                              str(temporary.checkpoints), max_to_keep=1)
         manager.save(checkpoint_number=0)

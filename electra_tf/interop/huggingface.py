@@ -2,13 +2,16 @@
 
 A folder as `save_pretrained` writes it: `config.json`, `model.safetensors` (or sharded, with
 `model.safetensors.index.json`), and the tokenizer: `vocab.txt` or `tokenizer.json`, with
-`tokenizer_config.json` saying whether it lower-cases. The discriminator is an
+`tokenizer_config.json` saying how it normalises text (`do_lower_case`, `strip_accents`,
+`tokenize_chinese_chars`; transformers lets these override the fast tokenizer's normalizer, and
+so does `tokenizer_settings` here). Cased and uncased folders both convert; the settings are
+written beside the model_dir's vocab.txt, and back into an exported folder. The discriminator is an
 `ElectraForPreTraining` folder (an `ElectraModel` folder, without the replaced-token head, loads
 for fine-tuning too); the generator an `ElectraForMaskedLM` folder.
 
 `config_from_huggingface` maps every setting of their `config.json` to an `ElectraConfig` and
 refuses, naming the key, what electra_tf cannot represent (another activation or position
-embedding type, a cased tokenizer, a generator whose sizes do not follow ELECTRA's rule).
+embedding type, a generator whose sizes do not follow ELECTRA's rule).
 """
 
 from __future__ import annotations
@@ -96,11 +99,26 @@ class HuggingFaceFolder:
             raise ConversionError(f"{tokenizer_file}: the WordPiece ids are not 0..{len(by_id) - 1}.")
         return [token for _, token in by_id]
 
-    def lowercase(self) -> bool:
-        """Whether the tokenizer lower-cases (tokenizer_config.json's do_lower_case; uncased if absent)."""
-        path = self.path / TOKENIZER_CONFIG
-        settings = _read_json(path, "the tokenizer config") if path.is_file() else {}
-        return bool(settings.get("do_lower_case", True))
+    def tokenizer_settings(self):
+        """How the folder's tokenizer normalises text: tokenizer_config.json's keys where it has
+        them, else the fast tokenizer's BertNormalizer in tokenizer.json, else transformers'
+        defaults (uncased)."""
+        from electra_tf.data.tokenization import TokenizerSettings, VocabularyError
+
+        keys = {"do_lower_case", "strip_accents", "tokenize_chinese_chars"}
+        path, values = self.path / TOKENIZER_CONFIG, {}
+        if (self.path / "tokenizer.json").is_file():
+            normalizer = _read_json(self.path / "tokenizer.json", "the tokenizer").get("normalizer") or {}
+            if normalizer.get("type") == "BertNormalizer":
+                values = {"do_lower_case": normalizer.get("lowercase", True),
+                          "strip_accents": normalizer.get("strip_accents"),
+                          "tokenize_chinese_chars": normalizer.get("handle_chinese_chars", True)}
+        if path.is_file():
+            values.update({k: v for k, v in _read_json(path, "the tokenizer config").items() if k in keys})
+        try:
+            return TokenizerSettings.from_huggingface(values, str(path))
+        except VocabularyError as error:
+            raise ConversionError(str(error)) from None
 
 
 def config_from_huggingface(discriminator: HuggingFaceFolder, generator: HuggingFaceFolder | None = None,
@@ -109,10 +127,6 @@ def config_from_huggingface(discriminator: HuggingFaceFolder, generator: Hugging
     source = discriminator.path / CONFIG_FILE
     settings = discriminator.config
     _check_representable(settings, source)
-    if not discriminator.lowercase():
-        raise ConversionError(f"{discriminator.path / TOKENIZER_CONFIG}: do_lower_case is false. electra_tf's "
-                              "tokenizer is uncased (lower-cases and strips accents, as every released ELECTRA); "
-                              "a cased model cannot be represented.")
     values = {ours: settings[theirs] for theirs, ours in _MAPPED.items() if theirs in settings}
     values["dropout"] = float(settings.get("hidden_dropout_prob", 0.1))
     values["max_seq_length"] = min(max_seq_length or DEFAULT_MAX_SEQ_LENGTH,
@@ -169,7 +183,7 @@ def _generator_fractions(settings: dict, generator: HuggingFaceFolder, values: d
     return fractions
 
 
-def write_folder(path: Path, model_class: str, config: ElectraConfig, tensors: dict, vocabulary: list[str],
+def write_folder(path: Path, model_class: str, config: ElectraConfig, tensors: dict, tokenizer,
                  generator: bool = False) -> None:
     """A folder `transformers.<model_class>.from_pretrained` loads (written in place; the caller
     writes into a temporary folder and renames it)."""
@@ -193,17 +207,18 @@ def write_folder(path: Path, model_class: str, config: ElectraConfig, tensors: d
     atomic_write_text(path / CONFIG_FILE, json.dumps(settings, indent=2) + "\n")
     save_file({key: np.ascontiguousarray(value, np.float32) for key, value in tensors.items()},
               str(path / WEIGHTS_FILE), metadata={"format": "pt"})
-    write_tokenizer_files(path, vocabulary, config)
+    write_tokenizer_files(path, tokenizer, config)
 
 
-def write_tokenizer_files(path: Path, vocabulary: list[str], config: ElectraConfig) -> None:
-    """`vocab.txt` and `tokenizer_config.json` for transformers' uncased `ElectraTokenizer`."""
+def write_tokenizer_files(path: Path, tokenizer, config: ElectraConfig) -> None:
+    """`vocab.txt` and `tokenizer_config.json` for transformers' `ElectraTokenizer`, normalising
+    as `tokenizer` (an `ElectraTokenizer`) does."""
     from electra_tf.data.tokenization import write_vocabulary
     from electra_tf.files import atomic_write_text
 
-    write_vocabulary(path / "vocab.txt", vocabulary)
+    write_vocabulary(path / "vocab.txt", tokenizer.vocabulary)
     atomic_write_text(path / TOKENIZER_CONFIG, json.dumps({
-        "tokenizer_class": "ElectraTokenizer", "do_lower_case": True, "strip_accents": None,
+        "tokenizer_class": "ElectraTokenizer", **tokenizer.settings.to_huggingface(),
         "unk_token": "[UNK]", "sep_token": "[SEP]", "pad_token": "[PAD]", "cls_token": "[CLS]",
         "mask_token": "[MASK]", "model_max_length": config.max_position_embeddings}, indent=2) + "\n")
 

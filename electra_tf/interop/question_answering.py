@@ -54,7 +54,7 @@ def write_question_answerer(model_dir, folder) -> Path:
     return target
 
 
-def export_question_answerer(model, config, vocabulary: list[str], output: Path) -> list[Path]:
+def export_question_answerer(model, config, tokenizer, output: Path) -> list[Path]:
     """OUTPUT/question_answerer: a plain-head `ElectraQuestionAnswerer` as transformers saves
     an `ElectraForQuestionAnswering`, written to a temporary folder and renamed."""
     from electra_tf.interop.huggingface import tensors_for, write_folder
@@ -79,7 +79,7 @@ def export_question_answerer(model, config, vocabulary: list[str], output: Path)
     temporary = output.parent / f".{output.name}.tmp-{os.getpid()}"
     shutil.rmtree(temporary, ignore_errors=True)
     try:
-        write_folder(temporary / "question_answerer", QA_CLASS, config, tensors, vocabulary)
+        write_folder(temporary / "question_answerer", QA_CLASS, config, tensors, tokenizer)
         output.parent.mkdir(parents=True, exist_ok=True)
         os.rename(temporary, output)
     finally:

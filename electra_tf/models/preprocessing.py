@@ -19,7 +19,7 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
-from electra_tf.data.tokenization import ElectraTokenizer
+from electra_tf.data.tokenization import ElectraTokenizer, TokenizerSettings
 
 IGNORE_LABEL = -1
 
@@ -171,11 +171,13 @@ class ElectraTextPreprocessor(keras.layers.Layer):
     ([[2, 5, 6, 3, 7, 3]], [[0, 0, 0, 0, 1, 1]])
     """
 
-    def __init__(self, vocabulary, max_seq_length: int = 128, **kwargs):
+    def __init__(self, vocabulary, max_seq_length: int = 128, tokenizer_settings: dict | None = None, **kwargs):
         kwargs.setdefault("trainable", False)
         super().__init__(**kwargs)
-        self.tokenizer = vocabulary if isinstance(vocabulary, ElectraTokenizer) \
-            else ElectraTokenizer(vocabulary)
+        # tokenizer_settings: `TokenizerSettings.to_huggingface()`; absent in files saved before
+        # cased vocabularies, which were all uncased.
+        self.tokenizer = vocabulary if isinstance(vocabulary, ElectraTokenizer) else ElectraTokenizer(
+            vocabulary, TokenizerSettings.from_huggingface(tokenizer_settings or {}))
         if max_seq_length < 3:
             raise ValueError(f"max_seq_length must be at least 3 ([CLS] x [SEP]), got {max_seq_length}.")
         self.max_seq_length = max_seq_length
@@ -199,7 +201,8 @@ class ElectraTextPreprocessor(keras.layers.Layer):
 
     def get_config(self):
         return {**super().get_config(), "vocabulary": list(self.tokenizer.vocabulary),
-                "max_seq_length": self.max_seq_length}
+                "max_seq_length": self.max_seq_length,
+                "tokenizer_settings": self.tokenizer.settings.to_huggingface()}
 
 
 @keras.saving.register_keras_serializable(package="electra_tf")

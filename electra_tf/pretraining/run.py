@@ -133,6 +133,20 @@ def _prepare_data(options: PretrainingOptions, config: ElectraConfig, model_dir:
     return _Data(kind, location, ElectraTokenizer(vocab), description)
 
 
+def _check_same_vocabulary(model_dir: ModelDir, tokenizer) -> None:
+    """A run continues with the vocabulary, and the casing, it started with."""
+    from electra_tf.data.tokenization import read_tokenizer_settings, read_vocabulary
+
+    settings = read_tokenizer_settings(model_dir.vocab)
+    if read_vocabulary(model_dir.vocab) != tokenizer.vocabulary:
+        raise RunError(f"{model_dir.vocab} is not the vocabulary of the data ({tokenizer.vocabulary_path}): the "
+                       "run was started with other data. Use a new --model_dir, or the data it was started with.")
+    if settings != tokenizer.settings:
+        raise RunError(f"{model_dir.path} tokenizes {settings.describe()}, but the data's vocabulary "
+                       f"({tokenizer.vocabulary_path}) is read {tokenizer.settings.describe()}. Use a new "
+                       "--model_dir, or data built with the run's casing.")
+
+
 def _wait_for_chief(path: Path, what: str, timeout: float = 1800.0) -> None:
     """A worker waits for a file the chief writes once (the job's shared data)."""
     deadline = time.monotonic() + timeout
@@ -225,7 +239,6 @@ def _run(options: PretrainingOptions, role, closing: contextlib.ExitStack) -> Ru
     import tensorflow as tf
 
     from electra_tf.data.shards import explain_read_error
-    from electra_tf.data.tokenization import write_vocabulary
     from electra_tf.optimization import create_optimizer
     from electra_tf.pretraining.callbacks import CheckpointSaver, ReplacementSamples, StepProfiler, TrainingMonitor
     from electra_tf.pretraining.checkpointing import InputTracker, ResumableInput, RunCheckpoint
@@ -244,8 +257,10 @@ def _run(options: PretrainingOptions, role, closing: contextlib.ExitStack) -> Ru
     if role.is_chief:
         model_dir.path.mkdir(parents=True, exist_ok=True)
         config.save(model_dir.config)
-        if not model_dir.vocab.exists():
-            write_vocabulary(model_dir.vocab, tokenizer.vocabulary)
+        if model_dir.vocab.exists():
+            _check_same_vocabulary(model_dir, tokenizer)
+        else:
+            tokenizer.save(model_dir.vocab)
     if config.train_batch_size % role.count:
         raise RunError(f"train_batch_size {config.train_batch_size} does not split evenly over {role.count} "
                        "workers: choose a multiple of the number of workers.")

@@ -107,6 +107,8 @@ def export_fingerprint(model, endpoints: dict, config=None, tokenizer=None, task
                               "config": config.to_dict() if config is not None else None}, sort_keys=True).encode())
     if tokenizer is not None:
         digest.update("\n".join(tokenizer.vocabulary).encode())
+        if tokenizer.settings != type(tokenizer.settings)():  # uncased exports keep their old digests
+            digest.update(json.dumps(tokenizer.settings.to_huggingface(), sort_keys=True).encode())
     return digest.hexdigest()
 
 
@@ -202,13 +204,11 @@ def export_question_answerer(answerer, tokenizer, config, export_dir: Path, name
 
 
 def write_export_metadata(version_dir: Path, config, tokenizer, task: dict | None = None) -> None:
-    """config.json, vocab.txt (and task.json) under assets.extra/, so an export can be
+    """config.json, vocab.txt with its tokenizer_config.json (and task.json) under assets.extra/, so an export can be
     fine-tuned from or inspected without the run that made it."""
-    from electra_tf.data.tokenization import write_vocabulary
-
     metadata = ExportMetadata.of(version_dir)
     metadata.path.mkdir(parents=True, exist_ok=True)
     config.save(metadata.config)
-    write_vocabulary(metadata.vocab, tokenizer.vocabulary)
+    tokenizer.save(metadata.vocab)
     if task is not None:
         atomic_write_text(metadata.task, json.dumps(task, indent=2) + "\n")

@@ -37,3 +37,21 @@ def test_invalid_utf8_is_repaired_and_counted_in_the_repaired_text(tokenizer):
     repaired = "the \ufffd book"
     assert [repaired[s:e] for s, e in zip(starts[0], ends[0])] == ["the", "\ufffd", "book"]
     assert ids[0] == [5, 1, 13]
+
+
+@pytest.mark.parametrize("settings", [
+    dict(do_lower_case=False), dict(do_lower_case=True, strip_accents=False),
+    dict(do_lower_case=False, tokenize_chinese_chars=False), dict(do_lower_case=False, strip_accents=True)])
+def test_every_tokenizer_setting_gives_its_ids_and_spans(settings):
+    from electra_tf.data.tokenization import TokenizerSettings
+
+    cased = ElectraTokenizer(VOCABULARY + ["Café", "café", "The", "İstanbul", "Straße", "naïve", "東京"],
+                             TokenizerSettings.from_huggingface(settings))
+    ids, starts, ends = (v.to_list() for v in tokenize_with_offsets(cased, HARD))
+    assert ids == cased.tokenize(HARD).to_list()
+    for text, row_starts, row_ends in zip(HARD, starts, ends):
+        assert all(0 <= s < e <= len(text) for s, e in zip(row_starts, row_ends)), text
+    first = [HARD[0][s:e] for s, e in zip(starts[0], ends[0])]
+    assert first[0] == "Café" and [cased.id_to_token(i) for i in ids[0]][0] == (
+        "Café" if not cased.settings.lowercase and not cased.settings.strip_accents else
+        "café" if not cased.settings.strip_accents else "[UNK]" if not cased.settings.lowercase else "cafe")

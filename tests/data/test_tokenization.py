@@ -1,3 +1,5 @@
+import json
+
 import pytest
 import tensorflow as tf
 
@@ -67,3 +69,50 @@ def test_tokenizes_inside_tf_data(small_vocab):
 
 def test_fingerprint_changes_with_the_vocabulary():
     assert vocabulary_fingerprint(["a", "b"]) != vocabulary_fingerprint(["b", "a"])
+
+
+def test_settings_travel_beside_the_vocabulary_file(tmp_path):
+    from electra_tf.data.tokenization import TokenizerSettings, read_tokenizer_settings, write_vocabulary
+
+    tokens = list(SPECIAL_TOKENS) + ["Apple", "apple", "May", "may", "Café", "cafe"]
+    write_vocabulary(tmp_path / "vocab.txt", tokens, TokenizerSettings.cased())
+    assert json.loads((tmp_path / "tokenizer_config.json").read_text()) == {
+        "do_lower_case": False, "strip_accents": False, "tokenize_chinese_chars": True}
+    tokenizer = ElectraTokenizer(tmp_path / "vocab.txt")
+    assert tokenizer.settings == TokenizerSettings.cased()
+    ids = tokenizer.tokenize(["Apple apple May may Café"]).to_list()[0]
+    assert [tokenizer.id_to_token(i) for i in ids] == ["Apple", "apple", "May", "may", "Café"]
+    # saved again (as every run folder does), the settings come along
+    tokenizer.save(tmp_path / "copy" / "vocab.txt")
+    assert read_tokenizer_settings(tmp_path / "copy" / "vocab.txt") == TokenizerSettings.cased()
+    # transformers' null strip_accents means "as do_lower_case"
+    assert TokenizerSettings.from_huggingface({"do_lower_case": True, "strip_accents": None}) == TokenizerSettings()
+    assert TokenizerSettings.from_huggingface({"do_lower_case": True, "strip_accents": False}).describe() == (
+        "do_lower_case=True, strip_accents=False, tokenize_chinese_chars=True")
+
+
+def test_a_vocabulary_without_settings_is_uncased_as_before(small_vocab):
+    from electra_tf.data.tokenization import TokenizerSettings, read_tokenizer_settings
+
+    assert not (small_vocab.parent / "tokenizer_config.json").exists() or \
+        read_tokenizer_settings(small_vocab) == TokenizerSettings()
+    assert ElectraTokenizer(list(read_vocabulary(small_vocab))).settings == TokenizerSettings()
+
+
+@pytest.mark.parametrize("content, message", [
+    ("{not json", "tokenizer_config.json: not valid JSON"),
+    ('["do_lower_case"]', "expected a JSON object"),
+    ('{"do_lower_case": "no"}', "do_lower_case is 'no'; expected true or false"),
+])
+def test_bad_settings_files_are_explained(tmp_path, content, message):
+    (tmp_path / "vocab.txt").write_text("\n".join(SPECIAL_TOKENS) + "\n")
+    (tmp_path / "tokenizer_config.json").write_text(content)
+    with pytest.raises(VocabularyError, match=message):
+        ElectraTokenizer(tmp_path / "vocab.txt")
+
+
+def test_a_cased_vocabulary_read_uncased_is_refused(tmp_path):
+    tokens = list(SPECIAL_TOKENS) + ["Paris", "London", "the", "of", "New", "York"]
+    (tmp_path / "vocab.txt").write_text("\n".join(tokens) + "\n")
+    with pytest.raises(VocabularyError, match=r'holds 4 tokens with upper-case letters .*"do_lower_case": false'):
+        ElectraTokenizer(tmp_path / "vocab.txt")

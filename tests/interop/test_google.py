@@ -109,3 +109,21 @@ def test_bad_checkpoints_are_refused(official, tmp_path):
     with pytest.raises(ConversionError, match="damaged or truncated|damaged or incomplete"):
         import_google(damaged, tmp_path / "out")
     assert not (tmp_path / "out").exists()
+
+
+def test_a_cased_release_is_converted_only_when_told(official, tmp_path):
+    """A TF1 folder does not say how it tokenizes: uncased (the official default) unless told,
+    and a plainly cased vocabulary is refused rather than read uncased."""
+    from electra_tf.data.tokenization import TokenizerSettings, read_tokenizer_settings
+
+    folder = tmp_path / "electra_cased"
+    shutil.copytree(official, folder)
+    tokens = (folder / "vocab.txt").read_text().splitlines()
+    (folder / "vocab.txt").write_text("\n".join(tokens[:5] + [t.capitalize() for t in tokens[5:]]) + "\n")
+    with pytest.raises(ConversionError, match="read uncased .* pass --do_lower_case false"):
+        import_google(folder, tmp_path / "refused")
+    assert not (tmp_path / "refused").exists()
+    model_dir = import_google(folder, tmp_path / "model", tokenizer_settings={"do_lower_case": False}).path
+    assert read_tokenizer_settings(model_dir / "vocab.txt") == TokenizerSettings.cased()
+    assert read_tokenizer_settings(import_google(official, tmp_path / "uncased").path / "vocab.txt") == \
+        TokenizerSettings()

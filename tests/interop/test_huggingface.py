@@ -129,8 +129,8 @@ def test_bad_input_is_refused_naming_the_file_and_nothing_is_left(tmp_path):
     (folder / "config.json").write_text(json.dumps(config))
 
     tokenizer_config = json.loads((folder / "tokenizer_config.json").read_text())
-    (folder / "tokenizer_config.json").write_text(json.dumps({**tokenizer_config, "do_lower_case": False}))
-    refused("do_lower_case is false", folder)
+    (folder / "tokenizer_config.json").write_text(json.dumps({**tokenizer_config, "strip_accents": "yes"}))
+    refused("tokenizer_config.json: strip_accents is 'yes'; expected true or false or null", folder)
     (folder / "tokenizer_config.json").write_text(json.dumps(tokenizer_config))
 
     weights = folder / "model.safetensors"

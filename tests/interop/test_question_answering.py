@@ -58,5 +58,5 @@ def test_the_official_head_is_refused_for_transformers(imported, tmp_path):
     _, tokenizer, config = load_task_model(imported / QA_MODEL_FILE)
     model = ElectraQuestionAnswerer(load_task_model(imported / QA_MODEL_FILE)[0].backbone, head="electra")
     with pytest.raises(ConversionError, match="--qa_head plain"):
-        export_question_answerer(model, config, tokenizer.vocabulary, tmp_path / "out")
+        export_question_answerer(model, config, tokenizer, tmp_path / "out")
     assert not (tmp_path / "out").exists()
