@@ -68,8 +68,11 @@ class QuestionAnsweringKind(TaskKind):
                            f"windows of {max_seq_length} pieces; lower it below {max_seq_length - 3}.")
         self.doc_stride = self.options.doc_stride or default_doc_stride(max_seq_length)
         counts = {}
-        train_windows = [w for ws in self._windows(self.train_data.examples, tokenizer, max_seq_length, True, counts)
-                         for w in ws]
+        per_question = self._windows(self.train_data.examples, tokenizer, max_seq_length, True, counts)
+        train_windows = [w for ws in per_question for w in ws]
+        # Answerability is the question's, as in the official code: a window of an answerable
+        # question that lacks the answer is labelled [CLS] for the span, but not impossible.
+        impossible = [example.is_impossible for example, ws in zip(self.train_data.examples, per_question) for _ in ws]
         self.skipped = counts.get("skipped", 0)
         self.train_questions = len(self.train_data.examples) - self.skipped
         self.train_examples = len(train_windows)
@@ -79,7 +82,7 @@ class QuestionAnsweringKind(TaskKind):
         train = _packed(train_windows, max_seq_length)
         labels = {"start_positions": np.array([w.start_position for w in train_windows], np.int32),
                   "end_positions": np.array([w.end_position for w in train_windows], np.int32),
-                  "is_impossible": np.array([w.start_position == 0 for w in train_windows], np.float32)}
+                  "is_impossible": np.array(impossible, np.float32)}
         train["start_positions"] = labels["start_positions"]  # conditions the official head's end in training
         dataset = tf.data.Dataset.from_tensor_slices((train, labels))
         return dataset.shuffle(len(train_windows), seed=seed, reshuffle_each_iteration=True).batch(batch_size)

@@ -109,3 +109,21 @@ def test_bad_squad_files_are_named(pretrained_run, tmp_path, capsys, content, me
     assert run(pretrained_run, bad, bad, tmp_path / "out") == 2
     error = capsys.readouterr().err
     assert str(bad) in error and message in error and "Traceback" not in error
+
+
+def test_answerability_labels_are_the_questions_not_the_windows(small_vocab, corpus, tmp_path):
+    """As the official code: a window of an answerable question that lacks the answer is
+    labelled [CLS] for its span, but still answerable; only impossible questions are."""
+    import numpy as np
+
+    from electra_tf.data.tokenization import ElectraTokenizer
+    from electra_tf.finetuning.qa_kind import QuestionAnsweringKind
+    from electra_tf.finetuning.run import FinetuningOptions
+
+    data = squad_file(tmp_path / "train-v2.0.json", corpus.DOCUMENTS, version="v2.0", impossible=True)
+    kind = QuestionAnsweringKind(FinetuningOptions("x", str(data), str(data), tmp_path / "out", doc_stride=8,
+                                                   max_query_length=16))
+    _, labels = next(iter(kind.datasets(ElectraTokenizer(small_vocab), 40, 1000, 0).take(1)))
+    starts, impossible = labels["start_positions"].numpy(), labels["is_impossible"].numpy()
+    assert ((starts == 0) & (impossible == 0)).sum() > 0  # answerable questions' windows without the answer
+    assert impossible.sum() > 0 and np.all(starts[impossible == 1] == 0)
