@@ -54,7 +54,7 @@ class TokenizerSettings:
     >>> TokenizerSettings.from_huggingface({"do_lower_case": False}).describe()
     'cased'
     >>> TokenizerSettings().to_huggingface()
-    {'do_lower_case': True, 'strip_accents': True, 'tokenize_chinese_chars': True}
+    {'do_lower_case': True, 'strip_accents': None, 'tokenize_chinese_chars': True}
     """
 
     lowercase: bool = True
@@ -81,16 +81,19 @@ class TokenizerSettings:
         return cls(lowercase, lowercase if strip_accents is None else strip_accents, split_cjk)
 
     def to_huggingface(self) -> dict:
-        return {"do_lower_case": self.lowercase, "strip_accents": self.strip_accents,
+        """transformers' keys, in its own spelling (strip_accents null when it follows do_lower_case)."""
+        return {"do_lower_case": self.lowercase,
+                "strip_accents": None if self.strip_accents == self.lowercase else self.strip_accents,
                 "tokenize_chinese_chars": self.split_cjk}
 
     def describe(self) -> str:
-        """'uncased', 'cased', or the switches that differ from both."""
+        """'uncased', 'cased', or all three switches."""
         if self == TokenizerSettings():
             return "uncased"
         if self == TokenizerSettings.cased():
             return "cased"
-        return ", ".join(f"{key}={value}" for key, value in self.to_huggingface().items())
+        return (f"do_lower_case={self.lowercase}, strip_accents={self.strip_accents}, "
+                f"tokenize_chinese_chars={self.split_cjk}")
 
 
 def tokenizer_settings_path(vocab_path: str | Path) -> Path:
@@ -134,7 +137,7 @@ def cased_tokens(tokens: list[str]) -> list[str]:
     return [t for t in tokens if t != t.lower() and not (t.startswith("[") and t.endswith("]"))]
 
 
-def check_casing(tokens: list[str], settings: TokenizerSettings, where: str) -> None:
+def check_casing(tokens: list[str], settings: TokenizerSettings, where: str, advice: str | None = None) -> None:
     """An uncased tokenizer over a cased vocabulary would never produce its capitalised tokens:
     the classic mix-up of a cased vocab.txt read without its settings."""
     if not settings.lowercase:
@@ -143,9 +146,9 @@ def check_casing(tokens: list[str], settings: TokenizerSettings, where: str) -> 
     if len(capitalised) > CASED_TOKEN_SHARE * len(tokens):
         raise VocabularyError(
             f"{where} holds {len(capitalised):,} tokens with upper-case letters (e.g. {capitalised[:3]}), so it "
-            "was made cased, but it is read uncased (lower-cased text never reaches them). Put a "
-            f'{TOKENIZER_CONFIG_FILE} with {{"do_lower_case": false}} beside it (build_vocab --cased writes one), '
-            "or use an uncased vocabulary.")
+            "was made cased, but it is read uncased (lower-cased text never reaches them). " + (advice or (
+                f'Put a {TOKENIZER_CONFIG_FILE} with {{"do_lower_case": false}} beside it (build_vocab --cased '
+                "writes one), or use an uncased vocabulary.")))
 
 
 def read_vocabulary(path: str | Path) -> list[str]:

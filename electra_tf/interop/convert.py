@@ -137,9 +137,10 @@ def _settings(values: dict, vocabulary: list[str], where: Path):
 
     try:
         settings = TokenizerSettings.from_huggingface(values, str(where))
-        check_casing(vocabulary, settings, f"the vocabulary of {where.parent}")
+        check_casing(vocabulary, settings, f"the vocabulary of {where.parent}",
+                     advice="If the model is cased, pass --do_lower_case false.")
     except VocabularyError as error:
-        raise ConversionError(f"{error} For convert: pass --do_lower_case false if the model is cased.") from None
+        raise ConversionError(str(error)) from None
     return settings
 
 

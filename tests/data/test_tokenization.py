@@ -77,7 +77,7 @@ def test_settings_travel_beside_the_vocabulary_file(tmp_path):
     tokens = list(SPECIAL_TOKENS) + ["Apple", "apple", "May", "may", "Café", "cafe"]
     write_vocabulary(tmp_path / "vocab.txt", tokens, TokenizerSettings.cased())
     assert json.loads((tmp_path / "tokenizer_config.json").read_text()) == {
-        "do_lower_case": False, "strip_accents": False, "tokenize_chinese_chars": True}
+        "do_lower_case": False, "strip_accents": None, "tokenize_chinese_chars": True}
     tokenizer = ElectraTokenizer(tmp_path / "vocab.txt")
     assert tokenizer.settings == TokenizerSettings.cased()
     ids = tokenizer.tokenize(["Apple apple May may Café"]).to_list()[0]

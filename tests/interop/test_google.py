@@ -120,7 +120,7 @@ def test_a_cased_release_is_converted_only_when_told(official, tmp_path):
     shutil.copytree(official, folder)
     tokens = (folder / "vocab.txt").read_text().splitlines()
     (folder / "vocab.txt").write_text("\n".join(tokens[:5] + [t.capitalize() for t in tokens[5:]]) + "\n")
-    with pytest.raises(ConversionError, match="read uncased .* pass --do_lower_case false"):
+    with pytest.raises(ConversionError, match="read uncased .* If the model is cased, pass --do_lower_case false"):
         import_google(folder, tmp_path / "refused")
     assert not (tmp_path / "refused").exists()
     model_dir = import_google(folder, tmp_path / "model", tokenizer_settings={"do_lower_case": False}).path
