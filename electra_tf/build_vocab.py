@@ -1,7 +1,8 @@
 """`python -m electra_tf.build_vocab`: learn a WordPiece vocabulary from text.
 
     python -m electra_tf.build_vocab --input "corpus/*.txt" enwiki.xml.bz2 \\
-        --vocab_size 30522 --output vocab.txt [--cased]
+        --vocab_size 30522 --output vocab.txt
+    python -m electra_tf.build_vocab --input corpus.txt --cased --output cased/vocab.txt
 
 Uncased by default (lower-cased, accents stripped, as the official ELECTRA models); --cased
 keeps case and accents ("Apple" and "apple", "May" and "may" stay apart). The casing is
