@@ -118,18 +118,10 @@ def read_tokenizer_settings(vocab_path: str | Path) -> TokenizerSettings:
 
 
 def write_tokenizer_settings(vocab_path: str | Path, settings: TokenizerSettings) -> None:
-    """Writes the settings beside `vocab_path`, keeping other keys of an existing file."""
+    """Writes the settings beside `vocab_path` (atomically)."""
     from electra_tf.files import atomic_write_text
 
-    path = tokenizer_settings_path(vocab_path)
-    values = {}
-    if path.is_file():
-        try:
-            values = json.loads(path.read_text(encoding="utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            values = {}
-    values = {**(values if isinstance(values, dict) else {}), **settings.to_huggingface()}
-    atomic_write_text(path, json.dumps(values, indent=2) + "\n")
+    atomic_write_text(tokenizer_settings_path(vocab_path), json.dumps(settings.to_huggingface(), indent=2) + "\n")
 
 
 def cased_tokens(tokens: list[str]) -> list[str]:
