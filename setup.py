@@ -52,6 +52,10 @@ setup(
     ],
     extras_require={
         "test": ["pytest>=8"],
+        # NVIDIA GPUs: TensorFlow's CUDA 12 user libraries (cuBLAS, cuDNN, NCCL, and nvcc's ptxas
+        # and libdevice, which XLA needs to compile for the GPU) as PyPI wheels; the machine needs
+        # only the NVIDIA driver. `python -m electra_tf --check` shows what TensorFlow then sees.
+        "gpu": ["tensorflow[and-cuda]>=2.21,<2.22"],
         # Reference comparisons only (tests/fixtures/make_reference.py,
         # benchmarks/reference_parity.py); the package never imports them. Install a CPU build
         # of torch first where the default wheel would pull CUDA packages.

@@ -2,14 +2,22 @@
 
     python benchmarks/pretrain_step.py                         # ELECTRA-Small and -Base, all variants
     python benchmarks/pretrain_step.py --sizes small --precisions float32 --xla off --steps 20
+    python benchmarks/pretrain_step.py --sizes small --batch 128 --precisions mixed_float16 mixed_bfloat16 \
+        --xla on --steps 50                                    # on a GPU: the paper's Small batch
 
 For each model size, precision and XLA setting the project's own step (`ElectraPretrainer`,
 compiled with `create_optimizer` and driven by `fit`, as `python -m electra_tf.pretrain` drives
 it) runs on synthetic batches already in memory, so the input pipeline costs nothing. Printed:
 the first step's time (tracing, compiling, variable and optimizer-slot creation), tokens/s over
 the timed steps after warm-up, the analytic training FLOPs per step, achieved GFLOP/s and the
-fraction of the fp32 GEMM peak measured by this script (large square matmuls through
-TensorFlow) in the same process. Ratios, not absolute times, are comparable between machines.
+fraction of the matmul peak measured by this script (large square matmuls through TensorFlow,
+in float32 and in bfloat16, on the GPU when there is one) in the same process: each row is
+compared with the peak of its own precision (float16 rows with the bfloat16 peak: the same
+tensor-core rate). Ratios, not absolute times, are comparable between machines.
+
+The first step includes XLA's compile unless TensorFlow's persistent compilation cache holds
+the program (`runtime.use_compile_cache`, on for every XLA row here): run twice to see both the
+cold start and the rerun's; `ELECTRA_TF_COMPILE_CACHE=off` measures a cold start every time.
 
 Training FLOPs per step (forward + backward = 3 x forward, each multiply-add 2 FLOPs):
   6 x tokens x (encoder weights of the discriminator + generator, embedding projections)
@@ -34,25 +42,42 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 SIZES = {"small": ("electra_small", 32), "base": ("electra_base", 8)}
 
 
-def matmul_rate(dims, repeats: int = 10) -> float:
-    """fp32 GFLOP/s of one matmul of `dims` ((b,) m, k, n), best of `repeats` after a warm-up."""
+def matmul_rate(dims, repeats: int = 10, dtype: str = "float32", chain: int = 1) -> float:
+    """GFLOP/s of one matmul of `dims` ((b,) m, k, n) in `dtype`, best of `repeats` after a
+    warm-up. `chain` matmuls run per timed call, so a fast GPU's launch and copy-back cost
+    (about 0.1 ms) does not hide its rate."""
     import tensorflow as tf
 
     *leading, m, k, n = dims
-    a, b = tf.random.normal((*leading, m, k)), tf.random.normal((*leading, k, n))
-    matmul = tf.function(lambda x, y: tf.linalg.matmul(x, y))
-    matmul(a, b).numpy()
+    a = tf.cast(tf.random.normal((*leading, m, k)), dtype)
+    b = tf.cast(tf.random.normal((*leading, k, n)), dtype) / (k ** 0.5)  # keeps a chain's values finite
+
+    if chain > 1 and not m == k == n:
+        raise ValueError("a chain of matmuls needs square matrices")
+
+    @tf.function
+    def matmuls(x, y):
+        for _ in range(chain):  # each product feeds the next: none can be skipped
+            x = tf.linalg.matmul(x, y)
+        return tf.reduce_sum(tf.cast(x[..., :1, :1], tf.float32))
+
+    matmuls(a, b).numpy()
     best = float("inf")
     for _ in range(repeats):
         started = time.perf_counter()
-        matmul(a, b).numpy()
+        matmuls(a, b).numpy()
         best = min(best, time.perf_counter() - started)
-    return 2 * m * k * n * (leading[0] if leading else 1) / best / 1e9
+    return chain * 2 * m * k * n * (leading[0] if leading else 1) / best / 1e9
 
 
-def gemm_peak(n: int = 2048, repeats: int = 10) -> float:
-    """This machine's fp32 matmul peak through TensorFlow: GFLOP/s of an n x n x n matmul."""
-    return matmul_rate((n, n, n), repeats)
+def gemm_peak(n: int = 2048, repeats: int = 10, dtype: str = "float32") -> float:
+    """This machine's matmul peak through TensorFlow: GFLOP/s of an n x n x n matmul in `dtype`
+    (on a GPU, 8192^3 chained 10 times: a 2048^3 matmul is too short to fill an H100)."""
+    import tensorflow as tf
+
+    if tf.config.list_physical_devices("GPU"):
+        return matmul_rate((8192, 8192, 8192), repeats, dtype, chain=10)
+    return matmul_rate((n, n, n), repeats, dtype)
 
 
 def encoder_weights(hidden: int, intermediate: int, layers: int) -> int:
@@ -105,11 +130,12 @@ def compiled_pretrainer(config, xla: bool = False):
     return pretrainer
 
 
-def measure(size: str, precision: str, xla: bool, steps: int, warmup: int) -> dict:
+def measure(size: str, precision: str, xla: bool, steps: int, warmup: int, batch_size: int | None = None) -> dict:
     import keras
     import tensorflow as tf
 
-    preset, batch_size = SIZES[size]
+    preset, default_batch = SIZES[size]
+    batch_size = batch_size or default_batch
     keras.backend.clear_session()
     keras.config.set_dtype_policy(precision)
     config, batch = benchmark_inputs(preset, batch_size)
@@ -129,34 +155,47 @@ def measure(size: str, precision: str, xla: bool, steps: int, warmup: int) -> di
     timed = (times[-1] - times[warmup]) / (steps - 1) if steps > 1 else float("nan")
     flops = training_flops(config, batch_size)
     return {"first_step_s": first, "step_s": timed, "tokens_per_s": batch_size * config.max_seq_length / timed,
-            "gflops_per_step": flops / 1e9, "gflops_per_s": flops / timed / 1e9}
+            "gflops_per_step": flops / 1e9, "gflops_per_s": flops / timed / 1e9, "batch": batch_size,
+            "skipped": warmup + steps - int(pretrainer.optimizer.iterations.numpy())}
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", nargs="+", default=["small", "base"], choices=sorted(SIZES))
     parser.add_argument("--precisions", nargs="+", default=["float32", "mixed_bfloat16"],
-                        choices=["float32", "mixed_bfloat16"])
+                        choices=["float32", "mixed_bfloat16", "mixed_float16"])
     parser.add_argument("--xla", nargs="+", default=["off", "on"], choices=["off", "on"])
+    parser.add_argument("--batch", type=int, default=None,
+                        help="examples per step (default: 32 for small, 8 for base; the paper's Small used 128)")
     parser.add_argument("--steps", type=int, default=20, help="timed steps (after warm-up)")
-    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--warmup", type=int, default=3,
+                        help="untimed steps first (float16: the loss scale's first overflowing steps fall here)")
     args = parser.parse_args(argv)
     import tensorflow as tf
 
-    print(f"TensorFlow {tf.__version__}, {os.cpu_count()} CPU(s), "
-          f"intra-op threads {tf.config.threading.get_intra_op_parallelism_threads() or 'default'}")
-    peak = gemm_peak()
-    print(f"fp32 GEMM peak (2048^3 matmul, best of 10): {peak:.1f} GFLOP/s\n")
-    header = (f"{'size':6} {'precision':15} {'XLA':4} {'batch':>6} {'first step s':>12} {'step s':>8} "
+    from electra_tf.runtime import use_compile_cache
+
+    cache = use_compile_cache()
+    gpus = tf.config.list_physical_devices("GPU")
+    where = ", ".join(tf.config.experimental.get_device_details(gpu).get("device_name", gpu.name) for gpu in gpus)
+    print(f"TensorFlow {tf.__version__}, {os.cpu_count()} CPU(s), {where or 'no GPU'}, intra-op threads "
+          f"{tf.config.threading.get_intra_op_parallelism_threads() or 'default'}; XLA compile cache: {cache or 'off'}")
+    peaks = {"float32": gemm_peak(), "bfloat16": gemm_peak(dtype="bfloat16")}
+    shape = "8192^3 x 10 on the GPU" if gpus else "2048^3"
+    print(f"matmul peak through TensorFlow ({shape}, best of 10): float32 {peaks['float32']:.1f} GFLOP/s, "
+          f"bfloat16 {peaks['bfloat16']:.1f} GFLOP/s\n")
+    header = (f"{'size':6} {'precision':15} {'XLA':4} {'batch':>7} {'first step s':>12} {'step ms':>8} "
               f"{'tokens/s':>9} {'GFLOP/step':>10} {'GFLOP/s':>8} {'of peak':>8}")
     print(header)
     for size in args.sizes:
         for precision in args.precisions:
             for xla in args.xla:
-                result = measure(size, precision, xla == "on", args.steps, args.warmup)
-                print(f"{size:6} {precision:15} {xla:4} {SIZES[size][1]:>3}x128 {result['first_step_s']:12.1f} "
-                      f"{result['step_s']:8.3f} {result['tokens_per_s']:9.0f} {result['gflops_per_step']:10.1f} "
-                      f"{result['gflops_per_s']:8.1f} {result['gflops_per_s'] / peak:8.1%}", flush=True)
+                result = measure(size, precision, xla == "on", args.steps, args.warmup, args.batch)
+                peak = peaks["float32" if precision == "float32" else "bfloat16"]
+                skipped = f"  ({result['skipped']} steps skipped by loss scaling)" if result["skipped"] else ""
+                print(f"{size:6} {precision:15} {xla:4} {result['batch']:>3}x128 {result['first_step_s']:12.1f} "
+                      f"{1000 * result['step_s']:8.1f} {result['tokens_per_s']:9.0f} {result['gflops_per_step']:10.1f} "
+                      f"{result['gflops_per_s']:8.1f} {result['gflops_per_s'] / peak:8.1%}{skipped}", flush=True)
     return 0
 
 

@@ -1,4 +1,6 @@
-"""`python -m electra_tf`: lists the commands, one line each; `--version` prints the version.
+"""`python -m electra_tf`: lists the commands, one line each; `--version` prints the version;
+`--check` shows the devices TensorFlow sees and what a run would choose on them (strategy,
+precision, XLA), and runs a matmul (and an XLA-compiled one) on each, before a long run.
 `python -m electra_tf COMMAND ARGS` runs `python -m electra_tf.COMMAND ARGS`.
 
 >>> [name for name, _ in commands()][:3]
@@ -34,13 +36,17 @@ def main(argv=None) -> int:
         from electra_tf import __version__
         print(f"electra_tf {__version__}")
         return 0
+    if argv[:1] == ["--check"]:
+        from electra_tf.runtime import check
+        return check()
     if argv and argv[0] in COMMANDS:
         return importlib.import_module(f"electra_tf.{argv[0]}").main(argv[1:])
     width = max(len(name) for name in COMMANDS)
     print("usage: python -m electra_tf.<command> [options]   (each command takes --help)\n\ncommands:")
     for name, summary in commands():
         print(f"  {name:{width}}  {summary}")
-    print("\nDocs: README.md and docs/ in the repository.")
+    print("\n--check shows the devices found and what a run would choose on them; --version the version.")
+    print("Docs: README.md and docs/ in the repository.")
     if argv and argv[0] not in ("-h", "--help"):
         print(f"\nerror: unknown command {argv[0]!r}", file=sys.stderr)
         return 2

@@ -127,6 +127,9 @@ def report(result, eval_batches: int) -> int:
     export = (f"{Path(result.export_path).resolve()} (TensorFlow Serving SavedModel)" if result.export_path else
               "none (objective mlm has no discriminator; fine-tune the checkpoints' encoder)")
     print(f"\nDone in {result.seconds / 60:.1f} min at step {result.step}.")
+    if result.precision == "mixed_float16":
+        print(f"  float16 loss scaling skipped {result.skipped_steps} batch(es) whose gradients overflowed "
+              f"(no update; the run trained {result.step:,} steps all the same)")
     print(f"  config:        {model_dir.config}")
     print(f"  checkpoints:   {model_dir.checkpoints} (latest {Path(result.latest_checkpoint).name})")
     print(f"  discriminator: {export}")

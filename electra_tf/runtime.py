@@ -14,9 +14,11 @@ so the decisions are visible in the run summary and testable without the hardwar
   default it was level, and float16 matmuls on CPU are slow. Pre-training and fine-tuning pass
   the model's width; without it CPU precision stays float32.
 - XLA: on for GPUs and TPUs; off on CPU, where it measured no faster for the tiny step
-  (benchmarks/input_pipeline.py) and cannot place a MirroredStrategy's per-replica step over
-  logical CPU devices. With a strategy, Keras compiles the per-replica step function with XLA
-  (`compile(jit_compile=True)` under `strategy.scope()`).
+  (benchmarks/input_pipeline.py). On one replica Keras compiles the whole step with XLA
+  (`compile(jit_compile=True)`); under several replicas XLA compiles each replica's forward and
+  backward pass, and the gradients' all-reduce and the update run outside it
+  (`compiled_gradients.py`). Compiled programs are cached on disk across processes
+  (`use_compile_cache`).
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
+from pathlib import Path
 
 from electra_tf.errors import RunError
 
@@ -33,6 +37,7 @@ COLLECTIVE_TIMEOUT_SECONDS = 600.0  # ELECTRA_TF_COLLECTIVE_TIMEOUT overrides it
 CPU_BFLOAT16_MIN_HIDDEN_SIZE = 256
 # /proc/cpuinfo flags of the instructions oneDNN uses for bfloat16 matmuls.
 NATIVE_BFLOAT16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")
+COMPILE_CACHE_VARIABLE = "ELECTRA_TF_COMPILE_CACHE"  # a folder, or "off"
 STRATEGIES = ("auto", "one_device", "mirrored", "multi_worker", "tpu")
 PRECISIONS = ("auto", "float32", "mixed_float16", "mixed_bfloat16")
 
@@ -100,15 +105,48 @@ def resolve_runtime(strategy: str = "auto", precision: str = "auto", xla: bool |
     if use_xla is None:
         use_xla = accelerator in ("gpu", "tpu")
         notes.append(f"XLA {'on' if use_xla else 'off'} by default on {accelerator.upper()}")
-    if use_xla and accelerator == "cpu" and chosen in ("mirrored", "multi_worker"):
-        use_xla = False
-        notes.append("XLA turned off: a MirroredStrategy step over CPU devices does not compile "
-                     "with XLA (resources on one logical device are read from another)")
     # Listing logical devices starts TensorFlow's runtime, after which a MultiWorkerMirroredStrategy
     # can no longer configure its collectives ("must be configured at program startup").
     devices = ([] if chosen == "multi_worker" else
                [d.name for d in tf.config.list_logical_devices("GPU" if gpus else "CPU")])
     return Runtime(chosen, chosen_precision, bool(use_xla), devices, notes)
+
+
+def compile_cache_directory(environ=None) -> Path | None:
+    """Where compiled XLA programs are kept between processes: ELECTRA_TF_COMPILE_CACHE, or
+    `$XDG_CACHE_HOME/electra_tf/xla` (`~/.cache/electra_tf/xla`); None when it is "off"."""
+    environ = os.environ if environ is None else environ
+    setting = environ.get(COMPILE_CACHE_VARIABLE, "")
+    if setting.lower() == "off":
+        return None
+    if setting:
+        return Path(setting).expanduser()
+    return Path(environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "electra_tf" / "xla"
+
+
+def use_compile_cache(environ=None) -> Path | None:
+    """Turns on TensorFlow's persistent XLA compilation cache for this process; returns the folder.
+
+    XLA compiles a step the first time it runs (minutes on a GPU for ELECTRA-Small; ptxas and
+    autotuning are most of it). TensorFlow can keep each compiled program on disk, keyed by a
+    fingerprint of the program and the device, and load it in the next process instead of
+    compiling: `--tf_xla_persistent_cache_directory` in TF_XLA_FLAGS, read when XLA first
+    compiles in a process (so it must be set before the first compiled step; setting it after
+    `import tensorflow` is fine). One folder per user serves every run: a changed model, batch
+    shape, precision or TensorFlow version is another fingerprint, a new entry. TF_XLA_FLAGS
+    that name a cache already win.
+    """
+    environ = os.environ if environ is None else environ
+    flags = environ.get("TF_XLA_FLAGS", "")
+    named = re.search(r"--tf_xla_persistent_cache_directory=(\S+)", flags)
+    if named:
+        return Path(named.group(1))
+    directory = compile_cache_directory(environ)
+    if directory is None:
+        return None
+    directory.mkdir(parents=True, exist_ok=True)
+    environ["TF_XLA_FLAGS"] = f"{flags} --tf_xla_persistent_cache_directory={directory}".strip()
+    return directory
 
 
 def _cpu_precision(hidden_size: int | None, native_bfloat16: bool | None) -> tuple[str, str]:
@@ -165,3 +203,46 @@ def _cluster_size(environ) -> int:
     except json.JSONDecodeError:
         raise RunError("TF_CONFIG is not valid JSON.") from None
     return sum(len(tasks) for name, tasks in cluster.items() if name in ("chief", "worker"))
+
+
+def check(preset: str = "electra_small") -> int:
+    """`python -m electra_tf --check`: what this machine offers and what `auto` would choose,
+    proven by running a matmul, and an XLA-compiled one, on each device. Returns an exit status
+    (1 when a device or XLA fails)."""
+    import tensorflow as tf
+
+    from electra_tf.config import ElectraConfig
+
+    build = tf.sysconfig.get_build_info()
+    cuda = (f"built for CUDA {build.get('cuda_version')}, cuDNN {build.get('cudnn_version')}"
+            if build.get("is_cuda_build") else "a build without CUDA")
+    print(f"TensorFlow {tf.__version__} ({cuda})")
+    gpus = tf.config.list_physical_devices("GPU")
+    for index, gpu in enumerate(gpus):
+        details = tf.config.experimental.get_device_details(gpu)
+        capability = ".".join(str(part) for part in details.get("compute_capability", ()))
+        print(f"  GPU {index}: {details.get('device_name', gpu.name)} (compute capability {capability or '?'})")
+    if not gpus:
+        print("  no GPU visible. For one: pip install -e \".[gpu]\" (TensorFlow's CUDA 12 libraries from PyPI) "
+              "and an NVIDIA driver; if one is installed and still unseen, rerun with TF_CPP_MIN_LOG_LEVEL=0 "
+              "TF_CPP_VMODULE=dso_loader=2 to see which library failed to load.")
+    config = ElectraConfig.load(preset)
+    runtime = resolve_runtime(hidden_size=config.hidden_size)
+    print(f"pretrain --config {preset} with the defaults would run: {runtime.describe()}")
+    cache = compile_cache_directory()
+    print(f"XLA compile cache: {cache or 'off'} ({COMPILE_CACHE_VARIABLE}=DIR or off to change)")
+    failed = False
+    for device in runtime.devices or ["/CPU:0"]:
+        for xla in (False, True):
+            what = f"{device}: a 256 x 256 matmul{' compiled by XLA' if xla else ''}"
+            try:
+                with tf.device(device):
+                    x = tf.random.normal([256, 256])
+                    result = tf.function(lambda a: tf.reduce_sum(tf.matmul(a, a)), jit_compile=xla)(x)
+                    ok = bool(tf.math.is_finite(result))
+                print(f"  ok   {what}" if ok else f"  FAIL {what}: a non-finite result")
+                failed |= not ok
+            except Exception as error:  # a missing ptxas or libdevice shows here, not at import
+                print(f"  FAIL {what}: {type(error).__name__}: {str(error).strip().splitlines()[0][:300]}")
+                failed = True
+    return 1 if failed else 0

@@ -235,6 +235,54 @@ def test_a_checkpoint_write_error_stops_the_run_with_a_clear_message(data_dir, t
     assert tf.train.latest_checkpoint(str(tmp_path / "model" / "checkpoints")).endswith("ckpt-20")
 
 
+def test_mixed_float16_makes_every_step_and_resumes_exactly(data_dir, tmp_path):
+    """Loss scaling skips the first batches (their float16 gradients overflow at the initial scale):
+    a run of N steps still makes N updates, counts the skipped batches, shows no step twice, and a
+    run stopped mid-way by SIGTERM and rerun ends with the weights of the uninterrupted run.
+    Separate processes, as a user runs them: two runs in one process do not draw the same numbers."""
+    steps = 40
+
+    def argv(name):
+        return [("40" if a == str(STEPS) else a) for a in command(
+            data_dir, tmp_path / name, tmp_path / f"{name}_x", "--mixed_precision", "mixed_float16",
+            "--strategy", "one_device", "--checkpoint_every", "4", "--log_every", "4")]
+
+    whole = subprocess.run(argv("whole"), env=environment(), capture_output=True, text=True, timeout=600)
+    assert whole.returncode == 0, whole.stderr[-3000:]
+    shown = re.findall(r"^step (\d+)/40 ", whole.stdout, re.MULTILINE)
+    assert shown == [str(step) for step in range(4, steps + 1, 4)]  # each once, whatever was skipped
+    skipped = int(re.search(r"float16 loss scaling skipped (\d+) batch", whole.stdout).group(1))
+    assert skipped >= 1 and f"at step {steps}." in whole.stdout
+    assert scalars(tmp_path / "whole" / "logs" / "train", "train/skipped_steps")[steps] == skipped
+
+    process = subprocess.Popen(argv("stopped"), env=environment(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True)
+    index = tmp_path / "stopped" / "checkpoints" / "checkpoint"
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and process.poll() is None:
+        if index.is_file() and "ckpt-8" in index.read_text():
+            break
+        time.sleep(0.02)
+    process.send_signal(signal.SIGTERM)  # a preemption, mid-run
+    stdout, stderr = process.communicate(timeout=300)
+    assert process.returncode == 128 + signal.SIGTERM, stderr[-3000:]
+    stopped_at = int(re.search(r"Stopped by signal 15 after step (\d+)", stdout).group(1))
+    assert 8 <= stopped_at < steps
+
+    resumed = subprocess.run(argv("stopped"), env=environment(), capture_output=True, text=True, timeout=600)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert f"resumed from step {stopped_at}" in resumed.stdout
+    assert f"float16 loss scaling skipped {skipped} batch" in resumed.stdout  # the count survived the stop
+    expected = tf.train.load_checkpoint(str(tmp_path / "whole" / "checkpoints" / f"ckpt-{steps}"))
+    actual = tf.train.load_checkpoint(str(tmp_path / "stopped" / "checkpoints" / f"ckpt-{steps}"))
+    names = [name for name in expected.get_variable_to_shape_map()
+             if name.startswith(("model_variables", "optimizer"))]
+    assert len(names) > 40
+    for name in names:
+        np.testing.assert_allclose(actual.get_tensor(name), expected.get_tensor(name), rtol=1e-5, atol=1e-7,
+                                   err_msg=name)
+
+
 def test_raw_text_runs_checkpoint_and_resume(corpus, small_vocab, tmp_path, capsys):
     text = corpus.write_sentence_file(tmp_path / "corpus.txt", repeat=10)
     argv = ["--data", str(text), "--vocab", str(small_vocab), "--model_dir", str(tmp_path / "model"),

@@ -28,11 +28,27 @@ def test_cluster_and_tpu_from_the_environment():
         resolve_runtime(gpus=0, environ={"TF_CONFIG": "{not json"})
 
 
-def test_explicit_choices_win_except_impossible_xla():
+def test_explicit_choices_win_xla_under_mirrored_included():
+    # XLA is never switched off behind the user's back: under several replicas it compiles
+    # each replica's gradients (compiled_gradients.py; the matrix in pretraining/test_runtime_matrix.py).
     runtime = resolve_runtime("mirrored", "mixed_bfloat16", xla=True, gpus=0, environ={})
-    assert (runtime.strategy_name, runtime.precision, runtime.xla) == ("mirrored", "mixed_bfloat16", False)
-    assert any("does not compile with XLA" in note for note in runtime.notes)
+    assert (runtime.strategy_name, runtime.precision, runtime.xla) == ("mirrored", "mixed_bfloat16", True)
     assert resolve_runtime("one_device", "float32", xla=True, gpus=0, environ={}).xla is True
+
+
+def test_compile_cache_is_per_user_unless_named_or_off(tmp_path):
+    from electra_tf.runtime import use_compile_cache
+
+    environ = {"XDG_CACHE_HOME": str(tmp_path)}
+    assert use_compile_cache(environ) == tmp_path / "electra_tf" / "xla"
+    assert environ["TF_XLA_FLAGS"] == f"--tf_xla_persistent_cache_directory={tmp_path / 'electra_tf' / 'xla'}"
+    assert use_compile_cache(environ) == tmp_path / "electra_tf" / "xla"  # idempotent: named once
+    assert environ["TF_XLA_FLAGS"].count("persistent_cache_directory") == 1
+    named = {"ELECTRA_TF_COMPILE_CACHE": str(tmp_path / "mine"), "TF_XLA_FLAGS": "--tf_xla_auto_jit=0"}
+    assert use_compile_cache(named) == tmp_path / "mine" and (tmp_path / "mine").is_dir()
+    assert named["TF_XLA_FLAGS"].startswith("--tf_xla_auto_jit=0 --tf_xla_persistent_cache_directory=")
+    off = {"ELECTRA_TF_COMPILE_CACHE": "off"}
+    assert use_compile_cache(off) is None and "TF_XLA_FLAGS" not in off
 
 
 def test_rejects_unknown_choices():

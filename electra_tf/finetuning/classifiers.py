@@ -28,6 +28,7 @@ import numpy as np
 import tensorflow as tf
 
 from electra_tf import optimization  # noqa: F401  registers ElectraAdamW: a saved model is compiled with it
+from electra_tf.compiled_gradients import CompiledGradients
 from electra_tf.finetuning.inputs import holds_text, map_string_labels, text_dataset
 from electra_tf.finetuning.losses import token_classification_loss
 from electra_tf.models.encoders import Discriminator, deserialize_as
@@ -37,7 +38,7 @@ from electra_tf.models.preprocessing import IGNORE_LABEL, ElectraTextPreprocesso
 HEAD_NAME = "task_specific"  # the official variable scope; optimization.py keys on it
 
 
-class _TaskModel(keras.Model):
+class _TaskModel(CompiledGradients, keras.Model):
     ragged_inputs = False  # True for word lists (tagging)
 
     def __init__(self, backbone, num_classes: int, dropout: float = 0.1, preprocessor=None, label_names=None,

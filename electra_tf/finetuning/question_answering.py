@@ -44,6 +44,7 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
+from electra_tf.compiled_gradients import CompiledGradients
 from electra_tf.models.encoders import Discriminator, deserialize_as
 from electra_tf.models.heads import OFFICIAL_DEFAULT_DENSE_INIT
 
@@ -65,7 +66,7 @@ def span_cross_entropy(logits, positions):
 
 
 @keras.saving.register_keras_serializable(package="electra_tf")
-class ElectraQuestionAnswerer(keras.Model):
+class ElectraQuestionAnswerer(CompiledGradients, keras.Model):
     def __init__(self, backbone, head: str = "electra", answerable: bool = True, beam_size: int = BEAM_SIZE,
                  answerable_weight: float = 0.5, max_query_length: int = 64, doc_stride: int | None = None,
                  max_answer_length: int = 30, **kwargs):

@@ -159,7 +159,7 @@ def _run(options: FinetuningOptions) -> FinetuningResult:
     from electra_tf.finetuning.callbacks import EpochEvaluator, FinetuningProgress
     from electra_tf.loading import build_discriminator, load_pretrained, pretrained_hidden_size
     from electra_tf.optimization import create_finetuning_optimizer
-    from electra_tf.runtime import create_strategy, resolve_runtime
+    from electra_tf.runtime import create_strategy, resolve_runtime, use_compile_cache
     from electra_tf.serving.publish import export_task_model
 
     started = time.monotonic()
@@ -169,6 +169,8 @@ def _run(options: FinetuningOptions) -> FinetuningResult:
                               hidden_size=pretrained_hidden_size(options.pretrained))
     strategy = create_strategy(runtime)
     keras.config.set_dtype_policy(runtime.precision)
+    if runtime.xla:
+        use_compile_cache()  # a rerun of the same fine-tuning loads its compiled steps
     with strategy.scope():  # the model's variables are created (or restored) here
         pretrained = load_pretrained(options.pretrained, options.checkpoint, encoder_only=True)
     config = pretrained.config

@@ -6,7 +6,10 @@ and these callbacks only read the input's state, so their order does not matter.
 - `TrainingMonitor`: every `log_every` steps, console progress (step, rate, ETA, key metrics)
   and step-keyed TensorBoard scalars (every metric, learning rate, loss scale, examples/s,
   tokens/s, step time); metrics are averaged over those steps, then reset. It also stops the
-  run on a non-finite loss (float32/bfloat16: a real divergence) naming the step.
+  run on a non-finite loss (float32/bfloat16: a real divergence) naming the step. A batch
+  whose float16 gradients overflowed makes no optimizer update (dynamic loss scaling halves
+  the scale and skips it): the step number stays, the batch is counted in `skipped_steps`
+  (console, `train/skipped_steps`, the run's summary), and no step is shown twice.
 - `CheckpointSaver`: a checkpoint every `every` steps, at the end, and when SIGTERM/SIGINT
   arrives (preemption): the run stops after the current step, saved.
 - `ReplacementSamples`: every `every` steps, a TensorBoard text panel showing one sentence
@@ -30,17 +33,26 @@ from electra_tf.progress import format_duration
 CONSOLE_METRICS = ("loss", "masked_lm_accuracy", "disc_auc")
 
 
-
 def optimizer_step(model) -> int:
     """The training step the model's optimizer has reached (the run's step counter)."""
     return int(model.optimizer.iterations.numpy())
 
+def as_float(value) -> float:
+    """A Keras or tf variable (a MirroredVariable under a strategy, which float() refuses) or a
+    tensor, as a Python float."""
+    return float(keras.ops.convert_to_numpy(value))
+
+
 class TrainingMonitor(keras.callbacks.Callback):
     def __init__(self, writer, total_steps: int, batch_size: int, resumable_input, log_every: int = 50,
-                 stop_on_nonfinite: bool = True, stream=None, token_scale: int = 1, quiet: bool = False):
+                 stop_on_nonfinite: bool = True, stream=None, token_scale: int = 1, quiet: bool = False,
+                 skipped_steps=None):
         """`token_scale`: how many alike inputs the tokens this process reads stand for (the
-        workers of a multi-worker run). `quiet`: no progress lines (a worker that is not the chief)."""
+        workers of a multi-worker run). `quiet`: no progress lines (a worker that is not the chief).
+        `skipped_steps`: an int64 tf.Variable that counts batches without an update (checkpointed
+        with the run, `RunCheckpoint.skipped_steps`); None keeps a count of this fit's own."""
         super().__init__()
+        self.skipped_steps = skipped_steps if skipped_steps is not None else tf.Variable(0, dtype=tf.int64)
         self.token_scale = token_scale
         self.quiet = quiet
         self.writer = writer
@@ -58,7 +70,7 @@ class TrainingMonitor(keras.callbacks.Callback):
         return optimizer_step(self.model)
 
     def on_train_begin(self, logs=None):
-        self._first_step = self._step()
+        self._first_step = self._last_step = self._step()
         self._started = time.monotonic()
         self._window_start = (self._started, self._first_step, self.input.tokens_through(0))
 
@@ -70,6 +82,10 @@ class TrainingMonitor(keras.callbacks.Callback):
             self.diverged_at = step
             self.model.stop_training = True
             return
+        if step == self._last_step:  # no update: float16 overflow, the step is taken again
+            self.skipped_steps.assign_add(1)
+            return
+        self._last_step = step
         if step % self.log_every == 0 or step >= self.total_steps:
             self._log(step, logs, tokens=self.input.tokens_through(batch + 1))
 
@@ -85,10 +101,11 @@ class TrainingMonitor(keras.callbacks.Callback):
         }
         optimizer = self.model.optimizer
         scalars = {key: float(value) for key, value in logs.items()}
-        scalars["learning_rate"] = float(optimizer.learning_rate)
+        scalars["learning_rate"] = as_float(optimizer.learning_rate)
         loss_scale = getattr(optimizer, "dynamic_scale", None)
         if loss_scale is not None:
-            scalars["loss_scale"] = float(loss_scale)
+            scalars["loss_scale"] = as_float(loss_scale)
+            scalars["skipped_steps"] = as_float(self.skipped_steps)
         with self.writer.as_default(step=step):
             for name, value in scalars.items():
                 tf.summary.scalar(f"train/{name}", value)
@@ -101,6 +118,8 @@ class TrainingMonitor(keras.callbacks.Callback):
         done = step - self._first_step
         remaining = (self.total_steps - step) * total_elapsed / max(done, 1)
         shown = " | ".join(f"{key} {scalars[key]:.4f}" for key in CONSOLE_METRICS if key in scalars)
+        if scalars.get("skipped_steps"):
+            shown += f" | skipped {int(scalars['skipped_steps'])} (float16 overflow)"
         if not self.quiet:
             print(f"step {step}/{self.total_steps} ({100.0 * step / self.total_steps:.1f}%) | "
                   f"{rates['examples_per_second']:.0f} examples/s | "
@@ -124,6 +143,7 @@ class CheckpointSaver(keras.callbacks.Callback):
         self._previous = {}
 
     def on_train_begin(self, logs=None):
+        self._last_saved = self.run_checkpoint.step  # a step a float16 skip stalls on is saved once
         for number in self.signals:
             self._previous[number] = signal.signal(number, self._on_signal)
 
@@ -137,8 +157,10 @@ class CheckpointSaver(keras.callbacks.Callback):
         if self.received is not None:
             self.saved_paths.append(self.run_checkpoint.save(steps_done=batch + 1))
             self.model.stop_training = True
-        elif step % self.every == 0 and math.isfinite(float((logs or {}).get("loss", 0.0))):
+        elif (step % self.every == 0 and step != self._last_saved
+              and math.isfinite(float((logs or {}).get("loss", 0.0)))):
             self.saved_paths.append(self.run_checkpoint.save(steps_done=batch + 1))
+            self._last_saved = step
 
     def on_train_end(self, logs=None):
         for number, previous in self._previous.items():
@@ -156,11 +178,13 @@ class ReplacementSamples(keras.callbacks.Callback):
         self.every = every
 
     def on_train_begin(self, logs=None):
-        self._write(optimizer_step(self.model))
+        self._last = optimizer_step(self.model)
+        self._write(self._last)
 
     def on_train_batch_end(self, batch, logs=None):
         step = optimizer_step(self.model)
-        if step % self.every == 0:
+        if step % self.every == 0 and step != self._last:
+            self._last = step
             self._write(step)
 
     def _write(self, step):

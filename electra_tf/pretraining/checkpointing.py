@@ -10,8 +10,7 @@ pulls from it. A checkpoint then holds:
   the resumed run sees exactly the batches the uninterrupted run would have.
 
 `tf.train.CheckpointManager` writes a checkpoint's files first and the `checkpoint` index
-last, so a run killed mid-save leaves the previous checkpoint as the latest, intact.
-"""
+last, so a run killed mid-save leaves the previous checkpoint as the latest, intact."""
 
 from __future__ import annotations
 
@@ -44,6 +43,7 @@ class ResumableInput:
         self._handed_out = collections.deque()  # (batch, tokens) yielded, not yet consumed by a step
         self._steps_accounted = 0  # steps of the current fit whose batch left _handed_out
         self._replay: list = []
+        self._generation = 0  # which dataset() call's generator may pull; older ones stop
         self.tokens_consumed = 0
         # Dynamic-length stacks of in-flight batches, saved with the checkpoint.
         self.in_flight = {
@@ -58,17 +58,26 @@ class ResumableInput:
 
     def dataset(self) -> tf.data.Dataset:
         """What `fit` reads: the pipeline's batches, in order, through this object. Read it
-        in one `fit` call with an `InputTracker` among the callbacks."""
-        self._steps_accounted = 0
-        dataset = tf.data.Dataset.from_generator(self._generate, output_signature=self.spec)
+        in one `fit` call with an `InputTracker` among the callbacks. Called again for the next
+        `fit`, it first hands out the batches the last one pulled (prefetched) but never trained
+        on, and stops the last one's generator, so no batch is lost or read twice."""
+        with self._lock:
+            self._generation += 1
+            self._replay = [batch for batch, _ in self._handed_out] + self._replay
+            self._handed_out.clear()
+            self._steps_accounted = 0
+        generation = self._generation
+        dataset = tf.data.Dataset.from_generator(lambda: self._generate(generation), output_signature=self.spec)
         options = tf.data.Options()
         # Batches are already this input pipeline's own; a strategy must not re-shard them.
         options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
         return dataset.with_options(options)
 
-    def _generate(self):
+    def _generate(self, generation):
         while True:
             with self._lock:
+                if generation != self._generation:  # a later fit reads now
+                    return
                 if self._replay:
                     batch = self._replay.pop(0)
                 else:
@@ -78,7 +87,11 @@ class ResumableInput:
                         return
                 tokens = int(np.sum(batch["padding_mask"])) if "padding_mask" in batch else 0
                 self._handed_out.append((batch, tokens))
-            yield batch
+            # Handed to tf.data as numpy copies: yielding the source iterator's own EagerTensors
+            # through from_generator fed a MirroredStrategy step corrupted batches (token ids
+            # far outside the vocabulary by the second step, seen with mixed_float16 on two CPU
+            # replicas; tests/test_compiled_gradients.py). The copy costs microseconds a batch.
+            yield {key: np.array(value) for key, value in batch.items()}
 
     def advance_to(self, steps_done: int) -> None:
         """`steps_done` steps of the current `fit` have finished, each having consumed the
@@ -88,6 +101,11 @@ class ResumableInput:
                 _, tokens = self._handed_out.popleft()
                 self.tokens_consumed += tokens
                 self._steps_accounted += 1
+
+    @property
+    def steps_in_fit(self) -> int:
+        """Batches the current (or last) `fit` has trained on."""
+        return self._steps_accounted
 
     def tokens_through(self, steps_done: int) -> int:
         """Non-padding tokens consumed once `steps_done` steps of the current `fit` have
@@ -100,7 +118,8 @@ class ResumableInput:
     def frozen(self):
         """Holds the input still while a checkpoint is written, with in-flight batches staged."""
         with self._lock:
-            pending = list(self._replay) + [batch for batch, _ in self._handed_out]
+            # In reading order: handed out (and not yet trained on) before those still to replay.
+            pending = [batch for batch, _ in self._handed_out] + list(self._replay)
             for key, variable in self.in_flight.items():
                 if pending:
                     variable.assign(tf.stack([batch[key] for batch in pending]))
@@ -139,6 +158,8 @@ class RunCheckpoint:
         self.worker_index, self.num_workers = worker_index, num_workers
         # The model's variables are listed explicitly: tf.train.Checkpoint(model=...) misses a
         # Keras 3 model's layer lists and its seed-generator states (sampling and dropout).
+        # Batches float16 loss scaling skipped (no update), over the whole run (callbacks.py).
+        self.skipped_steps = tf.Variable(0, dtype=tf.int64, trainable=False, name="skipped_steps")
         model_state = {"model_variables": list(pretrainer.variables), "optimizer": pretrainer.optimizer}
         input_state = {"in_flight": resumable_input.in_flight}
         if resumable_input.checkpointable:
@@ -146,8 +167,9 @@ class RunCheckpoint:
         self.keep = keep
         self.run_directory = str(directory)
         self.model_checkpoint = tf.train.Checkpoint(**model_state)  # restores a chief's checkpoint's model
+        self._state = {**model_state, **input_state}
         if worker_index == 0:
-            self.checkpoint = tf.train.Checkpoint(**model_state, **input_state)
+            self.checkpoint = tf.train.Checkpoint(**self._state, skipped_steps=self.skipped_steps)
             own_directory = self.run_directory
         else:
             self.checkpoint = tf.train.Checkpoint(**input_state)
@@ -184,7 +206,7 @@ class RunCheckpoint:
                 try:
                     if self.worker_index != 0:
                         self.model_checkpoint.restore(path).expect_partial()
-                    self.checkpoint.restore(own).assert_existing_objects_matched()
+                    self._restorer(own).restore(own).assert_existing_objects_matched()
                 except (tf.errors.OpError, IndexError) as error:
                     # Damage in what checkpoint_damage cannot read; an older checkpoint's
                     # restore then overwrites every value this one set.
@@ -203,6 +225,14 @@ class RunCheckpoint:
             self._forget(path)
         raise RunError(f"{directory} has no intact checkpoint (the damaged ones are in {directory / DAMAGED_FOLDER}). "
                        "Start a new run in another --model_dir, or restore the files from a copy.")
+
+    def _restorer(self, path: str):
+        """The checkpoint object to restore `path` with: one without the skipped-steps counter
+        for a checkpoint written before it existed (its count starts at 0)."""
+        if self.worker_index != 0 or "skipped_steps/.ATTRIBUTES/VARIABLE_VALUE" in \
+                tf.train.load_checkpoint(path).get_variable_to_shape_map():
+            return self.checkpoint
+        return tf.train.Checkpoint(**self._state)
 
     def _own_input_path(self, run_checkpoint_path: str) -> str:
         return str(Path(worker_input_directory(self.run_directory, self.worker_index)) / Path(run_checkpoint_path).name)

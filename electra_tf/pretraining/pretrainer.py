@@ -15,6 +15,9 @@ Distribution: each loss is a sum over the replica's examples divided by the coun
 *global* batch (an all-reduce of the counts), so the gradients that the optimizer sums over
 replicas are exactly the single-device gradients of the global batch, for any replica count.
 Every replica folds its replica id into the sampling seed, so replicas draw different samples.
+The counts come from the batch alone (masked slots, non-padding tokens), so they are reduced
+before the forward pass: under several replicas with XLA, the forward and backward pass are
+one compiled function with no collective inside (`compiled_gradients.py`).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
+from electra_tf.compiled_gradients import CompiledGradients, apply_gradients, dense_gradients
 from electra_tf.config import ElectraConfig
 from electra_tf.models.embeddings import ElectraEmbeddings
 from electra_tf.models.encoders import Discriminator, Generator
@@ -36,7 +40,7 @@ ELECTRA_METRICS = ("sampled_masked_lm_accuracy", "disc_loss", "disc_accuracy", "
 
 
 @keras.saving.register_keras_serializable(package="electra_tf")
-class ElectraPretrainer(keras.Model):
+class ElectraPretrainer(CompiledGradients, keras.Model):
     """Joint ELECTRA pre-training of `generator` and `discriminator`.
 
     Example (a real, if tiny, training step):
@@ -96,15 +100,19 @@ class ElectraPretrainer(keras.Model):
                    seed=config.seed)
 
     # --- the step -------------------------------------------------------------------------------
-    def compute_pretraining_outputs(self, batch, seed, training=False):
-        """All of one step's tensors: losses (this replica's share), samples, labels, logits."""
+    def compute_pretraining_outputs(self, batch, seed, training=False, global_counts=None):
+        """All of one step's tensors: losses (this replica's share), samples, labels, logits.
+
+        `global_counts`: `global_loss_counts(batch)`, when the caller reduced them already."""
         _check_batch(batch)
+        if global_counts is None:
+            global_counts = global_loss_counts(batch)
         generator_outputs = self.generator(batch, training=training)
         mlm_logits = generator_outputs["logits"]
         mlm_sum, mlm_count = losses.masked_lm_loss(
             mlm_logits, batch["mask_ids"], batch["mask_weights"])
         outputs = {"mlm_logits": mlm_logits, "local_mlm_loss": (mlm_sum, mlm_count),
-                   "masked_lm_loss": _share_of_global_mean(mlm_sum, mlm_count)}
+                   "masked_lm_loss": mlm_sum / global_counts["masked_lm"]}
         if self.objective == "mlm":
             outputs["loss"] = losses.electra_loss(outputs["masked_lm_loss"], gen_weight=self.gen_weight)
             return outputs
@@ -125,22 +133,26 @@ class ElectraPretrainer(keras.Model):
         outputs.update(
             sampled_ids=sampled_ids, corrupted_ids=corrupted_ids, replaced_token_labels=labels,
             disc_logits=disc_logits, local_disc_loss=(disc_sum, disc_count),
-            disc_loss=_share_of_global_mean(disc_sum, disc_count))
+            disc_loss=disc_sum / global_counts["tokens"])
         outputs["loss"] = losses.electra_loss(
             outputs["masked_lm_loss"], outputs["disc_loss"], self.gen_weight, self.disc_weight)
         return outputs
 
     def train_step(self, data):
         data, _, _ = keras.utils.unpack_x_y_sample_weight(data)  # no labels: they are made here
-        with tf.GradientTape() as tape:
-            outputs = self.compute_pretraining_outputs(data, self._next_seed(), training=True)
-            scaled_loss = self.optimizer.scale_loss(outputs["loss"])
-        variables = self.trainable_variables
-        gradients = tape.gradient(scaled_loss, variables)
-        if isinstance(self.optimizer, keras.optimizers.LossScaleOptimizer):
-            gradients = agree_on_finiteness(gradients)
-        self.optimizer.apply(gradients, variables)
+        _check_batch(data)
+        # Seed and counts first: both are cross-replica (a replica id, an all-reduce), so they
+        # stay out of the gradients' function, which XLA compiles alone under several replicas.
+        gradients, outputs = self.gradient_function("pretraining_gradients", self._pretraining_gradients)(
+            data, self._next_seed(), global_loss_counts(data))
+        apply_gradients(self.optimizer, gradients, self.trainable_variables)
         return _shaped_for_keras_reduction(self._update_metrics(data, outputs))
+
+    def _pretraining_gradients(self, data, seed, global_counts):
+        with tf.GradientTape() as tape:
+            outputs = self.compute_pretraining_outputs(data, seed, training=True, global_counts=global_counts)
+            scaled_loss = self.optimizer.scale_loss(outputs["loss"])
+        return dense_gradients(tape.gradient(scaled_loss, self.trainable_variables)), outputs
 
     def test_step(self, data):
         data, _, _ = keras.utils.unpack_x_y_sample_weight(data)
@@ -262,32 +274,19 @@ def _shaped_for_keras_reduction(logs):
     return {name: tf.reshape(value, [1]) for name, value in logs.items()}
 
 
-def agree_on_finiteness(gradients):
-    """Makes every replica's gradients non-finite if any replica's are.
-
-    Keras' LossScaleOptimizer decides to skip a step from the first replica's local gradients,
-    before they are summed; an overflow on another replica alone would then be applied. One
-    scalar all-reduce makes the decision the same everywhere. No-op on one replica.
-    """
-    context = tf.distribute.get_replica_context()
-    if context is None or context.num_replicas_in_sync == 1:
-        return gradients
-    present = [g for g in gradients if g is not None]
-    finite = tf.reduce_all([tf.reduce_all(tf.math.is_finite(g)) for g in present])
-    overflowing = context.all_reduce(tf.distribute.ReduceOp.SUM, 1.0 - tf.cast(finite, tf.float32))
-    poison = tf.where(overflowing > 0, float("nan"), 0.0)
-    return [None if g is None else g + tf.cast(poison, g.dtype) for g in gradients]
-
-
 def _update_mean(tracker, total, count):
     """Adds the global mean, weighted by the global count, to a Mean tracker."""
     total, count = _sum_over_replicas(total), _sum_over_replicas(count)
     tracker.update_state(total / tf.maximum(count, 1.0), sample_weight=count)
 
 
-def _share_of_global_mean(total, count):
-    """This replica's share of the global mean: total / (count summed over all replicas)."""
-    return total / tf.maximum(tf.stop_gradient(_sum_over_replicas(count)), 1.0)
+def global_loss_counts(batch):
+    """The denominators of the two losses' global means, from the batch alone: masked slots and
+    non-padding tokens, summed over all replicas (at least 1)."""
+    counts = tf.stack([tf.reduce_sum(tf.cast(batch["mask_weights"], tf.float32)),
+                       tf.reduce_sum(tf.cast(batch["padding_mask"], tf.float32))])
+    counts = tf.maximum(_sum_over_replicas(counts), 1.0)
+    return {"masked_lm": counts[0], "tokens": counts[1]}
 
 
 def _sum_over_replicas(value):

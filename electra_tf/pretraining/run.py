@@ -71,6 +71,7 @@ class RunResult:
     export_path: Path | None = None
     diverged_at: int | None = None
     signal: int | None = None
+    skipped_steps: int = 0  # batches float16 loss scaling skipped (no update), over the whole run
     is_chief: bool = True  # False: a multi-worker run's other worker (the chief writes the run's files)
 
 
@@ -223,7 +224,7 @@ def run_pretraining(options: PretrainingOptions) -> RunResult:
 
 
 def _run(options: PretrainingOptions, role, closing: contextlib.ExitStack) -> RunResult:
-    from electra_tf.runtime import create_strategy, resolve_runtime
+    from electra_tf.runtime import create_strategy, resolve_runtime, use_compile_cache
 
     # The strategy comes first: a MultiWorkerMirroredStrategy must configure its collectives
     # before TensorFlow runs anything (the tokenizer's tables included).
@@ -254,6 +255,7 @@ def _run(options: PretrainingOptions, role, closing: contextlib.ExitStack) -> Ru
         config = config.replace(vocab_size=tokenizer.vocabulary_size)
     config = _continue_config(model_dir, config, record=role.is_chief)
     keras.config.set_dtype_policy(runtime.precision)
+    compile_cache = use_compile_cache() if runtime.xla else None
     if role.is_chief:
         model_dir.path.mkdir(parents=True, exist_ok=True)
         config.save(model_dir.config)
@@ -305,6 +307,8 @@ def _run(options: PretrainingOptions, role, closing: contextlib.ExitStack) -> Ru
           f"{total:,} steps of {config.train_batch_size} x {config.max_seq_length}.")
     print(f"  data: {data.description}; vocabulary {tokenizer.vocabulary_size:,} tokens")
     print(f"  runtime: {runtime.describe()}")
+    if compile_cache:
+        print(f"  compiled steps cached in {compile_cache} (a rerun, resume or extension skips XLA's compile)")
     if role.is_multi_worker:
         print(f"  this process: {role.describe()}, reading {worker_batch} of every step's "
               f"{config.train_batch_size} examples from its own shards")
@@ -322,7 +326,8 @@ def _run(options: PretrainingOptions, role, closing: contextlib.ExitStack) -> Ru
     # Tokens/s: this worker's tokens times the workers (their batches are alike in size).
     monitor = TrainingMonitor(writer, total, config.train_batch_size, resumable, options.log_every,
                               stop_on_nonfinite=runtime.precision != "mixed_float16",
-                              token_scale=role.count, quiet=not role.is_chief)
+                              token_scale=role.count, quiet=not role.is_chief,
+                              skipped_steps=checkpoint.skipped_steps)
     saver = CheckpointSaver(checkpoint, options.checkpoint_every)
     callbacks = [InputTracker(resumable), monitor, saver]
     if pretrainer.discriminator is not None and role.is_chief:
@@ -330,22 +335,27 @@ def _run(options: PretrainingOptions, role, closing: contextlib.ExitStack) -> Ru
     if options.profile_steps and role.is_chief:
         callbacks.append(StepProfiler(str(model_dir.profile_logs), *options.profile_steps))
 
-    remaining = total - checkpoint.step
-    if remaining > 0:
+    if checkpoint.step >= total:
+        print(f"  already trained to step {checkpoint.step}: nothing left to train.")
+    # A run of N steps makes N optimizer updates. float16 loss scaling skips the batches whose
+    # gradients overflowed (no update, the step number stays): fit then ends short of N, and
+    # the loop trains the missing steps on the next batches (the compiled step is reused).
+    while checkpoint.step < total and monitor.diverged_at is None and saver.received is None:
         try:
             with _lost_workers_reported(role, checkpoint):
                 pretrainer.fit(_per_worker(strategy, role, resumable.dataset()), epochs=1, shuffle=False,
-                               steps_per_epoch=remaining, verbose=0, callbacks=callbacks)
+                               steps_per_epoch=total - checkpoint.step, verbose=0, callbacks=callbacks)
         except tf.errors.DataLossError as error:
             if data.kind == "records":
                 raise explain_read_error(error, data.location) from None
             raise RunError(f"reading the raw text failed: {error}") from None
-    else:
-        print(f"  already trained to step {checkpoint.step}: nothing left to train.")
+        if resumable.steps_in_fit == 0:
+            raise RunError(f"the input ended at step {checkpoint.step} of {total}: no batch was left to train on.")
 
     def result(status, **details) -> RunResult:
         return RunResult(status, checkpoint.step, model_dir, checkpoint.manager.latest_checkpoint,
-                         time.monotonic() - started, runtime.precision, is_chief=role.is_chief, **details)
+                         time.monotonic() - started, runtime.precision, is_chief=role.is_chief,
+                         skipped_steps=int(checkpoint.skipped_steps.numpy()), **details)
 
     if monitor.diverged_at is not None:
         return result("diverged", diverged_at=monitor.diverged_at)

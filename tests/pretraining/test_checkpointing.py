@@ -36,6 +36,22 @@ def test_resume_continues_with_the_next_unconsumed_batch(tmp_path):
     assert indices(iter(second.dataset()), 6) == [5, 6, 7, 8, 9, 10]
 
 
+def test_a_second_fit_reads_on_from_the_first_batch_no_step_trained_on():
+    # A float16 run calls fit again for the steps loss scaling skipped (pretraining/run.py).
+    resumable = ResumableInput(numbered_batches())
+    first = iter(resumable.dataset())
+    assert indices(first, 5) == [0, 1, 2, 3, 4]
+    resumable.advance_to(3)  # 0-2 trained on; 3 and 4 were prefetched by the first fit
+    second = iter(resumable.dataset())
+    assert indices(second, 4) == [3, 4, 5, 6]
+    # The first fit's reader stops; what it still holds, tf.data had already pulled through the
+    # generator, so the new reader hands those batches out too: none is lost.
+    stale = [int(batch["index"][0]) for batch in first]
+    assert set(stale) <= {5, 6, 7, 8}
+    resumable.advance_to(4)
+    assert indices(second, 1) == [7]
+
+
 def test_tokens_are_counted_when_consumed():
     dataset = tf.data.Dataset.from_tensors({"padding_mask": np.array([[1, 1, 0], [1, 0, 0]], np.int32)}).repeat()
     resumable = ResumableInput(dataset)

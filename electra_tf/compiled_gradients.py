@@ -1,0 +1,116 @@
+"""XLA under a multi-replica strategy: each replica's forward and backward pass compiled, the
+cross-replica work outside.
+
+Keras' `compile(jit_compile=True)` compiles the whole per-replica step with XLA, the
+optimizer's update included. On one device that is the fastest step. Under MirroredStrategy
+(and MultiWorkerMirroredStrategy) the step also holds the cross-replica gradient sum and the
+loss-scale decision, and XLA cannot compile those: measured on one H100 and reproduced on two
+logical CPUs, the step fails at once (`CollectiveGatherV2` has no XLA_GPU_JIT kernel; float16's
+LossScaleOptimizer calls `merge_call` inside its `cond`; on CPU, a replica's variables are read
+from the other device). Keras' own `fit` therefore turns `jit_compile="auto"` off under a
+strategy.
+
+Here XLA keeps the model's math. Under a multi-replica strategy, `compile(jit_compile=True)`
+makes Keras trace a plain step, and that step calls a `tf.function(jit_compile=True)` that
+computes one replica's loss and gradients (the forward and backward pass: nearly all of the
+FLOPs). What is left outside XLA is what the strategy does anyway in its own runtime: the
+gradients' all-reduce (NCCL on GPUs), the loss-scale decision and the optimizer's update, which
+is one fused ResourceApplyAdam kernel per variable (`optimization.ElectraAdamW`). This is the
+arrangement of NVIDIA's TF2 ELECTRA (DeepLearningExamples), whose XLA step computes gradients
+and leaves Horovod's all-reduce and the update to the runtime.
+
+`jit_compile=True` guarantees compilation: a function XLA cannot compile raises instead of
+running uncompiled, so a step that trains in this mode did run its gradients through XLA.
+"""
+
+from __future__ import annotations
+
+import keras
+import tensorflow as tf
+from keras.src.losses.loss import unscale_loss_for_distribution
+
+
+def replicas_in_scope() -> int:
+    """Replicas of the strategy in scope (1 without one)."""
+    return tf.distribute.get_strategy().num_replicas_in_sync
+
+
+def dense_gradients(gradients):
+    """IndexedSlices (embedding lookups) as dense tensors, inside the compiled function: the
+    all-reduce is then one dense sum (NCCL on GPUs) instead of a gather of rows and indices,
+    and the global-norm clip densifies them anyway (`optimization.ElectraAdamW`)."""
+    return [tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g for g in gradients]
+
+
+class CompiledGradients:
+    """Mixin for a `keras.Model` (put it before `keras.Model` in the bases).
+
+    `compile(jit_compile=True)` under a strategy of several replicas sets
+    `compiles_gradients_only`: Keras then traces its step without XLA, and the step computes the
+    loss and gradients in `compiled_function(...)`, a `tf.function(jit_compile=True)`. Under one
+    replica nothing changes: Keras compiles the whole step. Keras' default `train_step` is split
+    here for the fine-tuning models; `ElectraPretrainer` splits its own step the same way.
+    """
+
+    compiles_gradients_only = False
+
+    def compile(self, *args, jit_compile="auto", **kwargs):
+        self.compiles_gradients_only = jit_compile is True and replicas_in_scope() > 1
+        self._compiled_functions = {}
+        super().compile(*args, jit_compile=False if self.compiles_gradients_only else jit_compile, **kwargs)
+
+    def compiled_function(self, name, function):
+        """`function` as one `tf.function(jit_compile=True)`, made once per name."""
+        compiled = self._compiled_functions.get(name)
+        if compiled is None:
+            compiled = self._compiled_functions[name] = tf.function(function, jit_compile=True,
+                                                                    reduce_retracing=True)
+        return compiled
+
+    def gradient_function(self, name, function):
+        """`function` compiled on its own when `compiles_gradients_only`, else as it is (inside
+        a step Keras compiles whole, or none)."""
+        return self.compiled_function(name, function) if self.compiles_gradients_only else function
+
+    def train_step(self, data):
+        # Keras' default train_step (backend/tensorflow/trainer.py) with its gradients computed
+        # by `_loss_and_gradients`, and the replicas agreeing on float16 overflow.
+        x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
+        y_pred, loss, gradients = self.gradient_function("loss_and_gradients", self._loss_and_gradients)(
+            x, y, sample_weight)
+        batch_size = tf.shape(next(i for i in tf.nest.flatten(x) if i is not None))[0]
+        self._loss_tracker.update_state(unscale_loss_for_distribution(loss), sample_weight=batch_size)
+        apply_gradients(self.optimizer, gradients, self.trainable_weights)
+        return self.compute_metrics(x, y, y_pred, sample_weight=sample_weight)
+
+    def _loss_and_gradients(self, x, y, sample_weight):
+        with tf.GradientTape() as tape:
+            y_pred = self(x, training=True)
+            loss = self._compute_loss(x=x, y=y, y_pred=y_pred, sample_weight=sample_weight, training=True)
+            scaled_loss = self.optimizer.scale_loss(loss)
+        gradients = dense_gradients(tape.gradient(scaled_loss, self.trainable_weights))
+        return y_pred, loss, gradients
+
+
+def apply_gradients(optimizer, gradients, variables):
+    """`optimizer.apply`, after the replicas agree on whether a float16 step overflowed."""
+    if isinstance(optimizer, keras.optimizers.LossScaleOptimizer):
+        gradients = agree_on_finiteness(gradients)
+    optimizer.apply(gradients, variables)
+
+
+def agree_on_finiteness(gradients):
+    """Makes every replica's gradients non-finite if any replica's are.
+
+    Keras' LossScaleOptimizer decides to skip a step from the first replica's local gradients,
+    before they are summed; an overflow on another replica alone would then be applied. One
+    scalar all-reduce makes the decision the same everywhere. No-op on one replica.
+    """
+    context = tf.distribute.get_replica_context()
+    if context is None or context.num_replicas_in_sync == 1:
+        return gradients
+    present = [g for g in gradients if g is not None]
+    finite = tf.reduce_all([tf.reduce_all(tf.math.is_finite(g)) for g in present])
+    overflowing = context.all_reduce(tf.distribute.ReduceOp.SUM, 1.0 - tf.cast(finite, tf.float32))
+    poison = tf.where(overflowing > 0, float("nan"), 0.0)
+    return [None if g is None else g + tf.cast(poison, g.dtype) for g in gradients]

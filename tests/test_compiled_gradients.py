@@ -1,0 +1,129 @@
+"""Every runtime combination trains: strategy {one_device, mirrored} x precision {float32,
+mixed_bfloat16, mixed_float16} x XLA {on, off}, for pre-training and fine-tuning.
+
+On one H100, MirroredStrategy failed at the first step in every XLA or float16 cell
+(docs/results.md, "GPU"); the same failures reproduce here on two logical CPUs, so this matrix
+catches them without a GPU. The model is as small as the step's structure allows: the matrix's
+cost is tracing and XLA's CPU compile, about a second or two per non-XLA cell and several per
+XLA cell.
+"""
+
+import itertools
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from electra_tf.config import ElectraConfig
+from electra_tf.optimization import create_finetuning_optimizer, create_optimizer
+from electra_tf.pretraining.callbacks import TrainingMonitor
+from electra_tf.pretraining.checkpointing import ResumableInput
+from electra_tf.pretraining.pretrainer import ElectraPretrainer
+from electra_tf.pretraining.synthetic import masked_batch
+
+CELLS = list(itertools.product(("one_device", "mirrored"), ("float32", "mixed_bfloat16", "mixed_float16"),
+                               (False, True)))
+IDS = [f"{strategy}-{precision}-{'xla' if xla else 'no_xla'}" for strategy, precision, xla in CELLS]
+BATCHES = 4
+# float16 starts at Keras' loss scale 2**15, at which the first steps' gradients overflow and are
+# skipped (each halves the scale): enough batches that updates follow.
+FLOAT16_BATCHES = 16
+
+
+def batches_for(precision):
+    return FLOAT16_BATCHES if precision == "mixed_float16" else BATCHES
+
+
+def small_config():
+    return ElectraConfig.load("electra_tiny", {
+        "vocab_size": 60, "num_layers": 1, "hidden_size": 32, "embedding_size": 32, "num_heads": 2,
+        "intermediate_size": 64, "max_seq_length": 16, "max_position_embeddings": 16,
+        "num_train_steps": 40, "num_warmup_steps": 2})
+
+
+def strategy_for(name, two_replicas):
+    return two_replicas if name == "mirrored" else tf.distribute.get_strategy()
+
+
+def check_compiled_as_asked(model, strategy, xla):
+    """XLA is never dropped quietly: one replica compiles the whole step, several compile each
+    replica's gradients (jit_compile=True functions raise rather than run uncompiled)."""
+    several = strategy.num_replicas_in_sync > 1
+    assert model.compiles_gradients_only == (xla and several)
+    assert bool(model.jit_compile) == (xla and not several)
+    if xla and several:
+        assert model._compiled_functions  # the gradients' function was built and ran
+
+
+@pytest.mark.parametrize("strategy_name,precision,xla", CELLS, ids=IDS)
+def test_pretraining_trains_in_every_cell(strategy_name, precision, xla, two_replicas):
+    keras.config.set_dtype_policy(precision)
+    strategy = strategy_for(strategy_name, two_replicas)
+    config = small_config()
+    with strategy.scope():
+        pretrainer = ElectraPretrainer.from_electra_config(config)
+        pretrainer.compile(optimizer=create_optimizer(config), jit_compile=xla)
+        pretrainer.optimizer.build(pretrainer.trainable_variables)
+    before = [w.numpy().copy() for w in pretrainer.discriminator.trainable_weights]
+    resumable = ResumableInput(tf.data.Dataset.from_tensors(masked_batch(config, 8, seed=1)).repeat())
+    # The run's own monitor reads the loss scale and step from (mirrored) variables.
+    batches = batches_for(precision)
+    monitor = TrainingMonitor(tf.summary.create_noop_writer(), batches, 8, resumable, log_every=1, quiet=True)
+    pretrainer.fit(resumable.dataset(), steps_per_epoch=batches, verbose=0, callbacks=[monitor])
+    steps = int(pretrainer.optimizer.iterations.numpy())
+    skipped = int(monitor.skipped_steps.numpy())
+    assert steps + skipped == batches and steps >= 1
+    assert skipped == 0 or precision == "mixed_float16"  # only float16 loss scaling skips
+    assert np.isfinite(monitor.last_logs["loss"])
+    after = [w.numpy() for w in pretrainer.discriminator.trainable_weights]
+    assert any(not np.array_equal(a, b) for a, b in zip(after, before))
+    check_compiled_as_asked(pretrainer, strategy, xla)
+
+
+@pytest.mark.parametrize("strategy_name,precision,xla", CELLS, ids=IDS)
+def test_finetuning_trains_in_every_cell(strategy_name, precision, xla, two_replicas):
+    from electra_tf.finetuning.classifiers import ElectraClassifier
+    from electra_tf.models.embeddings import ElectraEmbeddings
+    from electra_tf.models.encoders import Discriminator
+
+    keras.config.set_dtype_policy(precision)
+    strategy = strategy_for(strategy_name, two_replicas)
+    config = small_config()
+    batch = masked_batch(config, 8, seed=2)
+    inputs = {key: batch[key] for key in ("token_ids", "segment_ids", "padding_mask")}
+    labels = np.arange(8) % 2
+    with strategy.scope():
+        backbone = Discriminator.from_electra_config(config, ElectraEmbeddings.from_electra_config(config))
+        classifier = ElectraClassifier(backbone, num_classes=2)
+        classifier.compile(optimizer=create_finetuning_optimizer(1e-3, 10, config.num_layers), jit_compile=xla)
+    before = classifier.head.kernel.numpy().copy()
+    batches = batches_for(precision)
+    history = classifier.fit(tf.data.Dataset.from_tensors((inputs, labels)).repeat(batches), verbose=0).history
+    assert np.isfinite(history["loss"]).all()
+    assert int(classifier.optimizer.iterations.numpy()) >= (1 if precision == "mixed_float16" else batches)
+    assert not np.array_equal(classifier.head.kernel.numpy(), before)
+    check_compiled_as_asked(classifier, strategy, xla)
+
+
+def test_question_answering_trains_under_mirrored_xla_float16(two_replicas):
+    # The QA model computes its own loss (compute_loss); the same split must carry it.
+    from electra_tf.finetuning.question_answering import ElectraQuestionAnswerer
+    from electra_tf.models.embeddings import ElectraEmbeddings
+    from electra_tf.models.encoders import Discriminator
+
+    keras.config.set_dtype_policy("mixed_float16")
+    config = small_config()
+    batch = masked_batch(config, 8, seed=3)
+    inputs = {key: batch[key] for key in ("token_ids", "segment_ids", "padding_mask")}
+    inputs["segment_ids"] = np.concatenate([np.zeros([8, 6], np.int32), np.ones([8, 10], np.int32)], axis=1)
+    targets = {"start_positions": np.full([8], 8, np.int32), "end_positions": np.full([8], 9, np.int32),
+               "is_impossible": np.zeros([8], np.float32)}
+    inputs["start_positions"] = targets["start_positions"]  # the official head conditions the end on it
+    with two_replicas.scope():
+        backbone = Discriminator.from_electra_config(config, ElectraEmbeddings.from_electra_config(config))
+        model = ElectraQuestionAnswerer(backbone, answerable=False)
+        model.compile(optimizer=create_finetuning_optimizer(1e-3, 10, config.num_layers), jit_compile=True)
+    history = model.fit(tf.data.Dataset.from_tensors((inputs, targets)).repeat(FLOAT16_BATCHES), verbose=0).history
+    assert np.isfinite(history["loss"]).all() and int(model.optimizer.iterations.numpy()) >= 1
+    check_compiled_as_asked(model, two_replicas, True)
