@@ -102,7 +102,10 @@ def main(argv=None) -> int:
             folders = export_huggingface(source, export_dir / f"{name}-huggingface", args.checkpoint)
         print("Exported for HuggingFace transformers:\n" + "\n".join(f"  {folder.resolve()}" for folder in folders))
         return 0
+    from electra_tf.serving.publish import next_version
+
     task_model = load_task_model(source) if source.suffix == ".keras" and source.is_file() else None
+    first_new_version = next_version(export_dir / name)
     if task_model is not None:
         target = export_task_model(*task_model, export_dir, name)
         what = f"the fine-tuned {type(task_model[0]).__name__}"
@@ -111,6 +114,8 @@ def main(argv=None) -> int:
         target = export_discriminator(pretrained.discriminator, pretrained.tokenizer, pretrained.config,
                                       export_dir, name)
         what = "the discriminator"
+    if int(target.name) < first_new_version:
+        return 0  # nothing new: the export said which version already holds this model
     print(f"Exported {what} to {target.resolve()}\n  saved_model_cli show --dir {target.resolve()} --all")
     return 0
 

@@ -35,7 +35,9 @@ what pre-training is worth.
 
 OUTPUT_DIR receives
   metrics.json   eval metrics of the best epoch by name (+ every epoch, settings, timings)
-  best.keras     the best epoch's ElectraClassifier, preprocessor and label names included
+  best.keras     the best epoch's model: an ElectraClassifier (classes, pairs, regression, GLUE),
+                 an ElectraTokenClassifier (--tagging, conll2003) or an ElectraQuestionAnswerer
+                 (squad); preprocessor, label names and settings included
   config.json    the model's ElectraConfig (read with best.keras)
   vocab.txt      its vocabulary (read with best.keras)
   logs/          TensorBoard: train/loss, train/learning_rate, eval/<metric> per epoch
@@ -137,10 +139,11 @@ def main(argv=None) -> int:
     from electra_tf.finetuning.run import run_finetuning  # heavy: after the argument checks
 
     result = run_finetuning(options)
-    summary, output = result.summary, result.output_dir
+    summary = result.summary
+    output = type(result.output_dir)(result.output_dir.path.resolve())  # absolute, as every command prints
     shown = ", ".join(f"{name} {value:.4f}" for name, value in summary["eval"].items() if not isinstance(value, dict))
     print(f"\nBest epoch {summary['best_epoch']}: {shown}\n  metrics:     {output.metrics}\n"
-          f"  checkpoint:  {output.best_model}\n  export:      {result.export_path}\n"
+          f"  checkpoint:  {output.best_model}\n  export:      {Path(result.export_path).resolve()}\n"
           f"  TensorBoard: tensorboard --logdir {output.logs}", flush=True)
     return 0
 

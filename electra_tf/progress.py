@@ -1,4 +1,5 @@
-"""Progress lines with rate and ETA for long jobs (data building, vocabulary learning)."""
+"""Progress lines with rate and ETA for long jobs (data building, question-answering windows and
+predictions, a run's final evaluation)."""
 
 from __future__ import annotations
 
@@ -60,3 +61,27 @@ class Progress:
         self.update(done, extra, force=True)
         if self.tty and self.stream is not None:
             self.stream.write("\n")
+
+
+def batch_progress(label: str, total_batches: int, unit: str = "batches", stream=None):
+    """A Keras callback that shows a `Progress` line over `evaluate` or `predict` batches,
+    reaching 100% when they end (Keras' own bar is off in the commands' logs)."""
+    import keras
+
+    class BatchProgress(keras.callbacks.Callback):
+        def _begin(self, logs=None):
+            self.progress = Progress(label, total=total_batches, unit=unit, stream=stream or sys.stdout)
+            self.done = 0
+
+        def _batch(self, batch, logs=None):
+            self.done = batch + 1
+            self.progress.update(self.done)
+
+        def _end(self, logs=None):
+            self.progress.finish(self.done)
+
+        on_predict_begin = on_test_begin = _begin
+        on_predict_batch_end = on_test_batch_end = _batch
+        on_predict_end = on_test_end = _end
+
+    return BatchProgress()

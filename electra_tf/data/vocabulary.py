@@ -45,9 +45,10 @@ def collect_sentences(inputs: list[str], skips: Skips, max_documents: int | None
 
 
 def build_vocabulary(inputs: list[str], vocab_size: int, output: Path,
-                     max_documents: int | None = None, settings=None) -> list[str]:
+                     max_documents: int | None = None, settings=None, final_path: Path | None = None) -> list[str]:
     """Learns a vocabulary from `inputs` and writes it to `output` (atomically), with the
-    `TokenizerSettings` (default: uncased) in a tokenizer_config.json beside it."""
+    `TokenizerSettings` (default: uncased) in a tokenizer_config.json beside it. `final_path`:
+    where the file will end up when `output` is a temporary folder's (the message names it)."""
     import tensorflow as tf
 
     from electra_tf.data.tokenization import TokenizerSettings, learn_vocabulary, write_vocabulary
@@ -60,7 +61,7 @@ def build_vocabulary(inputs: list[str], vocab_size: int, output: Path,
     started = time.monotonic()
     vocabulary = learn_vocabulary(tf.data.Dataset.from_tensor_slices(sentences).batch(1000), vocab_size, settings)
     write_vocabulary(output, vocabulary, settings)
-    print(f"Wrote {len(vocabulary):,} tokens (asked for {vocab_size:,}) to {output} in "
+    print(f"Wrote {len(vocabulary):,} tokens (asked for {vocab_size:,}) to {Path(final_path or output).resolve()} in "
           f"{time.monotonic() - started:.0f} s.", file=sys.stderr)
     if len(vocabulary) < vocab_size // 2:
         print(f"note: the vocabulary is far smaller than asked. The WordPiece trainer keeps only word pieces "

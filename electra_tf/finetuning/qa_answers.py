@@ -7,7 +7,9 @@ dropped if it starts at [CLS], starts or ends outside the context, starts at a p
 max-context window is another one, ends before it starts, or is longer than
 `max_answer_length` pieces. The rest are ranked by start + end score (log-probabilities for
 the official head, logits for the plain one), their texts cut from the context by character
-offsets; duplicates are dropped and the first `n_best` kept, with softmax probabilities.
+offsets widened to whole words (`data/token_offsets.whole_word_span`: a span never starts or
+ends inside a word, as the official `get_final_text` maps pieces back to the original words);
+duplicates are dropped and the first `n_best` kept, with softmax probabilities.
 
 SQuAD 1.1: the answer is the best text. SQuAD 2.0: the answer is the best non-empty text, and
 the question's null score is the smallest answerability logit over its windows (the official
@@ -28,6 +30,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+
+from electra_tf.data.token_offsets import whole_word_span
 
 N_BEST = 20
 MAX_ANSWER_LENGTH = 30
@@ -78,6 +82,7 @@ def best_answers(example, windows, beams, n_best: int = N_BEST,
     ranked.sort(key=lambda candidate: -candidate[0])
     candidates, seen = [], set()
     for score, start_char, end_char in ranked:
+        start_char, end_char = whole_word_span(example.context, start_char, end_char)
         text = example.context[start_char:end_char]
         if text in seen:
             continue

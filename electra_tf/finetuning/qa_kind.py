@@ -24,6 +24,8 @@ def is_question_answering(task: str | None) -> bool:
 
 
 class QuestionAnsweringKind(TaskKind):
+    train_unit, eval_unit = "windows", "questions"  # an epoch goes through windows; scores are per question
+
     def __init__(self, options):
         from electra_tf.finetuning.squad import read_squad
 
@@ -52,8 +54,9 @@ class QuestionAnsweringKind(TaskKind):
             windows.append(make_windows(example, tokenizer, max_seq_length, self.options.doc_stride,
                                         self.options.max_query_length, training, counts,
                                         context=tokenized[example.context], pieces_of=pieces_of))
-            if number % 2000 == 0 or number == len(examples):
+            if number % 500 == 0:
                 progress.update(number)
+        progress.finish(len(examples))
         return windows
 
     def datasets(self, tokenizer, max_seq_length, batch_size, seed):
@@ -97,10 +100,16 @@ class QuestionAnsweringKind(TaskKind):
     def answers(self, model):
         """{question id: QuestionAnswer} for the eval questions."""
         from electra_tf.finetuning.qa_answers import WindowBeam, best_answers
+        from electra_tf.progress import Progress, batch_progress
 
-        outputs = model.predict(self.eval_inputs, verbose=0)
+        batches = self.eval_inputs.cardinality().numpy()
+        outputs = model.predict(self.eval_inputs, verbose=0, callbacks=[batch_progress(
+            "predicting", int(batches) if batches > 0 else None, "batches")])
         answers, row = {}, 0
-        for example, windows in zip(self.eval_data.examples, self.eval_windows):
+        progress = Progress("answers", total=len(self.eval_data.examples), unit="questions", stream=sys.stdout)
+        for number, (example, windows) in enumerate(zip(self.eval_data.examples, self.eval_windows), 1):
+            if number % 500 == 0:
+                progress.update(number)
             beams = []
             for _ in windows:
                 beams.append(WindowBeam(
@@ -111,6 +120,7 @@ class QuestionAnsweringKind(TaskKind):
                 row += 1
             answers[example.id] = best_answers(example, windows, beams,
                                                max_answer_length=self.options.max_answer_length)
+        progress.finish(len(self.eval_data.examples))
         return answers
 
     def evaluate(self, model):

@@ -192,7 +192,8 @@ def _run(options: FinetuningOptions) -> FinetuningResult:
     learning_rate = options.learning_rate or size_learning_rate
     layerwise_lr_decay = options.layerwise_lr_decay or size_decay
     epochs = options.epochs or task.default_epochs()
-    chosen = [f"{epochs} epochs" + (" (given)" if options.epochs else f" for {task.train_examples:,} examples"),
+    chosen = [f"{epochs} epoch(s)" + (" (given)" if options.epochs else
+                                      f" for {task.train_examples:,} training {task.train_unit}"),
               f"learning rate {learning_rate:g}" + (" (given)" if options.learning_rate else ""),
               f"layer-wise decay {layerwise_lr_decay:g}" + (" (given)" if options.layerwise_lr_decay else "")]
     print(f"Settings: {', '.join(chosen)}; defaults for a {size} model (hidden size {config.hidden_size}).",
@@ -209,8 +210,9 @@ def _run(options: FinetuningOptions) -> FinetuningResult:
             jit_compile=runtime.xla)
 
     origin = "random initialisation" if options.random_init else pretrained.source
-    print(f"Fine-tuning {task.name} from {origin}: {task.train_examples:,} train / {task.eval_examples:,} eval "
-          f"examples, {epochs} epochs x {steps_per_epoch} steps, max_seq_length {max_seq_length}; "
+    print(f"Fine-tuning {task.name} from {origin}: {task.train_examples:,} training {task.train_unit} / "
+          f"{task.eval_examples:,} eval {task.eval_unit}, {epochs} epoch(s) x {steps_per_epoch} steps, "
+          f"max_seq_length {max_seq_length}; "
           f"{runtime.describe()}", flush=True)
     if task.describe():
         print(f"{task.name}: {task.describe()}.", flush=True)
@@ -224,7 +226,7 @@ def _run(options: FinetuningOptions) -> FinetuningResult:
         os.replace(temporary, output.best_model)
 
     evaluator = EpochEvaluator(writer, task.evaluate, on_best=save_best)
-    model.fit(train, epochs=epochs, verbose=0, callbacks=[
+    model.fit(train, epochs=epochs, verbose=0, shuffle=False, callbacks=[  # the dataset shuffles itself
         FinetuningProgress(writer, total_steps, options.batch_size, options.log_every), evaluator])
     evaluator.restore_best()
     test_values = None
@@ -247,7 +249,9 @@ def _run(options: FinetuningOptions) -> FinetuningResult:
         "pretrained": str(options.pretrained),
         "random_init": options.random_init,
         "train_examples": task.train_examples,
+        "train_unit": task.train_unit,
         "eval_examples": task.eval_examples,
+        "eval_unit": task.eval_unit,
         **task.summary(),
         "settings": {key: getattr(options, key) for key in SETTINGS} | {
             "epochs": epochs, "max_seq_length": max_seq_length, "learning_rate": learning_rate,

@@ -21,6 +21,9 @@ class TaskKind:
     train_examples: int
     eval_examples: int
     metric_names: tuple
+    # What the counts count, named in the log and in metrics.json.
+    train_unit: str = "examples"
+    eval_unit: str = "examples"
 
     def default_epochs(self) -> int:
         raise NotImplementedError

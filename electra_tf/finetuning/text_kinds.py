@@ -89,6 +89,8 @@ class TaggingKind(ClassificationKind):
     tags (B-/I-/E-/S- prefixes, or `--task conll2003`) are also scored by entity
     (`entities.py`), and the best epoch is the one with the highest entity F1."""
 
+    train_unit = eval_unit = "sentences"
+
     def __init__(self, options):
         from electra_tf.finetuning.entities import detect_scheme, is_entity_tag_set
         from electra_tf.finetuning.tasks import Columns, read_tagging_files

@@ -367,8 +367,13 @@ def _run(options: PretrainingOptions, role, closing: contextlib.ExitStack) -> Ru
     # Training is saved; a signal from here on stops the evaluation and export, not the run's state.
     try:
         with _stop_on_signals() as received, _lost_workers_reported(role, checkpoint):
+            from electra_tf.progress import batch_progress
+
+            # Evaluation and export take tens of seconds after the last step: both say so.
             metrics = pretrainer.evaluate(_per_worker(strategy, role, tf.data.Dataset.from_tensor_slices(
-                {k: tf.stack([b[k] for b in held_out]) for k in held_out[0]})), return_dict=True, verbose=0)
+                {k: tf.stack([b[k] for b in held_out]) for k in held_out[0]})), return_dict=True, verbose=0,
+                callbacks=[batch_progress("final evaluation", len(held_out), "held-out batches")]
+                if role.is_chief else [])
             with writer.as_default(step=checkpoint.step):
                 for key, value in metrics.items():
                     tf.summary.scalar(f"final_eval/{key}", value)
@@ -376,6 +381,7 @@ def _run(options: PretrainingOptions, role, closing: contextlib.ExitStack) -> Ru
             export_path = None
             if pretrainer.discriminator is not None and role.is_chief:
                 from electra_tf.serving.publish import export_discriminator
+                print("exporting the discriminator for TensorFlow Serving (tracing both signatures) ...", flush=True)
                 export_path = export_discriminator(pretrainer.discriminator, tokenizer, config,
                                                    Path(options.export_dir or model_dir.exports), model_dir.name)
     except _Stopped:

@@ -4,7 +4,8 @@
 
 - `answer` (string): the best span's text, cut from the context;
 - `answer_start`, `answer_end` (int32): its characters, counted as Python indexes a `str` and
-  as SQuAD's `answer_start` counts, so `context[answer_start:answer_end] == answer`;
+  as SQuAD's `answer_start` counts, so `context[answer_start:answer_end] == answer`; widened
+  to whole words as in `predictions.json` (`data/token_offsets.whole_word_spans`);
 - `score` (float32): the span's start + end score, as the answers are ranked (log-probabilities
   for the official head, logits for the plain one); -inf when no span qualifies;
 - `no_answer_probability` (float32), for models trained with the answerability classifier
@@ -37,7 +38,7 @@ def question_answerer_endpoints(model, tokenizer, max_seq_length: int, doc_strid
     """{signature: (fn, inputs)} for a fine-tuned `ElectraQuestionAnswerer`."""
     import tensorflow as tf
 
-    from electra_tf.data.token_offsets import repair_utf8, tokenize_with_offsets
+    from electra_tf.data.token_offsets import repair_utf8, tokenize_with_offsets, whole_word_spans
     from electra_tf.serving.signatures import TEXT_SIGNATURE
 
     if max_seq_length - max_query_length - 3 < 1:
@@ -86,6 +87,7 @@ def question_answerer_endpoints(model, tokenizer, max_seq_length: int, doc_strid
         start_char = tf.gather_nd(tf.reshape(span_start, tf.shape(flat)), tf.stack([chosen, position], -1))
         end_char = tf.gather_nd(tf.reshape(span_end, tf.shape(flat)), tf.stack([chosen, position], -1))
         start_char, end_char = tf.where(found, start_char, 0), tf.where(found, end_char, 0)
+        start_char, end_char = whole_word_spans(context, start_char, end_char)  # as predictions.json
         result = {
             "answer": tf.strings.substr(context, start_char, end_char - start_char, unit="UTF8_CHAR"),
             "answer_start": start_char,

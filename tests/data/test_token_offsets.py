@@ -2,6 +2,7 @@
 original text, defined behaviour on hard text."""
 
 import pytest
+import tensorflow as tf
 
 from electra_tf.data.token_offsets import tokenize_with_offsets
 from electra_tf.data.tokenization import ElectraTokenizer
@@ -55,3 +56,26 @@ def test_every_tokenizer_setting_gives_its_ids_and_spans(settings):
     assert first[0] == "Café" and [cased.id_to_token(i) for i in ids[0]][0] == (
         "Café" if not cased.settings.lowercase and not cased.settings.strip_accents else
         "café" if not cased.settings.strip_accents else "[UNK]" if not cased.settings.lowercase else "cafe")
+
+
+def test_whole_word_spans_in_graph_equal_the_python_rule():
+    import random
+
+    from electra_tf.data.token_offsets import whole_word_span, whole_word_spans
+
+    texts = ["Who founded it? Jane Doe in Zürich in 1950; it makes rockets.", "Der Fluß, Smith's café.",
+             "北京大学 is in 北京. naïve", "e\u0301te\u0301 x-ray 3.14", "", "a"]
+    generator = random.Random(0)
+    cases = []
+    for _ in range(600):
+        text = generator.choice(texts)
+        start = generator.randint(0, len(text))
+        cases.append((text, start, generator.randint(start, len(text))))
+    starts, ends = whole_word_spans(tf.constant([c[0] for c in cases]), tf.constant([c[1] for c in cases]),
+                                    tf.constant([c[2] for c in cases]))
+    assert [(int(s), int(e)) for s, e in zip(starts, ends)] == [whole_word_span(*case) for case in cases]
+    # The newcomer's cuts: "rocket" of "rockets", "luß" of "Fluß"; CJK characters are words.
+    text = texts[0]
+    assert text[slice(*whole_word_span(text, text.index("rocket"), text.index("rocket") + 6))] == "rockets"
+    assert whole_word_span("Der Fluß, x", 5, 8) == (4, 8)
+    assert whole_word_span("北京大学", 1, 2) == (1, 2)
