@@ -212,15 +212,42 @@ def python_blocks():
                 yield pytest.param(path, first, body, NOT_RUN.match(above), id=f"{path.name}:{first}")
 
 
+@pytest.fixture(scope="session")
+def task_exports(pretrained_run, tmp_path_factory):
+    """The three kinds of fine-tuned export, as `finetune` leaves them in OUTPUT_DIR/export/NAME/1:
+    a classifier, an entity tagger and a question answerer on the pre-trained run's weights. The
+    heads are untrained: the docs show how an export is loaded and called, not its accuracy."""
+    from electra_tf.finetuning.classifiers import ElectraClassifier, ElectraTokenClassifier
+    from electra_tf.finetuning.question_answering import ElectraQuestionAnswerer
+    from electra_tf.loading import load_pretrained
+    from electra_tf.serving.publish import export_task_model
+
+    root = tmp_path_factory.mktemp("task_exports")
+    pretrained = load_pretrained(pretrained_run)
+    backbone, tokenizer, config = pretrained.discriminator, pretrained.tokenizer, pretrained.config
+    models = {  # OUTPUT_DIR name: (export name, model), as --task conll2003 and --task squad name them
+        "sentiment": ("sentiment", ElectraClassifier(backbone, 2, label_names=["negative", "positive"])),
+        "entities": ("conll2003", ElectraTokenClassifier(backbone, 5, label_names=["O", "B-PER", "I-PER", "B-LOC",
+                                                                                   "I-LOC"])),
+        "squad": ("squad", ElectraQuestionAnswerer(backbone, answerable=False))}
+    for folder, (name, model) in models.items():
+        export_task_model(model, tokenizer, config, root / folder / "export", name)
+    return root
+
+
 @pytest.mark.parametrize("path, line, code, not_run", list(python_blocks()))
-def test_python_blocks_run(path, line, code, not_run, pretrained_run, tmp_path):
+def test_python_blocks_run(path, line, code, not_run, pretrained_run, tmp_path, request):
     """Each block runs in a fresh process, in a folder where `runs/electra_tiny` is a short
-    real pre-training run (as command 1 leaves it, smaller)."""
+    real pre-training run (as command 1 leaves it, smaller), and `runs/{sentiment,entities,
+    squad}/export/NAME/1` fine-tuned exports (`task_exports`) for the blocks that load them."""
     if not_run:
         assert len(not_run.group(1)) > 10, f"{path.name}:{line}: say why the block is not run"
         pytest.skip(f"not run: {not_run.group(1)}")
     (tmp_path / "runs").mkdir()
     (tmp_path / "runs" / "electra_tiny").symlink_to(pretrained_run)
+    if "/export/" in code and "electra_tiny/export" not in code:
+        for task in request.getfixturevalue("task_exports").iterdir():
+            (tmp_path / "runs" / task.name).symlink_to(task)
     result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True,
                             timeout=600, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
     assert result.returncode == 0, f"{path.name}:{line}:\n{result.stderr[-3000:]}"

@@ -2,6 +2,7 @@
 process, GLUE layouts, the random-init baseline, and bad input."""
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -52,7 +53,12 @@ def test_classification_end_to_end(topic_csv, run_python, pretrained_dir, tmp_pa
     assert summary["eval"]["accuracy"] == max(e["accuracy"] for e in summary["epochs"])
     assert list((tmp_path / "out" / "logs").glob("events.out.tfevents.*"))
     # The given learning rate wins; the layer-wise decay comes from the (tiny) model's size.
-    assert "2 epochs (given), learning rate 0.001 (given), layer-wise decay 0.8; defaults for a tiny model" in printed
+    assert "2 epoch(s) (given), learning rate 0.001 (given), layer-wise decay 0.8; defaults for a tiny model" in printed
+    # Counts name their unit; every path printed is absolute (the summary is read from anywhere).
+    assert re.search(r"\d+ training examples / \d+ eval examples, 2 epoch\(s\)", printed)
+    assert (summary["train_unit"], summary["eval_unit"]) == ("examples", "examples")
+    assert f"metrics:     {(tmp_path / 'out' / 'metrics.json').resolve()}" in printed
+    assert f"export:      {(tmp_path / 'out' / 'export' / 'out' / '1').resolve()}" in printed
     assert (summary["settings"]["learning_rate"], summary["settings"]["layerwise_lr_decay"],
             summary["settings"]["size_defaults"]) == (1e-3, 0.8, "tiny")
 
@@ -87,7 +93,8 @@ def test_classification_end_to_end(topic_csv, run_python, pretrained_dir, tmp_pa
     # (the same model), elsewhere it writes the same classifier signature.
     capsys.readouterr()
     assert export.main(["--model_dir", str(tmp_path / "out" / "best.keras")]) == 0
-    assert "already holds this model" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "already holds this model" in printed and "Exported" not in printed  # one line, no contradiction
     assert [p.name for p in (tmp_path / "out" / "export" / "out").iterdir()] == ["1"]
     assert export.main(["--model_dir", str(tmp_path / "out" / "best.keras"), "--export_dir", str(tmp_path / "x")]) == 0
     import tensorflow as tf

@@ -85,3 +85,14 @@ def test_native_bfloat16_is_read_from_the_cpu_flags(tmp_path):
     assert cpu_has_native_bfloat16(cpuinfo("avx2 amx_tile amx_bf16"))
     assert not cpu_has_native_bfloat16(cpuinfo("avx2 avx512f avx512_vnni"))
     assert not cpu_has_native_bfloat16(str(tmp_path / "missing"))  # not Linux: keep float32
+
+
+def test_check_shows_the_devices_the_choice_and_runs_a_compiled_matmul(capsys):
+    from electra_tf.__main__ import main
+
+    assert main(["--check"]) == 0
+    printed = capsys.readouterr().out
+    assert "TensorFlow 2." in printed and "no GPU visible" in printed and 'pip install -e ".[gpu]"' in printed
+    assert "pretrain --config electra_small with the defaults would run: one_device" in printed
+    assert "XLA compile cache:" in printed
+    assert "ok   /device:CPU:0: a 256 x 256 matmul compiled by XLA" in printed

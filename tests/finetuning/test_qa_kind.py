@@ -3,6 +3,7 @@ test corpus: 1.1 and 2.0 outputs under the official names, predictions that the 
 reproduces in a TensorFlow-only process, and bad files named."""
 
 import json
+import re
 
 import pytest
 
@@ -51,6 +52,8 @@ def test_squad_1_1_outputs_and_the_export_answer_alike(pretrained_run, corpus, t
     assert run(pretrained_run, data, data, tmp_path / "out", "--epochs", "2", "--doc_stride", "16") == 0
     printed = capsys.readouterr().out
     assert "SQuAD 1.1: 10 training questions ->" in printed and "doc_stride 16, max_query_length 16" in printed
+    assert re.search(r"\d+ training windows / 10 eval questions", printed)  # units named
+    assert "windows: 100.0%" in printed and "predicting: 100.0%" in printed and "answers: 100.0%" in printed
     summary = json.loads((tmp_path / "out" / "metrics.json").read_text())
     assert list(summary["eval"]) == [*METRICS_V1, "score"] and summary["task"] == "squad"
     assert summary["eval"]["score"] == summary["eval"]["f1"] == max(e["f1"] for e in summary["epochs"])
