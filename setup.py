@@ -56,6 +56,10 @@ setup(
         # and libdevice, which XLA needs to compile for the GPU) as PyPI wheels; the machine needs
         # only the NVIDIA driver. `python -m electra_tf --check` shows what TensorFlow then sees.
         "gpu": ["tensorflow[and-cuda]>=2.21,<2.22"],
+        # build_data --runner beam: the same packing as an Apache Beam pipeline (DirectRunner
+        # here; Dataflow, Flink or Spark by Beam's options). TensorFlow Datasets builds its
+        # Wikipedia with Beam; 2.77 installs beside TensorFlow 2.21 (protobuf, numpy pins agree).
+        "beam": ["apache-beam[tfrecord]>=2.77,<3"],
         # Reference comparisons only (tests/fixtures/make_reference.py,
         # benchmarks/reference_parity.py); the package never imports them. Install a CPU build
         # of torch first where the default wheel would pull CUDA packages.

@@ -9,6 +9,12 @@ The work is `electra_tf.data.builder.build_shards`; this module parses and repor
 With no --input, the embedded Wikipedia sample; with no --vocab, a vocabulary is learned from
 the input first and written to OUTPUT_DIR/vocab.txt.
 
+`--runner beam` builds the same examples with an Apache Beam pipeline (`pip install -e
+".[beam]"`); Beam's own pipeline options follow `--`, passed through unchanged:
+
+    python -m electra_tf.build_data --input corpus/ --vocab vocab.txt --output_dir data/c128 \
+        --runner beam -- --direct_num_workers 2 --direct_running_mode multi_processing
+
 Shards are built in a hidden temporary folder and moved into place only when complete; existing
 data is replaced only with --overwrite (and kept until the new data is complete).
 Exit status: 0 when shards were written (skipped input is counted in the summary), 2 when
@@ -22,7 +28,7 @@ import os
 import sys
 import time
 
-from electra_tf.data.vocabulary import DEFAULT_VOCAB_SIZE
+from electra_tf.data.vocabulary import DEFAULT_VOCAB_SAMPLE_SENTENCES, DEFAULT_VOCAB_SIZE
 from electra_tf.errors import command
 
 
@@ -46,6 +52,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--overwrite", action="store_true",
                         help="replace shards already in --output_dir")
+    parser.add_argument("--vocab_sample_sentences", type=int, default=DEFAULT_VOCAB_SAMPLE_SENTENCES, metavar="N",
+                        help="without --vocab: learn it from a uniform sample of at most N sentences (seeded by "
+                             f"--seed; default {DEFAULT_VOCAB_SAMPLE_SENTENCES:,}); recorded in metadata.json")
+    parser.add_argument("--runner", choices=("local", "beam"), default="local",
+                        help="local: worker processes on this machine (--num_workers); beam: an Apache Beam "
+                             "pipeline, on the runner its options after -- choose (default DirectRunner)")
+    parser.add_argument("pipeline_args", nargs="*", metavar="-- BEAM_OPTIONS",
+                        help="with --runner beam: Beam pipeline options, e.g. -- --runner DataflowRunner "
+                             "--project P --region R --temp_location gs://B/tmp")
     return parser  # build_shards checks the values
 
 
@@ -65,18 +80,24 @@ def print_summary(metadata: dict, output_dir: str, elapsed: float) -> None:
     print("  skipped input     " + ("none" if not skipped else ""))
     for reason, count in skipped.items():
         print(f"    {count:>8,}  {reason}")
+    for entry in metadata.get("skipped_files", []):
+        print(f"    file {entry['file']}: {entry['reason']}")
 
 
 @command(interrupted="the output folder keeps what it held before; nothing partial was written")
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
+    if args.pipeline_args and args.runner != "beam":
+        from electra_tf.errors import RunError
+        raise RunError(f"{' '.join(args.pipeline_args)}: options after -- are Beam's; they need --runner beam.")
     from electra_tf.data.builder import build_shards  # heavy (TensorFlow): after the arguments
 
     started = time.monotonic()
     metadata = build_shards(args.output_dir, args.input, vocab=args.vocab, vocab_size=args.vocab_size,
                             max_seq_length=args.max_seq_length, num_shards=args.num_shards,
                             num_workers=args.num_workers, seed=args.seed, overwrite=args.overwrite,
-                            cased=args.cased)
+                            cased=args.cased, runner=args.runner, pipeline_args=args.pipeline_args,
+                            vocab_sample_sentences=args.vocab_sample_sentences)
     print_summary(metadata, args.output_dir, time.monotonic() - started)
     return 0
 

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from electra_tf.data.corpus import embedded_sample_path
 from electra_tf.data.tokenization import TokenizerSettings, tokenizer_settings_path
-from electra_tf.data.vocabulary import DEFAULT_VOCAB_SIZE, build_vocabulary
+from electra_tf.data.vocabulary import DEFAULT_VOCAB_SAMPLE_SENTENCES, DEFAULT_VOCAB_SIZE, build_vocabulary
 from electra_tf.errors import ElectraError, command
 
 MIN_VOCAB_SIZE = 100
@@ -44,6 +44,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="learn from the first N documents only")
     parser.add_argument("--cased", action="store_true",
                         help="keep case and accents (default: lower-case and strip accents)")
+    parser.add_argument("--vocab_sample_sentences", type=int, default=DEFAULT_VOCAB_SAMPLE_SENTENCES, metavar="N",
+                        help="learn from a uniform sample of at most N sentences (a corpus too large for "
+                             f"memory; default {DEFAULT_VOCAB_SAMPLE_SENTENCES:,})")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the sample")
     parser.add_argument("--overwrite", action="store_true",
                         help="replace an existing --output (and the tokenizer_config.json beside it)")
     return parser
@@ -60,8 +64,11 @@ def main(argv=None) -> int:
                                f"written to {settings_file.name} in its folder, so keep one vocabulary per folder).")
     if args.vocab_size < MIN_VOCAB_SIZE:
         raise ElectraError(f"--vocab_size must be at least {MIN_VOCAB_SIZE}.")
+    if args.vocab_sample_sentences < 1:
+        raise ElectraError("--vocab_sample_sentences must be at least 1.")
     build_vocabulary(args.input or [str(embedded_sample_path())], args.vocab_size, output, args.max_documents,
-                     settings=TokenizerSettings.cased() if args.cased else TokenizerSettings())
+                     settings=TokenizerSettings.cased() if args.cased else TokenizerSettings(),
+                     sample_sentences=args.vocab_sample_sentences, seed=args.seed)
     return 0
 
 

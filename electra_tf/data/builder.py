@@ -31,14 +31,14 @@ from electra_tf.data.corpus import (
     Skips,
     embedded_sample_path,
     expand_inputs,
-    iter_raw_documents,
+    file_documents,
     to_sentences,
     total_input_bytes,
 )
 from electra_tf.data.shards import FORMAT, METADATA_FILE, DataError, serialize_example, shard_name
 from electra_tf.data.tokenization import (TokenizerSettings, check_casing, read_tokenizer_settings,
                                          read_vocabulary, tokenizer_settings_path, vocabulary_fingerprint)
-from electra_tf.data.vocabulary import DEFAULT_VOCAB_SIZE, build_vocabulary
+from electra_tf.data.vocabulary import DEFAULT_VOCAB_SAMPLE_SENTENCES, DEFAULT_VOCAB_SIZE, build_vocabulary
 from electra_tf.files import atomic_write_text, file_sha256
 from electra_tf.progress import Progress
 from electra_tf.run_dir import VOCAB_FILE
@@ -54,12 +54,24 @@ def existing_data(output_dir: Path) -> list[Path]:
 def build_shards(output_dir: str | Path, inputs: list[str] | None = None, *, vocab: str | Path | None = None,
                  vocab_size: int = DEFAULT_VOCAB_SIZE, max_seq_length: int = 128, num_shards: int = 8,
                  num_workers: int | None = None, seed: int = 0, overwrite: bool = False,
-                 cased: bool = False) -> dict:
+                 cased: bool = False, runner: str = "local", pipeline_args=(),
+                 vocab_sample_sentences: int = DEFAULT_VOCAB_SAMPLE_SENTENCES) -> dict:
     """Builds the shards of `inputs` (default: the embedded Wikipedia sample) into
     `output_dir`; returns the metadata written. With no `vocab`, one of `vocab_size` entries is
     learned from the inputs first (cased if `cased`) and written to OUTPUT_DIR/vocab.txt with its
     tokenizer_config.json; a given `vocab` brings its own casing. Raises `InputError` if
-    nothing usable was found, `DataError` for settings or a folder it cannot use."""
+    nothing usable was found, `DataError` for settings or a folder it cannot use.
+
+    `runner="beam"`: the documents are packed by an Apache Beam pipeline (`beam_builder.py`)
+    run with `pipeline_args` (Beam's own options: DirectRunner by default, or Dataflow, Flink,
+    Spark); the same examples, the same metadata, the same all-or-nothing swap into place."""
+    if runner not in ("local", "beam"):
+        raise DataError(f"runner must be 'local' or 'beam', got {runner!r}.")
+    if runner == "beam":
+        from electra_tf.data.beam_builder import beam_shard_writer
+        produce = beam_shard_writer(list(pipeline_args))  # says how to install Beam if it is missing
+    else:
+        produce = None
     num_workers = num_workers or os.cpu_count() or 1
     for name, value, least in (("max_seq_length", max_seq_length, MIN_SEQ_LENGTH),
                                ("num_shards", num_shards, 1), ("num_workers", num_workers, 1)):
@@ -70,10 +82,14 @@ def build_shards(output_dir: str | Path, inputs: list[str] | None = None, *, voc
 
     with FolderLock(output_dir, "electra_tf.build_data"):
         return _build(output_dir, inputs, vocab, vocab_size, max_seq_length, num_shards, num_workers, seed, overwrite,
-                      cased)
+                      cased, produce, vocab_sample_sentences)
 
 
-def _build(output_dir, inputs, vocab, vocab_size, max_seq_length, num_shards, num_workers, seed, overwrite, cased):
+def _build(output_dir, inputs, vocab, vocab_size, max_seq_length, num_shards, num_workers, seed, overwrite, cased,
+           produce=None, vocab_sample_sentences=DEFAULT_VOCAB_SAMPLE_SENTENCES):
+    """`produce(files, vocab_path, work_dir, skips, skipped_files, max_seq_length, num_shards,
+    seed)` writes WORK_DIR/shard-<i>-of-<n>.tfrecord and returns (stats, examples per shard);
+    None: this machine's worker processes."""
     if existing_data(output_dir) and not overwrite:
         raise DataError(f"{output_dir} already holds pre-training data; pass --overwrite "
                         "to replace it (it is kept until the new data is complete).")
@@ -89,11 +105,13 @@ def _build(output_dir, inputs, vocab, vocab_size, max_seq_length, num_shards, nu
     work_dir.mkdir()
     try:
         vocab_path = Path(vocab) if vocab else None
+        vocab_sample = {}  # the sentences a learned vocabulary came from
         if vocab_path is None:
             vocab_path = work_dir / VOCAB_FILE
             build_vocabulary([str(f) for f in files], vocab_size, vocab_path,
                              settings=TokenizerSettings.cased() if cased else TokenizerSettings(),
-                             final_path=output_dir / VOCAB_FILE)  # the work folder is renamed into place
+                             final_path=output_dir / VOCAB_FILE,  # the work folder is renamed into place
+                             sample_sentences=vocab_sample_sentences, seed=seed, sample=vocab_sample)
         vocabulary = read_vocabulary(vocab_path)
         settings = read_tokenizer_settings(vocab_path)
         check_casing(vocabulary, settings, f"vocabulary {vocab_path}")
@@ -102,8 +120,18 @@ def _build(output_dir, inputs, vocab, vocab_size, max_seq_length, num_shards, nu
                             f"({tokenizer_settings_path(vocab_path)}). Drop --vocab to learn a cased one, or pass "
                             "a cased vocabulary (python -m electra_tf.build_vocab --cased).")
 
-        stats, shard_examples = _run_workers(files, vocab_path, work_dir, skips, max_seq_length,
-                                             num_shards, num_workers, seed)
+        skipped_files = []
+        if produce is None:
+            stats, shard_examples = _run_workers(files, vocab_path, work_dir, skips, skipped_files, max_seq_length,
+                                                 num_shards, num_workers, seed)
+            _join_worker_parts(work_dir, num_shards, num_workers)
+        else:
+            stats, shard_examples = produce(files, vocab_path, work_dir, skips, skipped_files, max_seq_length,
+                                            num_shards, seed)
+        if skipped_files:
+            print(f"skipped {len(skipped_files)} input file(s): " + "; ".join(
+                f"{entry['file']} ({entry['reason']})" for entry in skipped_files[:10])
+                + (" ..." if len(skipped_files) > 10 else "") + " (all in metadata.json skipped_files)", flush=True)
         if stats["examples"] == 0:
             raise InputError(f"no usable text in {' '.join(map(str, files))} "
                              f"(skipped: {skips.describe()}); nothing was written.")
@@ -111,13 +139,6 @@ def _build(output_dir, inputs, vocab, vocab_size, max_seq_length, num_shards, nu
         shards = []
         for index in range(num_shards):
             name = shard_name(index, num_shards)
-            with open(work_dir / name, "wb") as joined:
-                for worker in range(num_workers):
-                    part = work_dir / f"{name}.part-{worker:03d}"
-                    if part.exists():
-                        with open(part, "rb") as source:
-                            shutil.copyfileobj(source, joined)
-                        part.unlink()
             shards.append({"file": name, "examples": shard_examples[index],
                            "bytes": (work_dir / name).stat().st_size,
                            "sha256": file_sha256(work_dir / name)})
@@ -128,12 +149,14 @@ def _build(output_dir, inputs, vocab, vocab_size, max_seq_length, num_shards, nu
             "vocab_file": str((output_dir / VOCAB_FILE) if not vocab else Path(vocab).resolve()),
             "vocab_fingerprint": vocabulary_fingerprint(vocabulary),
             "vocab_size": len(vocabulary),
+            "vocab_sample": vocab_sample or None,  # learned here: {"sentences", "of", "seed"}; given: None
             "lowercase": settings.lowercase,  # how the text was tokenized, checked when read
             "strip_accents": settings.strip_accents,
             "split_cjk": settings.split_cjk,
             "max_seq_length": max_seq_length,
             "seed": seed,
-            "num_workers": num_workers,
+            "runner": "local" if produce is None else "beam",
+            "num_workers": num_workers if produce is None else None,  # Beam's workers are its runner's
             "inputs": [str(f) for f in files],
             "documents": stats["documents"],
             "sentences": stats["sentences"],
@@ -141,6 +164,7 @@ def _build(output_dir, inputs, vocab, vocab_size, max_seq_length, num_shards, nu
             "tokens": stats["tokens"],
             "padding_fraction": round(1.0 - stats["tokens"] / capacity, 4),
             "skipped": dict(sorted(skips.items())),
+            "skipped_files": skipped_files,
             "shards": shards,
         }
         # Swap in: old data goes only now that the new data is complete; metadata goes last,
@@ -158,7 +182,20 @@ def _build(output_dir, inputs, vocab, vocab_size, max_seq_length, num_shards, nu
         shutil.rmtree(work_dir, ignore_errors=True)
 
 
-def _run_workers(files, vocab_path, work_dir, skips, max_seq_length, num_shards, num_workers, seed):
+def _join_worker_parts(work_dir: Path, num_shards: int, num_workers: int) -> None:
+    """Each shard is its workers' parts, joined in worker order."""
+    for index in range(num_shards):
+        name = shard_name(index, num_shards)
+        with open(work_dir / name, "wb") as joined:
+            for worker in range(num_workers):
+                part = work_dir / f"{name}.part-{worker:03d}"
+                if part.exists():
+                    with open(part, "rb") as source:
+                        shutil.copyfileobj(source, joined)
+                    part.unlink()
+
+
+def _run_workers(files, vocab_path, work_dir, skips, skipped_files, max_seq_length, num_shards, num_workers, seed):
     context = multiprocessing.get_context("spawn")  # TensorFlow does not survive fork
     inboxes = [context.Queue(QUEUE_DOCUMENTS) for _ in range(num_workers)]
     outbox = context.Queue()
@@ -225,7 +262,7 @@ def _run_workers(files, vocab_path, work_dir, skips, max_seq_length, num_shards,
     try:
         for path in files:
             size = path.stat().st_size
-            for document in iter_raw_documents(path, skips):
+            for document in file_documents(path, skips, skipped_files):
                 send(documents_sent % num_workers, document)
                 documents_sent += 1
                 sent_ends.append(finished_bytes + document.offset)

@@ -137,6 +137,20 @@ def iter_raw_documents(path: Path, skips: Skips) -> Iterator[RawDocument]:
         skips[f"unreadable ({type(error).__name__})"] += 1
 
 
+FILE_LEVEL_SKIPS = ("empty file", "binary file", "unreadable")  # a whole file (or its rest) passed over
+
+
+def file_documents(path: Path, skips: Skips, skipped_files: list) -> Iterator[RawDocument]:
+    """`iter_raw_documents`, and each file-level problem (empty, binary, unreadable: a corrupt
+    archive, a truncated dump) appended to `skipped_files` as {"file": ..., "reason": ...}, so
+    a bad file among many is named in the metadata and the summary."""
+    before = Skips(skips)
+    yield from iter_raw_documents(path, skips)
+    for reason in sorted(r for r in skips if skips[r] != before.get(r, 0)):
+        if reason.startswith(FILE_LEVEL_SKIPS):
+            skipped_files.append({"file": str(path), "reason": reason})
+
+
 def _text_documents(path: Path, skips: Skips) -> Iterator[RawDocument]:
     paragraphs: list[str] = []
     index = 0

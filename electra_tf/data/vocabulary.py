@@ -3,10 +3,15 @@
 Inputs are read like the shard builder's (text files, MediaWiki dumps, globs, folders). The
 vocabulary starts with [PAD] [UNK] [CLS] [SEP] [MASK]; `tokenization.learn_vocabulary` does
 the learning (keras-hub's WordPiece trainer).
+
+A corpus too large for memory is learned from a uniform sample of its sentences: reservoir
+sampling (Vitter's algorithm R) over every sentence read, seeded, so the sample depends only on
+the inputs, its size and the seed. Below the sample size every sentence is used.
 """
 
 from __future__ import annotations
 
+import random
 import sys
 import time
 from pathlib import Path
@@ -19,19 +24,33 @@ DEFAULT_VOCAB_SIZE = 8192
 # tensorflow-text's WordPiece learner (under keras-hub's trainer) drops rarer pieces: its
 # `lower_thresh` default, which keras-hub does not expose.
 MIN_PIECE_COUNT = 10
+# Sentences the vocabulary is learned from, at most: sized for one machine (a few GB of text in
+# memory, and the learner's time); larger corpora are sampled uniformly.
+DEFAULT_VOCAB_SAMPLE_SENTENCES = 5_000_000
 
 
 def collect_sentences(inputs: list[str], skips: Skips, max_documents: int | None = None,
-                      progress_label: str = "reading text") -> list[str]:
+                      progress_label: str = "reading text", sample_sentences: int | None = None,
+                      seed: int = 0, sample: dict | None = None) -> list[str]:
+    """The inputs' sentences, or a uniform sample of `sample_sentences` of them (seeded); the
+    sample's size, the number of sentences read and the seed go into `sample` when given."""
     files = expand_inputs(inputs, skips)
     if not files:
         raise InputError(f"no input files found in {inputs} ({skips.describe()}).")
     progress = Progress(progress_label, total=max_documents, unit="documents")
     sentences: list[str] = []
-    documents = 0
+    documents = seen = 0
+    chooser = random.Random(seed)
     for path in files:
         for document in iter_raw_documents(path, skips):
-            sentences.extend(to_sentences(document, skips))
+            for sentence in to_sentences(document, skips):
+                seen += 1
+                if sample_sentences is None or len(sentences) < sample_sentences:
+                    sentences.append(sentence)
+                else:  # algorithm R: each of the `seen` sentences is kept with probability k / seen
+                    slot = chooser.randrange(seen)
+                    if slot < sample_sentences:
+                        sentences[slot] = sentence
             documents += 1
             progress.update(documents, f"{len(sentences):,} sentences")
             if max_documents and documents >= max_documents:
@@ -39,13 +58,17 @@ def collect_sentences(inputs: list[str], skips: Skips, max_documents: int | None
         if max_documents and documents >= max_documents:
             break
     progress.finish(documents, f"{len(sentences):,} sentences")
+    if sample is not None:
+        sample.update(sentences=len(sentences), of=seen, seed=seed)
     if not sentences:
         raise InputError(f"no text found in {', '.join(map(str, files))} ({skips.describe()}).")
     return sentences
 
 
 def build_vocabulary(inputs: list[str], vocab_size: int, output: Path,
-                     max_documents: int | None = None, settings=None, final_path: Path | None = None) -> list[str]:
+                     max_documents: int | None = None, settings=None, final_path: Path | None = None,
+                     sample_sentences: int | None = DEFAULT_VOCAB_SAMPLE_SENTENCES, seed: int = 0,
+                     sample: dict | None = None) -> list[str]:
     """Learns a vocabulary from `inputs` and writes it to `output` (atomically), with the
     `TokenizerSettings` (default: uncased) in a tokenizer_config.json beside it. `final_path`:
     where the file will end up when `output` is a temporary folder's (the message names it)."""
@@ -55,8 +78,12 @@ def build_vocabulary(inputs: list[str], vocab_size: int, output: Path,
 
     settings = settings or TokenizerSettings()
     skips = Skips()
-    sentences = collect_sentences(inputs, skips, max_documents)
-    print(f"Learning a {vocab_size}-entry {settings.describe()} WordPiece vocabulary from {len(sentences):,} sentences "
+    sample = {} if sample is None else sample
+    sentences = collect_sentences(inputs, skips, max_documents, sample_sentences=sample_sentences, seed=seed,
+                                  sample=sample)
+    which = (f"a uniform sample of {len(sentences):,} of {sample['of']:,} sentences (seed {seed})"
+             if sample["of"] > len(sentences) else f"{len(sentences):,} sentences")
+    print(f"Learning a {vocab_size}-entry {settings.describe()} WordPiece vocabulary from {which} "
           f"(skipped or repaired input: {skips.describe()}) ...", file=sys.stderr)
     started = time.monotonic()
     vocabulary = learn_vocabulary(tf.data.Dataset.from_tensor_slices(sentences).batch(1000), vocab_size, settings)

@@ -1,3 +1,5 @@
+import collections
+
 import pytest
 
 from electra_tf.data.corpus import InputError, Skips
@@ -28,3 +30,24 @@ def test_max_documents_and_no_text(corpus, tmp_path):
     with pytest.raises(InputError, match="no input files"):
         build_vocabulary([str(tmp_path / "missing*.txt")], 300, tmp_path / "v.txt")
     assert not (tmp_path / "v.txt").exists()
+
+
+def test_a_vocabulary_sample_is_uniform_seeded_and_bounded(corpus, tmp_path):
+    from electra_tf.data.corpus import Skips
+    from electra_tf.data.vocabulary import collect_sentences
+
+    text = corpus.write_sentence_file(tmp_path / "c.txt", repeat=3)
+    everything = collect_sentences([str(text)], Skips())
+    sample = {}
+    chosen = collect_sentences([str(text)], Skips(), sample_sentences=6, seed=1, sample=sample)
+    assert len(chosen) == 6 and set(chosen) <= set(everything)
+    assert sample == {"sentences": 6, "of": len(everything), "seed": 1}
+    assert collect_sentences([str(text)], Skips(), sample_sentences=6, seed=1) == chosen  # seeded
+    assert collect_sentences([str(text)], Skips(), sample_sentences=10 ** 6) == everything  # below the size: all
+    # Uniform: over many seeds each sentence is kept about k x (its copies) / n times (algorithm R).
+    kept = collections.Counter()
+    for seed in range(300):
+        kept.update(collect_sentences([str(text)], Skips(), sample_sentences=6, seed=seed))
+    for sentence, copies in collections.Counter(everything).items():
+        expected = 300 * 6 * copies / len(everything)
+        assert 0.5 * expected < kept[sentence] < 1.6 * expected, (sentence, kept[sentence], expected)

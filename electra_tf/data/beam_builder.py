@@ -1,0 +1,161 @@
+"""`build_data --runner beam`: the packing of `builder.build_shards` as an Apache Beam pipeline.
+
+The same code does the work; Beam only spreads it. Per stage:
+
+    input files -> documents      corpus.file_documents (reading, decompression, MediaWiki XML), one file per task
+    Reshuffle                     spreads the documents of a few large files over every worker
+    documents -> examples         corpus.to_sentences (markup, sentences) + packing.pack_sentences (tokenize, pack)
+    examples -> num_shards files  Beam's WriteToTFRecord, the records `shards.serialize_example` wrote
+
+Packing draws its random stream from (seed, file name, document index) alone, so the examples
+are those of the local builder for the same inputs, vocabulary, max_seq_length and seed: the
+same multiset (tested example by example). Which shard an example lands in is Beam's choice,
+and differs. Counts and skips travel as (key, count) pairs summed by the pipeline; the
+vocabulary, the metadata and the all-or-nothing swap into OUTPUT_DIR are the local builder's.
+
+The pipeline options are Beam's own, passed through unchanged: none (DirectRunner, one
+process), `--direct_num_workers 2 --direct_running_mode multi_processing`, or a Dataflow,
+Flink or Spark runner's options (not tested here: no cluster is reachable). On a cluster, the
+inputs, the vocabulary and OUTPUT_DIR must be paths every worker can read and write.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+try:  # an optional extra: without it, --runner beam says how to install it
+    import apache_beam as beam
+except ImportError:
+    beam = None
+
+INSTALL_HINT = ('--runner beam needs Apache Beam: pip install -e ".[beam]" (or pip install "apache-beam>=2.77"); '
+                "the local builder (--runner local, the default) needs nothing more.")
+
+
+def beam_shard_writer(pipeline_args: list[str]):
+    """The shard-producing step of `builder._build`, run as a Beam pipeline with `pipeline_args`."""
+    if beam is None:
+        from electra_tf.data.shards import DataError
+        raise DataError(INSTALL_HINT)
+
+    def produce(files, vocab_path, work_dir, skips, skipped_files, max_seq_length, num_shards, seed):
+        return run_pipeline([str(f) for f in files], str(vocab_path), Path(work_dir), skips, skipped_files,
+                            max_seq_length, num_shards, seed, pipeline_args)
+
+    return produce
+
+
+def run_pipeline(files, vocab_path, work_dir: Path, skips, skipped_files, max_seq_length, num_shards, seed,
+                 pipeline_args):
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    from electra_tf.data.shards import shard_name
+
+    beam_dir = work_dir / "beam"
+    beam_dir.mkdir()
+    options = PipelineOptions(pipeline_args)
+    print(f"build_data: Beam pipeline over {len(files)} file(s), options: {' '.join(pipeline_args) or '(DirectRunner)'}",
+          flush=True)
+    with beam.Pipeline(options=options) as pipeline:
+        read = (pipeline
+                | "Files" >> beam.Create(files)
+                | "Documents" >> beam.ParDo(ReadDocuments()).with_outputs(COUNTS, main="documents"))
+        packed = (read.documents
+                  | "Spread" >> beam.Reshuffle()
+                  | "Pack" >> beam.ParDo(PackDocuments(vocab_path, max_seq_length, seed)).with_outputs(
+                      COUNTS, main="examples"))
+        _ = packed.examples | "Write" >> beam.io.WriteToTFRecord(
+            str(beam_dir / "shard"), num_shards=num_shards, shard_name_template="-SSSSS-of-NNNNN")
+        _ = ((read[COUNTS], packed[COUNTS])
+             | "AllCounts" >> beam.Flatten()
+             | "Sum" >> beam.CombinePerKey(sum)
+             | "AsJson" >> beam.Map(json.dumps)
+             | "WriteCounts" >> beam.io.WriteToText(str(beam_dir / "counts"), shard_name_template="",
+                                                    file_name_suffix=".jsonl"))
+
+    stats = {"documents": 0, "sentences": 0, "examples": 0, "tokens": 0}
+    for line in (beam_dir / "counts.jsonl").read_text(encoding="utf-8").splitlines():
+        key, count = json.loads(line)
+        kind, _, name = key.partition(":")
+        if kind == "stat":
+            stats[name] = count
+        elif kind == "skip":
+            skips[name] += count
+        else:  # "file": a skipped file, as "path\treason"
+            path, reason = name.split("\t", 1)
+            skipped_files.append({"file": path, "reason": reason})
+    skipped_files.sort(key=lambda entry: (entry["file"], entry["reason"]))
+    shard_examples = []
+    for index in range(num_shards):
+        written = beam_dir / f"shard-{index:05d}-of-{num_shards:05d}"
+        target = work_dir / shard_name(index, num_shards)
+        written.replace(target)
+        shard_examples.append(count_records(target))
+    return stats, shard_examples
+
+
+def count_records(path: Path) -> int:
+    import tensorflow as tf
+
+    return int(tf.data.TFRecordDataset(str(path)).reduce(0, lambda count, _: count + 1))
+
+
+COUNTS = "counts"  # the tagged output of (key, count) pairs: "stat:...", "skip:...", "file:path\treason"
+
+
+DoFn = beam.DoFn if beam is not None else object
+
+
+class ReadDocuments(DoFn):
+    """One input file -> its documents; its skips (and the file itself, if unreadable) as counts."""
+
+    def process(self, path):
+        from electra_tf.data.corpus import Skips, file_documents
+
+        skips, skipped_files = Skips(), []
+        yield from file_documents(Path(path), skips, skipped_files)
+        for reason, count in skips.items():
+            yield beam.pvalue.TaggedOutput(COUNTS, (f"skip:{reason}", count))
+        for entry in skipped_files:
+            yield beam.pvalue.TaggedOutput(COUNTS, (f"file:{entry['file']}\t{entry['reason']}", 1))
+
+
+class PackDocuments(DoFn):
+    """A document -> its packed examples (serialized tf.train.Examples), as a local worker packs it."""
+
+    def __init__(self, vocab_path: str, max_seq_length: int, seed: int):
+        self.vocab_path, self.max_seq_length, self.seed = vocab_path, max_seq_length, seed
+
+    def setup(self):
+        import os
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+        import tensorflow as tf
+
+        from electra_tf.data.packing import ExamplePacker
+        from electra_tf.data.tokenization import ElectraTokenizer
+
+        tf.config.set_visible_devices([], "GPU")
+        self.tokenizer = ElectraTokenizer(self.vocab_path)
+        self.packer = ExamplePacker(self.max_seq_length, self.tokenizer.cls_id, self.tokenizer.sep_id)
+
+    def process(self, document):
+        from electra_tf.data.corpus import Skips, to_sentences
+        from electra_tf.data.packing import pack_sentences
+        from electra_tf.data.shards import serialize_example
+
+        skips = Skips()
+        sentences = to_sentences(document, skips)
+        for reason, count in skips.items():
+            yield beam.pvalue.TaggedOutput(COUNTS, (f"skip:{reason}", count))
+        if not sentences:
+            return
+        examples = tokens = 0
+        for ids, segments in pack_sentences(self.packer, self.tokenizer, sentences, self.seed, document.source,
+                                            document.index):
+            examples += 1
+            tokens += len(ids)
+            yield serialize_example(ids, segments)
+        for name, count in (("documents", 1), ("sentences", len(sentences)), ("examples", examples),
+                            ("tokens", tokens)):
+            yield beam.pvalue.TaggedOutput(COUNTS, (f"stat:{name}", count))

@@ -1,0 +1,113 @@
+"""build_data --runner beam: the local builder's examples, counts and skips, from a Beam pipeline.
+
+Needs the optional `.[beam]` extra (apache-beam); without it these tests skip, except the one
+that checks the message a user without Beam gets."""
+
+import bz2
+import collections
+import re
+from pathlib import Path
+
+import pytest
+import tensorflow as tf
+
+from electra_tf.data.builder import build_shards
+from electra_tf.data.corpus import embedded_sample_path
+from electra_tf.data.shards import DataError
+
+
+def examples(folder):
+    """Every example of a build_data folder, as a multiset of serialized records."""
+    found = collections.Counter()
+    for shard in sorted(Path(folder).glob("shard-*.tfrecord")):
+        found.update(record.numpy() for record in tf.data.TFRecordDataset(str(shard)))
+    return found
+
+
+@pytest.fixture(scope="module")
+def real_inputs(tmp_path_factory):
+    """The bundled Wikipedia sample's first 40 pages as a dump of their own, a text file, and a
+    corrupt archive among them."""
+    folder = tmp_path_factory.mktemp("beam_inputs")
+    xml = bz2.decompress(embedded_sample_path().read_bytes()).decode("utf-8")
+    head, pages = xml.split("<page>", 1)[0], re.findall(r"<page>.*?</page>", xml, re.S)
+    (folder / "wiki.xml.bz2").write_bytes(bz2.compress((head + "".join(pages[:40]) + "</mediawiki>").encode()))
+    (folder / "notes.txt").write_text("The river rises in the hills. It flows south.\n\nBees visit the orchard.\n",
+                                      encoding="utf-8")
+    (folder / "broken.bz2").write_bytes(b"BZh91AY&SY" + b"\x00not bzip2" * 20)
+    return folder
+
+
+def test_beam_builds_the_local_builders_examples_counts_and_skips(real_inputs, small_vocab, tmp_path):
+    pytest.importorskip("apache_beam")
+    local = build_shards(tmp_path / "local", [str(real_inputs)], vocab=small_vocab, max_seq_length=64,
+                         num_shards=3, num_workers=2, seed=5)
+    beam = build_shards(tmp_path / "beam", [str(real_inputs)], vocab=small_vocab, max_seq_length=64,
+                        num_shards=3, seed=5, runner="beam")
+    assert local["examples"] > 50
+    assert examples(tmp_path / "beam") == examples(tmp_path / "local")  # example by example
+    for key in ("documents", "sentences", "examples", "tokens", "skipped", "skipped_files", "vocab_fingerprint"):
+        assert beam[key] == local[key], key
+    assert beam["skipped_files"] == [{"file": str(real_inputs / "broken.bz2"), "reason": "unreadable (OSError)"}]
+    assert (beam["runner"], local["runner"]) == ("beam", "local")
+    assert sum(shard["examples"] for shard in beam["shards"]) == beam["examples"]
+    assert not list((tmp_path / "beam").glob(".build-*"))  # the work folder is gone
+
+
+def test_a_pipeline_that_dies_midway_leaves_the_previous_data_and_reruns(real_inputs, small_vocab, tmp_path,
+                                                                          monkeypatch):
+    pytest.importorskip("apache_beam")
+    from electra_tf.data import packing
+
+    first = build_shards(tmp_path / "data", [str(real_inputs / "notes.txt")], vocab=small_vocab, max_seq_length=64,
+                         num_shards=1, runner="beam")
+    real_pack = packing.pack_sentences
+    packed = []
+
+    def dies_on_the_third_document(*args, **kwargs):  # a worker lost while packing
+        packed.append(1)
+        if len(packed) == 3:
+            raise RuntimeError("worker lost")
+        return real_pack(*args, **kwargs)
+
+    monkeypatch.setattr(packing, "pack_sentences", dies_on_the_third_document)
+    with pytest.raises(Exception, match="worker lost"):
+        build_shards(tmp_path / "data", [str(real_inputs)], vocab=small_vocab, max_seq_length=64, num_shards=1,
+                     runner="beam", overwrite=True)
+    assert sorted(p.name for p in (tmp_path / "data").iterdir()) == ["metadata.json", "shard-00000-of-00001.tfrecord"]
+    assert sum(examples(tmp_path / "data").values()) == first["examples"]  # the previous data, intact
+    monkeypatch.undo()
+    again = build_shards(tmp_path / "data", [str(real_inputs)], vocab=small_vocab, max_seq_length=64, num_shards=1,
+                         runner="beam", overwrite=True)
+    assert again["examples"] > first["examples"] and sum(examples(tmp_path / "data").values()) == again["examples"]
+
+
+def test_without_beam_the_runner_says_how_to_install_it(monkeypatch, small_vocab, tmp_path):
+    from electra_tf.data import beam_builder
+
+    monkeypatch.setattr(beam_builder, "beam", None)
+    with pytest.raises(DataError, match=r'pip install -e "\.\[beam\]"'):
+        build_shards(tmp_path / "data", vocab=small_vocab, runner="beam")
+    assert not (tmp_path / "data").exists() or not list((tmp_path / "data").iterdir())
+
+
+def test_beam_options_after_the_separator_need_the_beam_runner(tmp_path, capsys):
+    from electra_tf import build_data
+
+    assert build_data.build_parser().parse_args(
+        ["--output_dir", "x", "--runner", "beam", "--", "--direct_num_workers", "2"]).pipeline_args == \
+        ["--direct_num_workers", "2"]
+    assert build_data.main(["--output_dir", str(tmp_path / "x"), "--", "--direct_num_workers", "2"]) == 2
+    assert "options after -- are Beam's; they need --runner beam" in capsys.readouterr().err
+
+
+def test_a_learned_vocabulary_comes_from_the_same_seeded_sample_in_both_runners(real_inputs, tmp_path):
+    pytest.importorskip("apache_beam")
+    runs = {runner: build_shards(tmp_path / runner, [str(real_inputs)], max_seq_length=64, num_shards=1,
+                                 num_workers=1, vocab_size=400, vocab_sample_sentences=300, seed=3, runner=runner)
+            for runner in ("local", "beam")}
+    assert runs["local"]["vocab_sample"]["sentences"] == 300 and runs["local"]["vocab_sample"]["seed"] == 3
+    assert runs["local"]["vocab_sample"]["of"] > 300  # a sample, not everything
+    assert runs["beam"]["vocab_sample"] == runs["local"]["vocab_sample"]
+    assert runs["beam"]["vocab_fingerprint"] == runs["local"]["vocab_fingerprint"]
+    assert examples(tmp_path / "beam") == examples(tmp_path / "local")
