@@ -194,3 +194,24 @@ def test_conll2003_writer_keeps_word_and_entity_tag_and_drops_docstart(tmp_path)
     (source / "test.txt").write_text("EU NNP B-ORG\n", encoding="utf-8")
     with pytest.raises(SystemExit, match="expected 4 columns"):
         conll.main(["--source", str(source), "--output", str(tmp_path / "bad")])
+
+
+def test_pretraining_corpus_takes_only_training_text_and_counts_it(tmp_path, monkeypatch, capsys):
+    corpus = load_script("pretraining_corpus")
+    support, source = tmp_path / "support", tmp_path / "en"
+    support.mkdir()
+    source.mkdir()
+    (support / "train-v1.1.json").write_text(json.dumps({"version": "1.1", "data": [
+        {"title": "A", "paragraphs": [{"context": "Train paragraph one.", "qas": []},
+                                      {"context": "Train paragraph two.", "qas": []}]}]}))
+    (support / "dev-v1.1.json").write_text(json.dumps({"version": "1.1", "data": [
+        {"title": "D", "paragraphs": [{"context": "A dev paragraph.", "qas": []}]}]}))
+    (source / "train.txt").write_text("EU NNP B-NP B-ORG\nrejects VBZ B-VP O\n\n", encoding="utf-8")
+    (source / "valid.txt").write_text("Dev NNP B-NP O\n\n", encoding="utf-8")
+    monkeypatch.setattr(corpus, "wikipedia_documents", lambda: ["A wiki article."])  # the real one takes seconds
+    assert corpus.main(["--squad_support", str(support), "--conll_source", str(source),
+                        "--output", str(tmp_path / "c.txt")]) == 0
+    text = (tmp_path / "c.txt").read_text(encoding="utf-8")
+    assert text.startswith("Train paragraph one.\nTrain paragraph two.\n\nEU rejects\n\nA wiki article.\n\n")
+    assert "A dev paragraph" not in text and "Dev" not in text.split() and text.count("\n\n") == 2 + 300  # + ABC news
+    assert "SQuAD 1.1 training paragraphs" in capsys.readouterr().out
