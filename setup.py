@@ -51,7 +51,9 @@ setup(
         "safetensors>=0.4",
     ],
     extras_require={
-        "test": ["pytest>=8"],
+        # pytest-xdist runs the suite in one process per core (pytest.ini's -n auto): tracing is
+        # single-threaded, so on 2 cores the suite takes 13 minutes instead of 25.
+        "test": ["pytest>=8", "pytest-xdist>=3.5"],
         # NVIDIA GPUs: TensorFlow's CUDA 12 user libraries (cuBLAS, cuDNN, NCCL, and nvcc's ptxas
         # and libdevice, which XLA needs to compile for the GPU) as PyPI wheels; the machine needs
         # only the NVIDIA driver. `python -m electra_tf --check` shows what TensorFlow then sees.
