@@ -3,7 +3,9 @@ predictions, a run's final evaluation)."""
 
 from __future__ import annotations
 
+import contextlib
 import sys
+import threading
 import time
 
 
@@ -85,3 +87,27 @@ def batch_progress(label: str, total_batches: int, unit: str = "batches", stream
         on_predict_end = on_test_end = _end
 
     return BatchProgress()
+
+
+@contextlib.contextmanager
+def heartbeat(label: str, interval: float = 15.0, stream=None):
+    """For one long call that reports nothing (the WordPiece learner, writing a SavedModel): a
+    line `label: still working, 0:00:30 elapsed` every `interval` seconds until it returns, and
+    `label: done in 0:01:49`. No percentage: there is nothing to measure it by."""
+    stream = stream or sys.stderr
+    started, finished = time.monotonic(), threading.Event()
+
+    def beat():
+        while not finished.wait(interval):
+            stream.write(f"{label}: still working, {format_duration(time.monotonic() - started)} elapsed\n")
+            stream.flush()
+
+    thread = threading.Thread(target=beat, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        finished.set()
+        thread.join()
+    stream.write(f"{label}: done in {format_duration(time.monotonic() - started)}\n")
+    stream.flush()

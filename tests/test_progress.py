@@ -28,3 +28,17 @@ def test_updates_are_throttled_in_a_log_and_the_last_one_is_forced():
     for done in range(1, 4):
         progress.update(done)
     assert len(every.getvalue().splitlines()) == 3
+
+
+def test_heartbeat_says_a_long_call_is_still_working_and_when_it_ended():
+    import io
+    import time
+
+    from electra_tf.progress import heartbeat
+
+    stream = io.StringIO()
+    with heartbeat("learning", interval=0.05, stream=stream):
+        time.sleep(0.18)
+    lines = stream.getvalue().splitlines()
+    assert len(lines) >= 3 and all(line.startswith("learning: still working, 0:00:00 elapsed") for line in lines[:-1])
+    assert lines[-1] == "learning: done in 0:00:00"

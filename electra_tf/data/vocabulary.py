@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from electra_tf.data.corpus import InputError, Skips, expand_inputs, iter_raw_documents, to_sentences
-from electra_tf.progress import Progress
+from electra_tf.progress import Progress, heartbeat
 
 # Right for a small corpus such as the bundled sample (BERT's is 30522).
 DEFAULT_VOCAB_SIZE = 8192
@@ -86,7 +86,8 @@ def build_vocabulary(inputs: list[str], vocab_size: int, output: Path,
     print(f"Learning a {vocab_size}-entry {settings.describe()} WordPiece vocabulary from {which} "
           f"(skipped or repaired input: {skips.describe()}) ...", file=sys.stderr)
     started = time.monotonic()
-    vocabulary = learn_vocabulary(tf.data.Dataset.from_tensor_slices(sentences).batch(1000), vocab_size, settings)
+    with heartbeat("learning the vocabulary"):  # one call into the learner: no percentage to show
+        vocabulary = learn_vocabulary(tf.data.Dataset.from_tensor_slices(sentences).batch(1000), vocab_size, settings)
     write_vocabulary(output, vocabulary, settings)
     print(f"Wrote {len(vocabulary):,} tokens (asked for {vocab_size:,}) to {Path(final_path or output).resolve()} in "
           f"{time.monotonic() - started:.0f} s.", file=sys.stderr)

@@ -381,9 +381,12 @@ def _run(options: PretrainingOptions, role, closing: contextlib.ExitStack) -> Ru
             export_path = None
             if pretrainer.discriminator is not None and role.is_chief:
                 from electra_tf.serving.publish import export_discriminator
+                from electra_tf.progress import heartbeat
+
                 print("exporting the discriminator for TensorFlow Serving (tracing both signatures) ...", flush=True)
-                export_path = export_discriminator(pretrainer.discriminator, tokenizer, config,
-                                                   Path(options.export_dir or model_dir.exports), model_dir.name)
+                with heartbeat("export", stream=sys.stdout):
+                    export_path = export_discriminator(pretrainer.discriminator, tokenizer, config,
+                                                       Path(options.export_dir or model_dir.exports), model_dir.name)
     except _Stopped:
         return result("stopped", signal=received[0])
     if role.is_multi_worker:
