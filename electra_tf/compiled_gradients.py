@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import keras
 import tensorflow as tf
+# Private (keras>=3.15,<4 is pinned): Keras' own train_step reports the loss with it.
 from keras.src.losses.loss import unscale_loss_for_distribution
 
 
@@ -47,37 +48,33 @@ class CompiledGradients:
 
     `compile(jit_compile=True)` under a strategy of several replicas sets
     `compiles_gradients_only`: Keras then traces its step without XLA, and the step computes the
-    loss and gradients in `compiled_function(...)`, a `tf.function(jit_compile=True)`. Under one
+    loss and gradients through `gradient_function`, a `tf.function(jit_compile=True)`. Under one
     replica nothing changes: Keras compiles the whole step. Keras' default `train_step` is split
     here for the fine-tuning models; `ElectraPretrainer` splits its own step the same way.
     """
 
     compiles_gradients_only = False
+    _compiled_gradients = None  # the model's one compiled gradients function, once built
 
     def compile(self, *args, jit_compile="auto", **kwargs):
         self.compiles_gradients_only = jit_compile is True and replicas_in_scope() > 1
-        self._compiled_functions = {}
+        self._compiled_gradients = None
         super().compile(*args, jit_compile=False if self.compiles_gradients_only else jit_compile, **kwargs)
 
-    def compiled_function(self, name, function):
-        """`function` as one `tf.function(jit_compile=True)`, made once per name."""
-        compiled = self._compiled_functions.get(name)
-        if compiled is None:
-            compiled = self._compiled_functions[name] = tf.function(function, jit_compile=True,
-                                                                    reduce_retracing=True)
-        return compiled
-
-    def gradient_function(self, name, function):
-        """`function` compiled on its own when `compiles_gradients_only`, else as it is (inside
-        a step Keras compiles whole, or none)."""
-        return self.compiled_function(name, function) if self.compiles_gradients_only else function
+    def gradient_function(self, function):
+        """`function` (the model's loss-and-gradients) compiled on its own when
+        `compiles_gradients_only`, else as it is (inside a step Keras compiles whole, or none)."""
+        if not self.compiles_gradients_only:
+            return function
+        if self._compiled_gradients is None:
+            self._compiled_gradients = tf.function(function, jit_compile=True, reduce_retracing=True)
+        return self._compiled_gradients
 
     def train_step(self, data):
         # Keras' default train_step (backend/tensorflow/trainer.py) with its gradients computed
         # by `_loss_and_gradients`, and the replicas agreeing on float16 overflow.
         x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
-        y_pred, loss, gradients = self.gradient_function("loss_and_gradients", self._loss_and_gradients)(
-            x, y, sample_weight)
+        y_pred, loss, gradients = self.gradient_function(self._loss_and_gradients)(x, y, sample_weight)
         batch_size = tf.shape(next(i for i in tf.nest.flatten(x) if i is not None))[0]
         self._loss_tracker.update_state(unscale_loss_for_distribution(loss), sample_weight=batch_size)
         apply_gradients(self.optimizer, gradients, self.trainable_weights)

@@ -4,7 +4,7 @@ The same code does the work; Beam only spreads it. Per stage:
 
     input files -> documents      corpus.file_documents (reading, decompression, MediaWiki XML), one file per task
     Reshuffle                     spreads the documents of a few large files over every worker
-    documents -> examples         corpus.to_sentences (markup, sentences) + packing.pack_sentences (tokenize, pack)
+    documents -> examples         builder.DocumentPacker: corpus.to_sentences + packing.pack_sentences
     examples -> num_shards files  Beam's WriteToTFRecord, the records `shards.serialize_example` wrote
 
 Packing draws its random stream from (seed, file name, document index) alone, so the examples
@@ -122,7 +122,7 @@ class ReadDocuments(DoFn):
 
 
 class PackDocuments(DoFn):
-    """A document -> its packed examples (serialized tf.train.Examples), as a local worker packs it."""
+    """A document -> its packed examples (serialized), by the local builder's `DocumentPacker`."""
 
     def __init__(self, vocab_path: str, max_seq_length: int, seed: int):
         self.vocab_path, self.max_seq_length, self.seed = vocab_path, max_seq_length, seed
@@ -132,30 +132,22 @@ class PackDocuments(DoFn):
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
         import tensorflow as tf
 
-        from electra_tf.data.packing import ExamplePacker
-        from electra_tf.data.tokenization import ElectraTokenizer
+        from electra_tf.data.builder import DocumentPacker
 
         tf.config.set_visible_devices([], "GPU")
-        self.tokenizer = ElectraTokenizer(self.vocab_path)
-        self.packer = ExamplePacker(self.max_seq_length, self.tokenizer.cls_id, self.tokenizer.sep_id)
+        self.packer = DocumentPacker(self.vocab_path, self.max_seq_length, self.seed)
 
     def process(self, document):
-        from electra_tf.data.corpus import Skips, to_sentences
-        from electra_tf.data.packing import pack_sentences
-        from electra_tf.data.shards import serialize_example
+        from electra_tf.data.corpus import Skips
 
         skips = Skips()
-        sentences = to_sentences(document, skips)
+        sentences, examples = self.packer.pack(document, skips)
         for reason, count in skips.items():
             yield beam.pvalue.TaggedOutput(COUNTS, (f"skip:{reason}", count))
         if not sentences:
             return
-        examples = tokens = 0
-        for ids, segments in pack_sentences(self.packer, self.tokenizer, sentences, self.seed, document.source,
-                                            document.index):
-            examples += 1
-            tokens += len(ids)
-            yield serialize_example(ids, segments)
-        for name, count in (("documents", 1), ("sentences", len(sentences)), ("examples", examples),
-                            ("tokens", tokens)):
+        for record, _ in examples:
+            yield record
+        for name, count in (("documents", 1), ("sentences", len(sentences)), ("examples", len(examples)),
+                            ("tokens", sum(tokens for _, tokens in examples))):
             yield beam.pvalue.TaggedOutput(COUNTS, (f"stat:{name}", count))

@@ -303,6 +303,31 @@ def _check_alive(workers, allow_finished=()):
             raise RuntimeError(f"build_data worker {worker_id} died (exit code {worker.exitcode}).")
 
 
+class DocumentPacker:
+    """One document -> its sentences and its packed examples, as every builder's worker makes
+    them (this machine's processes and Beam's alike): markup removal and sentence splitting
+    (`corpus.to_sentences`), tokenization and packing (`packing.pack_sentences`), each example
+    serialized (`shards.serialize_example`). Made once per worker: it loads the tokenizer."""
+
+    def __init__(self, vocab_path, max_seq_length: int, seed: int):
+        from electra_tf.data.packing import ExamplePacker
+        from electra_tf.data.tokenization import ElectraTokenizer
+
+        self.tokenizer = ElectraTokenizer(vocab_path)
+        self.packer = ExamplePacker(max_seq_length, self.tokenizer.cls_id, self.tokenizer.sep_id)
+        self.seed = seed
+
+    def pack(self, document, skips) -> tuple[list[str], list[tuple[bytes, int]]]:
+        """(sentences, [(serialized example, its token count)]); no sentences, no examples."""
+        from electra_tf.data.packing import pack_sentences
+
+        sentences = to_sentences(document, skips)
+        if not sentences:
+            return sentences, []
+        return sentences, [(serialize_example(ids, segments), len(ids)) for ids, segments in pack_sentences(
+            self.packer, self.tokenizer, sentences, self.seed, document.source, document.index)]
+
+
 def _worker(worker_id, num_workers, vocab_path, max_seq_length, num_shards, seed, work_dir,
             inbox, outbox):
     """Markup removal, sentence splitting, tokenization and packing for documents k = id mod W."""
@@ -319,12 +344,8 @@ def _worker(worker_id, num_workers, vocab_path, max_seq_length, num_shards, seed
                 os.dup2(saved_stderr, 2)
                 os.close(saved_stderr)
 
-        from electra_tf.data.packing import ExamplePacker, pack_sentences
-        from electra_tf.data.tokenization import ElectraTokenizer
-
         tf.config.set_visible_devices([], "GPU")
-        tokenizer = ElectraTokenizer(vocab_path)
-        packer = ExamplePacker(max_seq_length, tokenizer.cls_id, tokenizer.sep_id)
+        packer = DocumentPacker(vocab_path, max_seq_length, seed)
         writers = {}
         skips = Skips()
         stats = {"documents_seen": 0, "documents": 0, "sentences": 0, "examples": 0,
@@ -332,21 +353,20 @@ def _worker(worker_id, num_workers, vocab_path, max_seq_length, num_shards, seed
         last_report = time.monotonic()
         while (document := inbox.get()) is not None:
             stats["documents_seen"] += 1
-            sentences = to_sentences(document, skips)
+            sentences, examples = packer.pack(document, skips)
             if not sentences:
                 continue
             stats["documents"] += 1
             stats["sentences"] += len(sentences)
-            for ids, segments in pack_sentences(packer, tokenizer, sentences, seed, document.source,
-                                                document.index):
+            for record, tokens in examples:
                 # Round-robin over shards, offset by worker, so shards fill evenly.
                 shard = (stats["examples"] * num_workers + worker_id) % num_shards
                 if shard not in writers:
                     name = f"{shard_name(shard, num_shards)}.part-{worker_id:03d}"
                     writers[shard] = tf.io.TFRecordWriter(str(Path(work_dir) / name))
-                writers[shard].write(serialize_example(ids, segments))
+                writers[shard].write(record)
                 stats["examples"] += 1
-                stats["tokens"] += len(ids)
+                stats["tokens"] += tokens
                 stats["shard_examples"][shard] += 1
             if time.monotonic() - last_report > 1.0:
                 outbox.put(("progress", worker_id, (stats["documents_seen"], stats["examples"])))

@@ -37,6 +37,7 @@ def optimizer_step(model) -> int:
     """The training step the model's optimizer has reached (the run's step counter)."""
     return int(model.optimizer.iterations.numpy())
 
+
 def as_float(value) -> float:
     """A Keras or tf variable (a MirroredVariable under a strategy, which float() refuses) or a
     tensor, as a Python float."""

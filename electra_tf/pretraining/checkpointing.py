@@ -10,7 +10,8 @@ pulls from it. A checkpoint then holds:
   the resumed run sees exactly the batches the uninterrupted run would have.
 
 `tf.train.CheckpointManager` writes a checkpoint's files first and the `checkpoint` index
-last, so a run killed mid-save leaves the previous checkpoint as the latest, intact."""
+last, so a run killed mid-save leaves the previous checkpoint as the latest, intact.
+"""
 
 from __future__ import annotations
 

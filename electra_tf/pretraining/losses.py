@@ -13,7 +13,9 @@ Given masked positions m and the masked input x^masked (built by `masking.mask_t
 Losses are returned as (sum, count) pairs so the caller can divide by the count over the
 *global* batch: the pretrainer does that across replicas, which makes the update the same for
 any number of replicas. As in the official code, L_MLM averages over masked slots and L_Disc
-over all non-padding tokens ([CLS] and [SEP] included).
+over all non-padding tokens ([CLS] and [SEP] included); `masked_slot_count` and `token_count`
+are those denominators, computed from the batch alone, so the pretrainer sums them over
+replicas before the forward pass.
 """
 
 from __future__ import annotations
@@ -71,20 +73,28 @@ def replaced_token_labels(mask_ids, sampled_ids, mask_positions, mask_weights, s
     return scatter_at_positions(zeros, mask_positions, replaced, mask_weights)
 
 
+def masked_slot_count(mask_weights):
+    """L_MLM's denominator: the masked slots in use."""
+    return tf.reduce_sum(tf.cast(mask_weights, tf.float32))
+
+
+def token_count(padding_mask):
+    """L_Disc's denominator: the non-padding tokens."""
+    return tf.reduce_sum(tf.cast(padding_mask, tf.float32))
+
+
 def masked_lm_loss(mlm_logits, mask_ids, mask_weights):
     """Cross-entropy of the generator at the masked slots: (sum over used slots, slot count)."""
-    weights = tf.cast(mask_weights, tf.float32)
     per_slot = tf.nn.sparse_softmax_cross_entropy_with_logits(
         labels=mask_ids, logits=tf.cast(mlm_logits, tf.float32))
-    return tf.reduce_sum(per_slot * weights), tf.reduce_sum(weights)
+    return tf.reduce_sum(per_slot * tf.cast(mask_weights, tf.float32)), masked_slot_count(mask_weights)
 
 
 def replaced_token_detection_loss(disc_logits, labels, padding_mask):
     """Sigmoid cross-entropy of the discriminator over non-padding tokens: (sum, count)."""
-    weights = tf.cast(padding_mask, tf.float32)
     per_token = tf.nn.sigmoid_cross_entropy_with_logits(
         labels=tf.cast(labels, tf.float32), logits=tf.cast(disc_logits, tf.float32))
-    return tf.reduce_sum(per_token * weights), tf.reduce_sum(weights)
+    return tf.reduce_sum(per_token * tf.cast(padding_mask, tf.float32)), token_count(padding_mask)
 
 
 def electra_loss(mlm_loss, disc_loss=None, gen_weight=1.0, disc_weight=50.0):

@@ -143,7 +143,7 @@ class ElectraPretrainer(CompiledGradients, keras.Model):
         _check_batch(data)
         # Seed and counts first: both are cross-replica (a replica id, an all-reduce), so they
         # stay out of the gradients' function, which XLA compiles alone under several replicas.
-        gradients, outputs = self.gradient_function("pretraining_gradients", self._pretraining_gradients)(
+        gradients, outputs = self.gradient_function(self._pretraining_gradients)(
             data, self._next_seed(), global_loss_counts(data))
         apply_gradients(self.optimizer, gradients, self.trainable_variables)
         return _shaped_for_keras_reduction(self._update_metrics(data, outputs))
@@ -281,10 +281,9 @@ def _update_mean(tracker, total, count):
 
 
 def global_loss_counts(batch):
-    """The denominators of the two losses' global means, from the batch alone: masked slots and
-    non-padding tokens, summed over all replicas (at least 1)."""
-    counts = tf.stack([tf.reduce_sum(tf.cast(batch["mask_weights"], tf.float32)),
-                       tf.reduce_sum(tf.cast(batch["padding_mask"], tf.float32))])
+    """The two losses' denominators (`losses.masked_slot_count`, `losses.token_count`) summed
+    over all replicas in one all-reduce (at least 1)."""
+    counts = tf.stack([losses.masked_slot_count(batch["mask_weights"]), losses.token_count(batch["padding_mask"])])
     counts = tf.maximum(_sum_over_replicas(counts), 1.0)
     return {"masked_lm": counts[0], "tokens": counts[1]}
 
