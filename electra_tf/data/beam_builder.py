@@ -4,7 +4,7 @@ The same code does the work; Beam only spreads it. Per stage:
 
     input files -> documents      corpus.file_documents (reading, decompression, MediaWiki XML), one file per task
     Reshuffle                     spreads the documents of a few large files over every worker
-    documents -> examples         builder.DocumentPacker: corpus.to_sentences + packing.pack_sentences
+    documents -> examples         packing.DocumentPacker: corpus.to_sentences + packing.pack_sentences
     examples -> num_shards files  Beam's WriteToTFRecord, the records `shards.serialize_example` wrote
 
 Packing draws its random stream from (seed, file name, document index) alone, so the examples
@@ -122,7 +122,7 @@ class ReadDocuments(DoFn):
 
 
 class PackDocuments(DoFn):
-    """A document -> its packed examples (serialized), by the local builder's `DocumentPacker`."""
+    """A document -> its packed examples (serialized), by `packing.DocumentPacker`, as a local worker."""
 
     def __init__(self, vocab_path: str, max_seq_length: int, seed: int):
         self.vocab_path, self.max_seq_length, self.seed = vocab_path, max_seq_length, seed
@@ -132,7 +132,7 @@ class PackDocuments(DoFn):
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
         import tensorflow as tf
 
-        from electra_tf.data.builder import DocumentPacker
+        from electra_tf.data.packing import DocumentPacker
 
         tf.config.set_visible_devices([], "GPU")
         self.packer = DocumentPacker(self.vocab_path, self.max_seq_length, self.seed)

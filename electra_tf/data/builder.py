@@ -303,31 +303,6 @@ def _check_alive(workers, allow_finished=()):
             raise RuntimeError(f"build_data worker {worker_id} died (exit code {worker.exitcode}).")
 
 
-class DocumentPacker:
-    """One document -> its sentences and its packed examples, as every builder's worker makes
-    them (this machine's processes and Beam's alike): markup removal and sentence splitting
-    (`corpus.to_sentences`), tokenization and packing (`packing.pack_sentences`), each example
-    serialized (`shards.serialize_example`). Made once per worker: it loads the tokenizer."""
-
-    def __init__(self, vocab_path, max_seq_length: int, seed: int):
-        from electra_tf.data.packing import ExamplePacker
-        from electra_tf.data.tokenization import ElectraTokenizer
-
-        self.tokenizer = ElectraTokenizer(vocab_path)
-        self.packer = ExamplePacker(max_seq_length, self.tokenizer.cls_id, self.tokenizer.sep_id)
-        self.seed = seed
-
-    def pack(self, document, skips) -> tuple[list[str], list[tuple[bytes, int]]]:
-        """(sentences, [(serialized example, its token count)]); no sentences, no examples."""
-        from electra_tf.data.packing import pack_sentences
-
-        sentences = to_sentences(document, skips)
-        if not sentences:
-            return sentences, []
-        return sentences, [(serialize_example(ids, segments), len(ids)) for ids, segments in pack_sentences(
-            self.packer, self.tokenizer, sentences, self.seed, document.source, document.index)]
-
-
 def _worker(worker_id, num_workers, vocab_path, max_seq_length, num_shards, seed, work_dir,
             inbox, outbox):
     """Markup removal, sentence splitting, tokenization and packing for documents k = id mod W."""
@@ -345,6 +320,8 @@ def _worker(worker_id, num_workers, vocab_path, max_seq_length, num_shards, seed
                 os.close(saved_stderr)
 
         tf.config.set_visible_devices([], "GPU")
+        from electra_tf.data.packing import DocumentPacker
+
         packer = DocumentPacker(vocab_path, max_seq_length, seed)
         writers = {}
         skips = Skips()

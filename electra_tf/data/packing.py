@@ -99,3 +99,28 @@ class ExamplePacker:
             token_ids += [*second, self.sep_id]
             segment_ids += [1] * (len(second) + 1)
         return token_ids, segment_ids
+
+
+class DocumentPacker:
+    """One document -> its sentences and its packed examples, as every builder's worker makes
+    them (this machine's processes and Beam's alike): markup removal and sentence splitting
+    (`corpus.to_sentences`), tokenization and packing (`packing.pack_sentences`), each example
+    serialized (`shards.serialize_example`). Made once per worker: it loads the tokenizer."""
+
+    def __init__(self, vocab_path, max_seq_length: int, seed: int):
+        from electra_tf.data.tokenization import ElectraTokenizer
+
+        self.tokenizer = ElectraTokenizer(vocab_path)
+        self.packer = ExamplePacker(max_seq_length, self.tokenizer.cls_id, self.tokenizer.sep_id)
+        self.seed = seed
+
+    def pack(self, document, skips) -> tuple[list[str], list[tuple[bytes, int]]]:
+        """(sentences, [(serialized example, its token count)]); no sentences, no examples."""
+        from electra_tf.data.corpus import to_sentences
+        from electra_tf.data.shards import serialize_example
+
+        sentences = to_sentences(document, skips)
+        if not sentences:
+            return sentences, []
+        return sentences, [(serialize_example(ids, segments), len(ids)) for ids, segments in pack_sentences(
+            self.packer, self.tokenizer, sentences, self.seed, document.source, document.index)]
