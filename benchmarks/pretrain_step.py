@@ -3,7 +3,7 @@
     python benchmarks/pretrain_step.py                         # ELECTRA-Small and -Base, all variants
     python benchmarks/pretrain_step.py --sizes small --precisions float32 --xla off --steps 20
     python benchmarks/pretrain_step.py --sizes small --batch 128 --precisions mixed_float16 mixed_bfloat16 \
-        --xla on --steps 50                                    # on a GPU: the paper's Small batch
+        --xla on --steps 50 --peer                             # on a GPU: the paper's Small batch, and PyTorch
 
 For each model size, precision and XLA setting the project's own step (`ElectraPretrainer`,
 compiled with `create_optimizer` and driven by `fit`, as `python -m electra_tf.pretrain` drives
@@ -14,6 +14,11 @@ fraction of the matmul peak measured by this script (large square matmuls throug
 in float32 and in bfloat16, on the GPU when there is one) in the same process: each row is
 compared with the peak of its own precision (float16 rows with the bfloat16 peak: the same
 tensor-core rate). Ratios, not absolute times, are comparable between machines.
+
+`--peer` adds transformers' PyTorch ELECTRA taking the same step on the same batch and device
+(benchmarks/transformers_step.py, in a subprocess: needs the `.[reference]` extra, or
+`--peer_python` naming an interpreter that has torch and transformers), one row per precision,
+and each row's speed as a multiple of it: the ratio measured in one run.
 
 The first step includes XLA's compile unless TensorFlow's persistent compilation cache holds
 the program (`runtime.use_compile_cache`, on for every XLA row here): run twice to see both the
@@ -31,8 +36,11 @@ are the memory-bound part the fraction below 1 is made of.
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -149,7 +157,8 @@ def measure(size: str, precision: str, xla: bool, steps: int, warmup: int, batch
         def on_train_batch_end(self, step, logs=None):
             times.append(time.perf_counter())
 
-    pretrainer.fit(dataset, steps_per_epoch=warmup + steps, epochs=1, verbose=0, callbacks=[StepTimes()])
+    pretrainer.fit(dataset, steps_per_epoch=warmup + steps, epochs=1, verbose=0, shuffle=False,
+                   callbacks=[StepTimes()])
     keras.config.set_dtype_policy("float32")
     first = times[0] - started
     timed = (times[-1] - times[warmup]) / (steps - 1) if steps > 1 else float("nan")
@@ -157,6 +166,30 @@ def measure(size: str, precision: str, xla: bool, steps: int, warmup: int, batch
     return {"first_step_s": first, "step_s": timed, "tokens_per_s": batch_size * config.max_seq_length / timed,
             "gflops_per_step": flops / 1e9, "gflops_per_s": flops / timed / 1e9, "batch": batch_size,
             "skipped": warmup + steps - int(pretrainer.optimizer.iterations.numpy())}
+
+
+def peer_step(size: str, precision: str, steps: int, warmup: int, batch_size: int | None = None,
+              python: str | None = None, compile_loss: bool = False) -> dict:
+    """transformers' step on this size's benchmark batch, measured by benchmarks/transformers_step.py
+    in a subprocess (`python`: the interpreter with torch; default this one). Raises with the
+    peer's last words when it fails."""
+    import numpy as np
+
+    preset, default_batch = SIZES[size]
+    batch_size = batch_size or default_batch
+    _, batch = benchmark_inputs(preset, batch_size)
+    with tempfile.TemporaryDirectory() as folder:
+        batch_file = Path(folder) / "batch.npz"
+        np.savez(batch_file, **batch)
+        command = [python or sys.executable, str(Path(__file__).with_name("transformers_step.py")),
+                   "--preset", preset, "--batch", str(batch_size), "--batch_file", str(batch_file),
+                   "--precision", precision, "--steps", str(steps), "--warmup", str(warmup)]
+        done = subprocess.run(command + (["--compile"] if compile_loss else []), capture_output=True, text=True)
+    lines = done.stdout.strip().splitlines()
+    if done.returncode or not lines:
+        said = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise RuntimeError(f"the PyTorch peer failed (exit {done.returncode}): {said}")
+    return {**json.loads(lines[-1]), "batch": batch_size}
 
 
 def main(argv=None) -> int:
@@ -170,6 +203,11 @@ def main(argv=None) -> int:
     parser.add_argument("--steps", type=int, default=20, help="timed steps (after warm-up)")
     parser.add_argument("--warmup", type=int, default=3,
                         help="untimed steps first (float16: the loss scale's first overflowing steps fall here)")
+    parser.add_argument("--peer", action="store_true",
+                        help="also time transformers' PyTorch ELECTRA on the same batch and print each row's ratio")
+    parser.add_argument("--peer_python", default=None, metavar="PYTHON",
+                        help="the interpreter that has torch and transformers (default: this one)")
+    parser.add_argument("--peer_compile", action="store_true", help="the peer runs torch.compile'd (default: eager)")
     args = parser.parse_args(argv)
     import tensorflow as tf
 
@@ -177,6 +215,9 @@ def main(argv=None) -> int:
 
     cache = use_compile_cache()
     gpus = tf.config.list_physical_devices("GPU")
+    if args.peer:  # TensorFlow would otherwise reserve nearly all GPU memory before the peer starts
+        for gpu in gpus:
+            tf.config.experimental.set_memory_growth(gpu, True)
     where = ", ".join(tf.config.experimental.get_device_details(gpu).get("device_name", gpu.name) for gpu in gpus)
     print(f"TensorFlow {tf.__version__}, {os.cpu_count()} CPU(s), {where or 'no GPU'}, intra-op threads "
           f"{tf.config.threading.get_intra_op_parallelism_threads() or 'default'}; XLA compile cache: {cache or 'off'}")
@@ -184,19 +225,39 @@ def main(argv=None) -> int:
     shape = "8192^3 x 10 on the GPU" if gpus else "2048^3"
     print(f"matmul peak through TensorFlow ({shape}, best of 10): float32 {peaks['float32']:.1f} GFLOP/s, "
           f"bfloat16 {peaks['bfloat16']:.1f} GFLOP/s\n")
-    header = (f"{'size':6} {'precision':15} {'XLA':4} {'batch':>7} {'first step s':>12} {'step ms':>8} "
-              f"{'tokens/s':>9} {'GFLOP/step':>10} {'GFLOP/s':>8} {'of peak':>8}")
+    header = (f"{'step':12} {'size':6} {'precision':15} {'XLA':4} {'batch':>7} {'first step s':>12} {'step ms':>8} "
+              f"{'tokens/s':>9} {'GFLOP/step':>10} {'GFLOP/s':>8} {'of peak':>8}" + ("  x PyTorch" if args.peer else ""))
     print(header)
+
+    def row(name, size, precision, xla, result, flops, extra=""):
+        peak = peaks["float32" if precision == "float32" else "bfloat16"]
+        rate = flops / result["step_s"] / 1e9
+        print(f"{name:12} {size:6} {precision:15} {xla:4} {result['batch']:>3}x128 {result['first_step_s']:12.1f} "
+              f"{1000 * result['step_s']:8.1f} {result['tokens_per_s']:9.0f} {flops / 1e9:10.1f} {rate:8.1f} "
+              f"{rate / peak:8.1%}{extra}", flush=True)
+
     for size in args.sizes:
         for precision in args.precisions:
+            peer = None
+            if args.peer:
+                peer = peer_step(size, precision, args.steps, args.warmup, args.batch, args.peer_python,
+                                 args.peer_compile)
+                flops = measure_flops(size, peer["batch"])
+                how = "compiled" if peer["compiled"] else "eager"
+                row("transformers", size, precision, "-", peer, flops,
+                    f"  1.00  (torch {peer['torch']}, transformers {peer['transformers']}, {how}, {peer['device']})")
             for xla in args.xla:
                 result = measure(size, precision, xla == "on", args.steps, args.warmup, args.batch)
-                peak = peaks["float32" if precision == "float32" else "bfloat16"]
                 skipped = f"  ({result['skipped']} steps skipped by loss scaling)" if result["skipped"] else ""
-                print(f"{size:6} {precision:15} {xla:4} {result['batch']:>3}x128 {result['first_step_s']:12.1f} "
-                      f"{1000 * result['step_s']:8.1f} {result['tokens_per_s']:9.0f} {result['gflops_per_step']:10.1f} "
-                      f"{result['gflops_per_s']:8.1f} {result['gflops_per_s'] / peak:8.1%}{skipped}", flush=True)
+                ratio = f"  {peer['step_s'] / result['step_s']:5.2f}" if peer else ""
+                row("electra_tf", size, precision, xla, result, result["gflops_per_step"] * 1e9, ratio + skipped)
     return 0
+
+
+def measure_flops(size: str, batch_size: int) -> float:
+    from electra_tf.config import ElectraConfig
+
+    return training_flops(ElectraConfig.load(SIZES[size][0]), batch_size)
 
 
 if __name__ == "__main__":

@@ -63,14 +63,14 @@ def dump_batches(config, tokenizer, data_dir, count, seed):
 class TorchElectra:
     """The reference: transformers' classes wired as the official pre-training wires them."""
 
-    def __init__(self, config, values_by_ours):
+    def __init__(self, config, values_by_ours=None, device="cpu"):
+        """`values_by_ours`: our initial weights by variable path, copied in (parity); None keeps
+        transformers' own initialisation (speed: benchmarks/transformers_step.py)."""
         import torch
         import transformers
 
-        from electra_tf.interop.names import DISCRIMINATOR, GENERATOR, embedding_names, weight_table
-        from electra_tf.interop.huggingface import tensors_for
-
         self.torch = torch
+        self.device = torch.device(device)
         # Held like our pretrainer holds it, so training and evaluation cannot sample differently.
         self.temperature = config.temperature
         common = dict(vocab_size=config.vocab_size, embedding_size=config.embedding_size,
@@ -85,25 +85,39 @@ class TorchElectra:
             hidden_size=config.generator_hidden_size, num_hidden_layers=config.generator_num_layers,
             num_attention_heads=config.generator_num_heads,
             intermediate_size=config.generator_intermediate_size, **common))
-        names = weight_table(config)
-        for model, which in ((self.discriminator, DISCRIMINATOR), (self.generator, GENERATOR)):
-            extra = embedding_names(GENERATOR) if which == GENERATOR else []
-            tensors = tensors_for(names + extra, which, values_by_ours)
-            state = {key: torch.from_numpy(np.array(value)) for key, value in tensors.items()}
-            missing, unexpected = model.load_state_dict(state, strict=False)
-            assert not unexpected and set(missing) <= {"generator_lm_head.weight"}, (missing, unexpected)
+        if values_by_ours is not None:
+            self._load(config, values_by_ours)
         # One embedding module for both networks; the generator's output layer is its table.
         self.generator.electra.embeddings = self.discriminator.electra.embeddings
         self.generator.generator_lm_head.weight = self.discriminator.electra.embeddings.word_embeddings.weight
+        self.generator.to(self.device), self.discriminator.to(self.device)  # moves in place: the ties hold
         self.parameters = list({id(p): p for model in (self.generator, self.discriminator)
                                 for p in model.parameters()}.values())
         self.named = {id(p): name for model in (self.generator, self.discriminator)
                       for name, p in model.named_parameters()}
 
+    def _load(self, config, values_by_ours):
+        from electra_tf.interop.huggingface import tensors_for
+        from electra_tf.interop.names import DISCRIMINATOR, GENERATOR, embedding_names, weight_table
+
+        names = weight_table(config)
+        for model, which in ((self.discriminator, DISCRIMINATOR), (self.generator, GENERATOR)):
+            extra = embedding_names(GENERATOR) if which == GENERATOR else []
+            tensors = tensors_for(names + extra, which, values_by_ours)
+            state = {key: self.torch.from_numpy(np.array(value)) for key, value in tensors.items()}
+            missing, unexpected = model.load_state_dict(state, strict=False)
+            assert not unexpected and set(missing) <= {"generator_lm_head.weight"}, (missing, unexpected)
+
+    def ids(self, value):
+        """A batch field as int64 on this model's device (a tensor already there is not copied)."""
+        torch = self.torch
+        value = value if isinstance(value, torch.Tensor) else torch.from_numpy(np.asarray(value))
+        return value.to(self.device).long()
+
     def losses(self, batch, sampled_ids=None, rng=None):
         """(mlm loss, disc loss, total, mlm logits at the slots, disc logits, labels) of one batch."""
         torch = self.torch
-        t = {key: torch.from_numpy(np.asarray(value)).long() for key, value in batch.items()}
+        t = {key: self.ids(value) for key, value in batch.items()}
         positions, weights = t["mask_positions"], t["mask_weights"].float()
         hidden = self.generator.electra(t["token_ids"], attention_mask=t["padding_mask"],
                                         token_type_ids=t["segment_ids"]).last_hidden_state
@@ -112,11 +126,11 @@ class TorchElectra:
         per_slot = torch.nn.functional.cross_entropy(mlm_logits.transpose(1, 2), t["mask_ids"], reduction="none")
         mlm_loss = (per_slot * weights).sum() / weights.sum().clamp(min=1)
         if sampled_ids is None:
-            uniform = torch.rand(mlm_logits.shape, generator=rng).clamp(1e-9, 1 - 1e-9)
+            uniform = torch.rand(mlm_logits.shape, generator=rng, device=self.device).clamp(1e-9, 1 - 1e-9)
             gumbel = -torch.log(-torch.log(uniform))
             sampled = (mlm_logits.detach() / self.temperature + gumbel).argmax(-1)
         else:
-            sampled = torch.from_numpy(np.asarray(sampled_ids)).long()
+            sampled = self.ids(sampled_ids)
         original = t["token_ids"].clone()
         original.scatter_(1, positions, torch.where(weights > 0, t["mask_ids"], original.gather(1, positions)))
         corrupted = original.clone()
@@ -129,19 +143,42 @@ class TorchElectra:
         disc_loss = (per_token * mask).sum() / mask.sum()
         return mlm_loss, disc_loss, mlm_loss + 50.0 * disc_loss, mlm_logits, disc_logits, labels
 
-    def optimizer(self, config):
+    def optimizer(self, config, fused: bool = False):
+        """AdamW as ours (no decay on LayerNorm and biases) and the official schedule; `fused`: one
+        kernel for the whole update (CUDA), as the speed peer runs it."""
         torch = self.torch
         no_decay = [p for p in self.parameters if "LayerNorm" in self.named[id(p)] or "bias" in self.named[id(p)]]
         decay = [p for p in self.parameters if all(p is not q for q in no_decay)]
         optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": config.weight_decay},
                                        {"params": no_decay, "weight_decay": 0.0}],
-                                      lr=config.learning_rate, eps=config.adam_epsilon, betas=(0.9, 0.999))
+                                      lr=config.learning_rate, eps=config.adam_epsilon, betas=(0.9, 0.999),
+                                      fused=fused or None)
         warmup, total = config.num_warmup_steps, config.num_train_steps
 
         def factor(step):  # the step about to be taken is step + 1 in ours (iterations before apply)
             return max(0.0, 1.0 - step / total) * (min(1.0, step / warmup) if warmup else 1.0)
 
         return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+
+    def train_step(self, batch, optimizer, schedule, clip_norm, rng=None, autocast=None, scaler=None):
+        """One update, the official step: the loss, its gradients, global-norm clipping, AdamW, the
+        schedule. `autocast`: torch.bfloat16 / torch.float16 for mixed precision; `scaler`: a
+        GradScaler (dynamic loss scaling, which float16 needs). Returns the loss, on the device."""
+        torch = self.torch
+        with torch.autocast(self.device.type, dtype=autocast or torch.bfloat16, enabled=autocast is not None):
+            total = self.losses(batch, rng=rng)[2]
+        optimizer.zero_grad(set_to_none=True)
+        (scaler.scale(total) if scaler else total).backward()
+        if scaler:
+            scaler.unscale_(optimizer)  # clip the true gradients
+        torch.nn.utils.clip_grad_norm_(self.parameters, clip_norm)
+        if scaler:
+            scaler.step(optimizer)  # skipped when a gradient overflowed, as Keras' LossScaleOptimizer does
+            scaler.update()
+        else:
+            optimizer.step()
+        schedule.step()
+        return total.detach()
 
     def evaluate(self, batches, rng):
         torch = self.torch
@@ -152,10 +189,10 @@ class TorchElectra:
             for batch in batches:
                 _, disc_loss, _, mlm_logits, disc_logits, label = self.losses(batch, rng=rng)
                 weights = batch["mask_weights"].astype(bool)
-                correct += float((mlm_logits.argmax(-1).numpy() == batch["mask_ids"])[weights].sum())
+                correct += float((mlm_logits.argmax(-1).cpu().numpy() == batch["mask_ids"])[weights].sum())
                 slots += weights.sum()
                 real = batch["padding_mask"].astype(bool)
-                scores.append(disc_logits.numpy()[real]), labels.append(label.numpy()[real])
+                scores.append(disc_logits.float().cpu().numpy()[real]), labels.append(label.cpu().numpy()[real])
                 losses.append(float(disc_loss))
         self.generator.train(), self.discriminator.train()
         return {"masked_lm_accuracy": correct / slots, "disc_auc": auc(np.concatenate(scores), np.concatenate(labels)),
@@ -261,12 +298,7 @@ def main(argv=None) -> int:
         if target > done:
             pretrainer.fit(train_tf.skip(done).take(target - done), epochs=1, verbose=0)
             for batch in train[done:target]:
-                _, _, total, _, _, _ = reference.losses(batch, rng=rng)
-                optimizer.zero_grad()
-                total.backward()
-                torch.nn.utils.clip_grad_norm_(reference.parameters, config.clip_global_norm)
-                optimizer.step()
-                schedule.step()
+                reference.train_step(batch, optimizer, schedule, config.clip_global_norm, rng=rng)
             done = target
         ours_eval = pretrainer.evaluate(held_out_tf, return_dict=True, verbose=0)
         theirs_eval = reference.evaluate(held_out, eval_rng)
