@@ -134,6 +134,7 @@ def report(result, eval_batches: int) -> int:
     print(f"  checkpoints:   {model_dir.checkpoints} (latest {Path(result.latest_checkpoint).name})")
     print(f"  discriminator: {export}")
     print(f"  TensorBoard:   tensorboard --logdir {model_dir.path}")
+    print(f"  summary:       {model_dir.metrics}")
     print(f"Final metrics on {eval_batches} batches with fresh masking:")
     from electra_tf.pretraining.run import FINAL_METRICS
     for key in FINAL_METRICS:

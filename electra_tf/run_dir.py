@@ -10,6 +10,7 @@ A pre-training model_dir (`python -m electra_tf.pretrain --model_dir DIR`)::
     DIR/logs/train/         TensorBoard events (step-keyed scalars, samples, run config)
     DIR/logs/profile/       profiler traces (--profile_steps)
     DIR/export/NAME/<n>/    the discriminator for TF Serving (NAME: the run's folder name)
+    DIR/metrics.json        the last finished run: steps, examples seen, minutes, final metrics
     DIR/imported_from.json  a converted release only: its source and which parts it held
     DIR/.electra_tf.lock    while a run writes it (also in fine-tuning and data folders)
 
@@ -82,6 +83,7 @@ class ModelDir(_Folder):
     profile_logs = _Entry("logs", "profile")
     exports = _Entry("export")  # as FinetuneDir's: each run keeps its own exports
     provenance = _Entry("imported_from.json")
+    metrics = _Entry("metrics.json")  # written when a run finishes (pretraining/run.py)
 
     @classmethod
     def default_for(cls, config_name: str) -> "ModelDir":

@@ -215,3 +215,32 @@ def test_pretraining_corpus_takes_only_training_text_and_counts_it(tmp_path, mon
     assert text.startswith("Train paragraph one.\nTrain paragraph two.\n\nEU rejects\n\nA wiki article.\n\n")
     assert "A dev paragraph" not in text and "Dev" not in text.split() and text.count("\n\n") == 2 + 300  # + ABC news
     assert "SQuAD 1.1 training paragraphs" in capsys.readouterr().out
+
+
+def test_gpu_payoff_commands_budget_and_row(tmp_path):
+    payoff = load_script("gpu_payoff")
+    assert payoff.steps_for(15, 0.0384) == 23437 and payoff.steps_for(0.001, 10.0) == 1
+    with pytest.raises(ValueError):
+        payoff.steps_for(15, 0.0)
+    base = ["--data", str(tmp_path), "--squad", str(tmp_path), "--conll", str(tmp_path)]
+    with pytest.raises(SystemExit, match="metadata.json is missing"):
+        payoff.main(["--arm", "mlm", *base])
+    args = payoff.argparse.Namespace(arm="mlm", config="electra_small", data=tmp_path / "d", batch_size=128,
+                                     checkpoint_every=2000, log_every=100, squad=tmp_path / "s",
+                                     conll=tmp_path / "c", pretrain_args=["--seed", "3"], finetune_args=[])
+    pretrain = payoff.pretrain_command(args, tmp_path / "m", 900)
+    assert pretrain[1:3] == ["-m", "electra_tf.pretrain"] and pretrain[-3:] == ["objective=mlm", "--seed", "3"]
+    assert pretrain[pretrain.index("--steps") + 1] == "900"
+    conll = payoff.finetune_command(args, "conll", tmp_path / "m", tmp_path / "o", seed=1)
+    assert conll[conll.index("--test") + 1].endswith("test.conll") and "--random_init" not in conll
+    squad = payoff.finetune_command(payoff.argparse.Namespace(**{**vars(args), "arm": "random"}),
+                                    "squad", tmp_path / "m", tmp_path / "o", seed=0)
+    assert squad[squad.index("--eval") + 1].endswith("dev-v1.1.json") and squad[-1] == "--random_init"
+    row = payoff.table_row({
+        "arm": "electra", "epochs": 3.25,
+        "pretraining": {"step": 23437, "train_seconds": 903.0, "tokens_seen": 383_991_808,
+                        "final_eval": {"disc_auc": 0.91234, "masked_lm_accuracy": 0.4}},
+        "squad": [{"exact_match": 40.0, "f1": 50.0}, {"exact_match": 42.0, "f1": 52.0}],
+        "conll": [{"dev_f1": 0.8, "test_f1": 0.75}, {"dev_f1": 0.82, "test_f1": 0.77}]})
+    assert row == ("| electra | 23,437 steps, 15.1 min, 384M tokens (3.2 epochs), AUC 0.912, MLM acc 0.400 | "
+                   "41.0 / 51.0 | 81.0 / 76.0 | 2 seed(s) |")

@@ -82,6 +82,17 @@ def test_run_prints_progress_summary_and_exports(reference_run):
     assert (root / "model" / "config.json").is_file() and "disc_auc" in stdout
 
 
+def test_a_finished_run_writes_its_summary(reference_run):
+    summary = json.loads((reference_run[0] / "model" / "metrics.json").read_text())
+    assert summary["step"] == summary["steps_this_run"] == STEPS and summary["skipped_steps"] == 0
+    assert summary["examples_seen"] == STEPS * 8 and summary["tokens_seen"] == STEPS * 8 * 32
+    assert summary["objective"] == "electra" and 0.0 <= summary["final_eval"]["disc_auc"] <= 1.0
+    # The first step (tracing) is counted apart from the steady steps after it.
+    assert 0 < summary["first_step_seconds"] < summary["train_seconds"] <= summary["seconds"]
+    assert 0 < summary["step_seconds"] * (STEPS - 1) <= summary["train_seconds"] - summary["first_step_seconds"] + 1e-3
+    assert summary["runtime"].startswith("one_device") and summary["export"].endswith("1")
+
+
 def test_event_files_hold_scalars_and_the_sample_panel(reference_run):
     log_dir = reference_run[0] / "model" / "logs" / "train"
     for tag in ("train/loss", "train/masked_lm_loss", "train/masked_lm_accuracy",
@@ -193,6 +204,8 @@ def test_a_larger_steps_extends_a_finished_run(data_dir, reference_run, tmp_path
     assert saved["num_train_steps"] == STEPS + 20 and saved["num_warmup_steps"] == STEPS // 10
     rates = scalars(model_dir / "logs" / "train", "train/learning_rate", newest_file_only=True)
     assert rates[STEPS + 20] == 0.0 and rates[STEPS + 5] > 0  # decays to 0 at the new end
+    summary = json.loads((model_dir / "metrics.json").read_text())
+    assert summary["step"] == STEPS + 20 and summary["steps_this_run"] == 20
     shorter = [str(STEPS - 20) if a == str(STEPS) else a for a in argv]
     assert pretrain.main(shorter) == 2
     assert "--steps may only grow" in capsys.readouterr().err

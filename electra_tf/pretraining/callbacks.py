@@ -66,6 +66,10 @@ class TrainingMonitor(keras.callbacks.Callback):
         self.diverged_at: int | None = None
         self.last_logs: dict = {}
         self._window_start = None
+        # (time, step) of this process's first and latest update, across the run's fits: the time
+        # before the first is tracing and compiling, the rate after it the steady step.
+        self.first_update = self.last_update = None
+        self.began = None
 
     def _step(self) -> int:
         return optimizer_step(self.model)
@@ -73,6 +77,7 @@ class TrainingMonitor(keras.callbacks.Callback):
     def on_train_begin(self, logs=None):
         self._first_step = self._last_step = self._step()
         self._started = time.monotonic()
+        self.began = self.began or self._started
         self._window_start = (self._started, self._first_step, self.input.tokens_through(0))
 
     def on_train_batch_end(self, batch, logs=None):
@@ -87,8 +92,22 @@ class TrainingMonitor(keras.callbacks.Callback):
             self.skipped_steps.assign_add(1)
             return
         self._last_step = step
+        self.last_update = (time.monotonic(), step)
+        self.first_update = self.first_update or self.last_update
         if step % self.log_every == 0 or step >= self.total_steps:
             self._log(step, logs, tokens=self.input.tokens_through(batch + 1))
+
+    def timings(self) -> dict:
+        """This process's training time: until the first update (tracing, compiling) and the mean
+        step after it (checkpoint writes included); empty before any update."""
+        if self.first_update is None:
+            return {}
+        (first_at, first_step), (last_at, last_step) = self.first_update, self.last_update
+        timings = {"train_seconds": round(last_at - self.began, 3),
+                   "first_step_seconds": round(first_at - self.began, 3)}
+        if last_step > first_step:
+            timings["step_seconds"] = (last_at - first_at) / (last_step - first_step)
+        return timings
 
     def _log(self, step, logs, tokens):
         now = time.monotonic()

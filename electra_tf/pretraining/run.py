@@ -395,7 +395,42 @@ def _run(options: PretrainingOptions, role, closing: contextlib.ExitStack) -> Ru
         # crashed" (it still can if the chief's own exit takes over its 10 s heartbeat; docs/scaling.md).
         with _lost_workers_reported(role, checkpoint):
             _barrier(strategy)
-    return result("finished", metrics={k: float(v) for k, v in metrics.items()}, export_path=export_path)
+    finished = result("finished", metrics={k: float(v) for k, v in metrics.items()}, export_path=export_path)
+    if role.is_chief:
+        _write_summary(finished, config, runtime, data.description, resumed_from or 0, monitor.timings())
+    return finished
+
+
+def _write_summary(result, config, runtime, data_description: str, started_at: int, timings: dict) -> None:
+    """MODEL_DIR/metrics.json: what the finished run did, for scripts and tables (examples/
+    gpu_payoff.py reads its steps, time and final metrics). The timings are this process's: a
+    resumed run counts from its resume."""
+    import json
+
+    import tensorflow as tf
+
+    from electra_tf.files import atomic_write_text
+
+    examples = result.step * config.train_batch_size
+    summary = {
+        "objective": config.objective,
+        "step": result.step,
+        "steps_this_run": result.step - started_at,
+        "skipped_steps": result.skipped_steps,
+        "examples_seen": examples,
+        "tokens_seen": examples * config.max_seq_length,  # sequence positions: packed, nearly all tokens
+        "final_eval": result.metrics,
+        **timings,
+        "seconds": round(result.seconds, 1),  # the whole process: data, training, evaluation, export
+        "runtime": runtime.describe(),
+        "devices": runtime.devices,
+        "gpus": [tf.config.experimental.get_device_details(gpu).get("device_name", gpu.name)
+                 for gpu in tf.config.list_physical_devices("GPU")],
+        "tensorflow": tf.__version__,
+        "data": data_description,
+        "export": str(result.export_path) if result.export_path else None,
+    }
+    atomic_write_text(result.model_dir.metrics, json.dumps(summary, indent=2) + "\n")
 
 
 def _barrier(strategy) -> None:
