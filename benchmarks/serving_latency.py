@@ -128,7 +128,7 @@ def qa_export(folder: Path, tokenizer):
     import keras
 
     from electra_tf.config import ElectraConfig
-    from electra_tf.finetuning.question_answering import ElectraQuestionAnswerer
+    from electra_tf.finetuning.question_answering.model import ElectraQuestionAnswerer
     from electra_tf.loading import build_discriminator
     from electra_tf.serving.publish import export_task_model
 

@@ -87,7 +87,7 @@ def main(argv=None) -> int:
 
         task_model = load_task_model(source) if source.suffix == ".keras" and source.is_file() else None
         if task_model is not None:
-            from electra_tf.finetuning.question_answering import ElectraQuestionAnswerer
+            from electra_tf.finetuning.question_answering.model import ElectraQuestionAnswerer
             from electra_tf.interop.question_answering import export_question_answerer
 
             model, tokenizer, config = task_model

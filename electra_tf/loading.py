@@ -199,7 +199,7 @@ def restore_pretrainer(model_dir, checkpoint: str | None = None, allow_mlm: bool
 def _load_keras_file(path: Path):
     import keras
 
-    from electra_tf.finetuning import classifiers  # noqa: F401  (registers the task models for loading)
+    from electra_tf.finetuning.text import classifiers  # noqa: F401  (registers the task models for loading)
 
     try:
         return keras.saving.load_model(str(path), compile=False)
@@ -215,8 +215,8 @@ def load_task_model(path) -> tuple | None:
     bare Discriminator, which `load_pretrained` reads."""
     import json
 
-    from electra_tf.finetuning.classifiers import ElectraClassifier, ElectraTokenClassifier
-    from electra_tf.finetuning.question_answering import ElectraQuestionAnswerer
+    from electra_tf.finetuning.text.classifiers import ElectraClassifier, ElectraTokenClassifier
+    from electra_tf.finetuning.question_answering.model import ElectraQuestionAnswerer
     from electra_tf.models.encoders import Discriminator
 
     path = Path(path)

@@ -119,10 +119,14 @@ def table_row(result: dict) -> str:
     squad, conll = result["squad"], result["conll"]
     em, f1 = mean([s["exact_match"] for s in squad]), mean([s["f1"] for s in squad])
     dev, test = mean([100 * c["dev_f1"] for c in conll]), mean([100 * c["test_f1"] for c in conll])
-    trained = (f"{pre['step']:,} steps, {pre['train_seconds'] / 60:.1f} min, {pre['tokens_seen'] / 1e6:.0f}M tokens "
-               f"({result.get('epochs', float('nan')):.1f} epochs), "
-               f"AUC {pre['final_eval'].get('disc_auc', float('nan')):.3f}, "
-               f"MLM acc {pre['final_eval'].get('masked_lm_accuracy', float('nan')):.3f}") if pre else "none"
+    trained = "none"
+    if pre:
+        final = pre["final_eval"]
+        auc = f"AUC {final['disc_auc']:.3f}, " if "disc_auc" in final else ""  # the MLM baseline has no discriminator
+        trained = (f"{pre['step']:,} steps, {pre['train_seconds'] / 60:.1f} min, "
+                   f"{pre['tokens_seen'] / 1e6:.0f}M tokens "
+                   f"({result.get('epochs', float('nan')):.1f} epochs), {auc}"
+                   f"MLM acc {final.get('masked_lm_accuracy', float('nan')):.3f}")
     return (f"| {result['arm']} | {trained} | {em:.1f} / {f1:.1f} | {dev:.1f} / {test:.1f} | "
             f"{len(squad)} seed(s) |")
 

@@ -36,8 +36,8 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
 
     from electra_tf.finetune import build_parser
-    from electra_tf.finetuning import qa_answers, qa_metrics
-    from electra_tf.finetuning.qa_kind import QuestionAnsweringKind
+    from electra_tf.finetuning.question_answering import answers as qa_answers, metrics as qa_metrics
+    from electra_tf.finetuning.question_answering.kind import QuestionAnsweringKind
     from electra_tf.finetuning.run import FinetuningOptions
     from electra_tf.loading import load_task_model
 

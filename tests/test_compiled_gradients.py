@@ -83,7 +83,7 @@ def test_pretraining_trains_in_every_cell(strategy_name, precision, xla, two_rep
 
 @pytest.mark.parametrize("strategy_name,precision,xla", CELLS, ids=IDS)
 def test_finetuning_trains_in_every_cell(strategy_name, precision, xla, two_replicas):
-    from electra_tf.finetuning.classifiers import ElectraClassifier
+    from electra_tf.finetuning.text.classifiers import ElectraClassifier
     from electra_tf.models.embeddings import ElectraEmbeddings
     from electra_tf.models.encoders import Discriminator
 
@@ -108,7 +108,7 @@ def test_finetuning_trains_in_every_cell(strategy_name, precision, xla, two_repl
 
 def test_question_answering_trains_under_mirrored_xla_float16(two_replicas):
     # The QA model computes its own loss (compute_loss); the same split must carry it.
-    from electra_tf.finetuning.question_answering import ElectraQuestionAnswerer
+    from electra_tf.finetuning.question_answering.model import ElectraQuestionAnswerer
     from electra_tf.models.embeddings import ElectraEmbeddings
     from electra_tf.models.encoders import Discriminator
 

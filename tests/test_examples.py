@@ -136,7 +136,7 @@ def test_brown_split_is_by_text_and_the_files_read_back_as_tagging_data(tmp_path
     (corpus / "cats.txt").write_text("ca01 news\n")  # not a text
     assert brown.main(["--corpus", str(corpus), "--output", str(tmp_path / "pos"), "--train_sentences", "30",
                        "--dev_every", "10", "--dev_sentences", "1", "--unlabeled", str(tmp_path / "u.txt")]) == 0
-    from electra_tf.finetuning.tasks import read_tagging_files
+    from electra_tf.finetuning.text.tasks import read_tagging_files
 
     task = read_tagging_files(tmp_path / "pos" / "train.conll", tmp_path / "pos" / "dev.conll")
     assert len(task.train) == 30 and len(task.eval) == 50  # one sentence of every 10th text
@@ -185,7 +185,7 @@ def test_conll2003_writer_keeps_word_and_entity_tag_and_drops_docstart(tmp_path)
                        "--unlabeled", str(tmp_path / "u.txt"), "--train_sentences", "2", "--dev_sentences", "1"]) == 0
     assert (tmp_path / "out" / "train-2.conll").read_text() == "EU\tB-ORG\nrejects\tO\n\nPeter\tB-PER\n\n"
     assert (tmp_path / "out" / "dev-1.conll").read_text() == "EU\tB-ORG\nrejects\tO\n\n"
-    from electra_tf.finetuning.tasks import read_tagging_files
+    from electra_tf.finetuning.text.tasks import read_tagging_files
 
     task = read_tagging_files(tmp_path / "out" / "train.conll", tmp_path / "out" / "test.conll")
     assert task.train.texts == [["EU", "rejects"], ["Peter"], ["Bonn"]]

@@ -79,7 +79,7 @@ def test_classification_end_to_end(topic_csv, run_python, pretrained_dir, tmp_pa
         " 'label': [x.decode() for x in out['label'].numpy()]}))")
     import keras
 
-    from electra_tf.finetuning import classifiers  # noqa: F401
+    from electra_tf.finetuning.text import classifiers  # noqa: F401
     model = keras.saving.load_model(tmp_path / "out" / "best.keras")
     expected = keras.ops.softmax(model.predict(texts, verbose=0)).numpy()
     np.testing.assert_allclose(served["p"], expected, atol=1e-5)
@@ -183,7 +183,7 @@ def test_tagging_end_to_end_and_served_per_word(corpus, run_python, pretrained_d
     import keras
     import tensorflow as tf
 
-    from electra_tf.finetuning import classifiers  # noqa: F401
+    from electra_tf.finetuning.text import classifiers  # noqa: F401
     tagger = keras.saving.load_model(tmp_path / "pos" / "best.keras")
     inputs, labels = tagger.preprocessor(tf.ragged.constant(sentences),
                                          tf.ragged.constant([[summary["labels"].index(tag_of(w)) for w in words]
@@ -205,7 +205,7 @@ def test_tagging_end_to_end_and_served_per_word(corpus, run_python, pretrained_d
         "out = {k: v.numpy().tolist() for k, v in out.items()}\n"
         # The same fresh process loads best.keras with only the classifiers module imported
         # (which registers the optimizer the model was compiled with).
-        "import keras\nfrom electra_tf.finetuning import classifiers\n"
+        "import keras\nfrom electra_tf.finetuning.text import classifiers\n"
         f"model = keras.saving.load_model({str(tmp_path / 'pos' / 'best.keras')!r})\n"
         "out['reloaded'] = [type(model).__name__, model.num_classes]\n"
         "print(json.dumps(out, default=lambda b: b.decode()))")

@@ -21,8 +21,8 @@ ideographs are neither padded nor split on.
 
 The ids equal `ElectraTokenizer.tokenize`'s (tested on SQuAD and on hand-picked hard text).
 Everything is core TensorFlow and tf-text ops, so the question-answering export runs it in
-TF Serving. Used by `finetuning/squad.py` (training windows and predictions) and by the
-question-answering signature, so both cut answers the same way.
+TF Serving. Used by `finetuning/question_answering/squad.py` (training windows and
+predictions) and by the question-answering signature, so both cut answers the same way.
 
 Example:
 >>> from electra_tf.data.tokenization import ElectraTokenizer

@@ -1,11 +1,10 @@
-"""Stage 4, fine-tuning: labelled data, task models and their training.
+"""Stage 4, fine-tuning: one run for every kind of task, each kind's modules together.
 
-- `tasks`: CSV/TSV/JSONL, GLUE and tagging (CoNLL, JSONL) files -> examples and labels, with
-  file/line errors
-- `classifiers`: `ElectraClassifier` (classification, pairs, regression), `ElectraTokenClassifier`
-- `losses`: the tagging loss (classification and regression use Keras' own)
-- `metrics`: accuracy, F1, Matthews correlation, Pearson, Spearman (the official GLUE metrics);
-  per-word accuracy for tagging
-- `callbacks`: progress, per-epoch evaluation that keeps the best epoch
 - `run`: `run_finetuning`, the whole run behind `python -m electra_tf.finetune`
+- `task_kind`: `TaskKind`, what differs between kinds (reader, features, model, scores, files)
+- `callbacks`: progress, per-epoch evaluation that keeps the best epoch
+- `text/`: labelled text: a class or score per text or pair (classes, pairs, regression, GLUE)
+  and a tag per word (word tags, entities). The two share one file reader, one model base and
+  one kind (tagging extends classification), so they sit in one subpackage.
+- `question_answering/`: extractive QA: SQuAD windows, the model, answers, the official scores.
 """

@@ -14,7 +14,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from electra_tf.finetuning import metrics
+from electra_tf.finetuning.text import metrics
 from electra_tf.progress import Progress
 
 

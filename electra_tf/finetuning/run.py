@@ -131,8 +131,8 @@ def _written(folder: Path) -> list[Path]:
 
 def task_kind(options):
     """The `TaskKind` the options ask for, its files read (errors name the file and line)."""
-    from electra_tf.finetuning.qa_kind import QuestionAnsweringKind, is_question_answering
-    from electra_tf.finetuning.text_kinds import ENTITY_TASKS, ClassificationKind, TaggingKind
+    from electra_tf.finetuning.question_answering.kind import QuestionAnsweringKind, is_question_answering
+    from electra_tf.finetuning.text.kinds import ENTITY_TASKS, ClassificationKind, TaggingKind
 
     if is_question_answering(options.task):
         return QuestionAnsweringKind(options)

@@ -4,9 +4,9 @@ picks one).
 The run (`run.py`: options, runtime, optimizer, epochs, the best epoch, metrics.json,
 TensorBoard, export, the lock) is written once. Each kind supplies the rest:
 
-- `text_kinds.ClassificationKind`: classes, sentence pairs, regression, GLUE;
-- `text_kinds.TaggingKind`: a tag per word (entity tags scored by entity too);
-- `qa_kind.QuestionAnsweringKind`: extractive question answering (SQuAD 1.1 / 2.0).
+- `text.kinds.ClassificationKind`: classes, sentence pairs, regression, GLUE;
+- `text.kinds.TaggingKind`: a tag per word (entity tags scored by entity too);
+- `question_answering.kind.QuestionAnsweringKind`: extractive question answering (SQuAD 1.1 / 2.0).
 """
 
 from __future__ import annotations

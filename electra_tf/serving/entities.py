@@ -1,4 +1,4 @@
-"""Entities from a served tagger, in graph: the chunks of `finetuning/entities.py`'s default
+"""Entities from a served tagger, in graph: the chunks of `finetuning/text/entities.py`'s default
 (conlleval) rules over the predicted word tags, with their text and character offsets.
 
 `words_with_offsets(text)` splits on whitespace exactly as the tagger's text signature does

@@ -153,8 +153,8 @@ def export_task_model(model, tokenizer, config, export_dir: Path, name: str) -> 
     """A fine-tuned `ElectraClassifier` or `ElectraTokenClassifier`, with the label names,
     score range and text-pair flag it carries. `config.max_seq_length` is the length it was
     fine-tuned at."""
-    from electra_tf.finetuning.classifiers import ElectraTokenClassifier
-    from electra_tf.finetuning.question_answering import ElectraQuestionAnswerer
+    from electra_tf.finetuning.text.classifiers import ElectraTokenClassifier
+    from electra_tf.finetuning.question_answering.model import ElectraQuestionAnswerer
 
     if isinstance(model, ElectraQuestionAnswerer):
         return export_question_answerer(model, tokenizer, config, export_dir, name)
@@ -185,7 +185,7 @@ def export_tagger(tagger, tokenizer, config, export_dir: Path, name: str, tag_na
 def export_question_answerer(answerer, tokenizer, config, export_dir: Path, name: str) -> Path:
     """`config.max_seq_length` is the length the model was fine-tuned at; the windowing and
     answer settings are the model's own."""
-    from electra_tf.finetuning.squad import default_doc_stride
+    from electra_tf.finetuning.question_answering.squad import default_doc_stride
     from electra_tf.serving.question_answering import question_answerer_endpoints
 
     from electra_tf.errors import RunError

@@ -12,8 +12,8 @@
   (SQuAD 2.0): sigmoid of the smallest answerability logit over the windows, the official
   null odds. The client applies its own threshold.
 
-The graph repeats what the fine-tuning run does in Python (`finetuning/squad.py` windows,
-`finetuning/qa_answers.py` choice), so the export answers exactly as `predictions.json` does:
+The graph repeats what the fine-tuning run does in Python (`finetuning/question_answering/squad.py` windows,
+`finetuning/question_answering/answers.py` choice), so the export answers exactly as `predictions.json` does:
 the question cut to `max_query_length` pieces; the context tokenized with character offsets
 (`data/token_offsets.py`); windows `[CLS] question [SEP] window [SEP]` starting every
 `min(doc_stride, room)` pieces; each piece scored only in its max-context window (the first of

@@ -70,7 +70,7 @@ def classifier_endpoints(classifier, tokenizer, max_seq_length: int, label_names
     """
     import tensorflow as tf
 
-    from electra_tf.finetuning.tasks import from_unit_interval
+    from electra_tf.finetuning.text.tasks import from_unit_interval
 
     if (label_names is None) == (score_range is None):
         raise ValueError("give exactly one of label_names (classification) or score_range (regression).")
@@ -98,7 +98,7 @@ def tagger_endpoints(tagger, tokenizer, max_seq_length: int, tag_names) -> dict:
     import tensorflow as tf
 
     from electra_tf.data.token_offsets import repair_utf8
-    from electra_tf.finetuning.entities import is_entity_tag_set
+    from electra_tf.finetuning.text.entities import is_entity_tag_set
     from electra_tf.models.preprocessing import pack_words_with_starts
     from electra_tf.serving.entities import entity_outputs, words_with_offsets
 

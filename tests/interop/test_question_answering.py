@@ -10,7 +10,7 @@ import pytest
 from safetensors.numpy import load_file
 
 from electra_tf import export
-from electra_tf.finetuning.question_answering import ElectraQuestionAnswerer, answer_mask
+from electra_tf.finetuning.question_answering.model import ElectraQuestionAnswerer, answer_mask
 from electra_tf.interop.convert import import_huggingface
 from electra_tf.interop.huggingface import ConversionError
 from electra_tf.interop.question_answering import QA_MODEL_FILE, export_question_answerer

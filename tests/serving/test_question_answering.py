@@ -1,5 +1,5 @@
 """The question-answering export, loaded as TF Serving loads it: the same answers as the Python
-post-processing (`qa_answers.best_answers` on `squad.make_windows`), offsets that cut the
+post-processing (`answers.best_answers` on `squad.make_windows`), offsets that cut the
 answer from the context, and defined behaviour on empty, huge and invalid input."""
 
 import keras
@@ -9,9 +9,9 @@ import tensorflow as tf
 
 from electra_tf.config import ElectraConfig
 from electra_tf.data.tokenization import ElectraTokenizer
-from electra_tf.finetuning.qa_answers import WindowBeam, best_answers
-from electra_tf.finetuning.question_answering import ElectraQuestionAnswerer
-from electra_tf.finetuning.squad import QAExample, make_windows
+from electra_tf.finetuning.question_answering.answers import WindowBeam, best_answers
+from electra_tf.finetuning.question_answering.model import ElectraQuestionAnswerer
+from electra_tf.finetuning.question_answering.squad import QAExample, make_windows
 from electra_tf.loading import build_discriminator
 from electra_tf.serving.publish import export_task_model
 

@@ -3,7 +3,7 @@ IOBES, strict mode, the edge cases that broke other scorers."""
 
 import pytest
 
-from electra_tf.finetuning.entities import detect_scheme, entities, entity_scores, is_entity_tag_set
+from electra_tf.finetuning.text.entities import detect_scheme, entities, entity_scores, is_entity_tag_set
 
 
 @pytest.mark.parametrize("tags, expected", [

@@ -1,7 +1,7 @@
 import numpy as np
 import tensorflow as tf
 
-from electra_tf.finetuning.losses import token_classification_loss
+from electra_tf.finetuning.text.losses import token_classification_loss
 
 
 def test_tagging_loss_sums_labelled_positions_only():

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from electra_tf.finetuning import metrics
+from electra_tf.finetuning.text import metrics
 
 
 def test_binary_metrics_against_hand_counts():

@@ -30,7 +30,7 @@ class ClassificationKind(TaskKind):
     """An `ElectraClassifier`: one text or a pair -> a class or a score."""
 
     def __init__(self, options):
-        from electra_tf.finetuning.tasks import Columns, glue_task, read_task_files
+        from electra_tf.finetuning.text.tasks import Columns, glue_task, read_task_files
 
         self.glue = glue_task(options.task) if options.task else None
         if self.glue is not None:
@@ -59,7 +59,7 @@ class ClassificationKind(TaskKind):
         return train
 
     def build_model(self, backbone, config, tokenizer, max_seq_length):
-        from electra_tf.finetuning.classifiers import ElectraClassifier
+        from electra_tf.finetuning.text.classifiers import ElectraClassifier
 
         labels = self.task.labels
         return ElectraClassifier(backbone, labels.num_classes, dropout=config.dropout, preprocessor=self.preprocessor,
@@ -92,8 +92,8 @@ class TaggingKind(ClassificationKind):
     train_unit = eval_unit = "sentences"
 
     def __init__(self, options):
-        from electra_tf.finetuning.entities import detect_scheme, is_entity_tag_set
-        from electra_tf.finetuning.tasks import Columns, read_tagging_files
+        from electra_tf.finetuning.text.entities import detect_scheme, is_entity_tag_set
+        from electra_tf.finetuning.text.tasks import Columns, read_tagging_files
 
         self.glue, self.options = None, options
         given = Columns(options.text_column, None, options.label_column)
@@ -119,7 +119,7 @@ class TaggingKind(ClassificationKind):
         return train
 
     def build_model(self, backbone, config, tokenizer, max_seq_length):
-        from electra_tf.finetuning.classifiers import ElectraTokenClassifier
+        from electra_tf.finetuning.text.classifiers import ElectraTokenClassifier
 
         return ElectraTokenClassifier(backbone, self.task.labels.num_classes, dropout=config.dropout,
                                       preprocessor=self.preprocessor, label_names=self.task.labels.names)
@@ -132,7 +132,7 @@ class TaggingKind(ClassificationKind):
     def test(self, model):
         """Scores of the best epoch on `--test` (read with the training file's tags), and its
         predictions file."""
-        from electra_tf.finetuning.tasks import read_tagging_files
+        from electra_tf.finetuning.text.tasks import read_tagging_files
 
         test = read_tagging_files(self.options.train, self.options.test, self.columns)
         test_names = test.labels.names
@@ -147,7 +147,7 @@ class TaggingKind(ClassificationKind):
         return predicted_metrics(dataset, labels, ("accuracy",), self.task.labels.num_classes)(model)
 
     def _entity_scores(self, model, inputs, piece_labels, examples, predictions_file):
-        from electra_tf.finetuning.entities import entity_scores
+        from electra_tf.finetuning.text.entities import entity_scores
         from electra_tf.models.preprocessing import IGNORE_LABEL
 
         names = self.task.labels.names

@@ -2,8 +2,8 @@
 
 import pytest
 
-from electra_tf.finetuning.qa_answers import WindowBeam, best_answers
-from electra_tf.finetuning.squad import QAExample, QAWindow
+from electra_tf.finetuning.question_answering.answers import WindowBeam, best_answers
+from electra_tf.finetuning.question_answering.squad import QAExample, QAWindow
 
 CONTEXT = "In the northern hills."  # words: In(0,2) the(3,6) northern(7,15) hills.(16,22)
 SPANS = [None, None, None, (0, 2), (3, 6), (7, 15), (16, 22), None]  # [CLS] q [SEP] 4 words [SEP]

@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 
 from electra_tf.config import ElectraConfig
-from electra_tf.finetuning.classifiers import ElectraClassifier, ElectraTokenClassifier
+from electra_tf.finetuning.text.classifiers import ElectraClassifier, ElectraTokenClassifier
 from electra_tf.loading import build_discriminator
 from electra_tf.models.preprocessing import ElectraTextPreprocessor, ElectraWordPreprocessor
 from electra_tf.optimization import create_finetuning_optimizer, layerwise_lr_multiplier

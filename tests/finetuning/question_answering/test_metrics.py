@@ -2,7 +2,7 @@
 
 import pytest
 
-from electra_tf.finetuning.qa_metrics import evaluate_v1, evaluate_v2, f1_score, normalize_answer
+from electra_tf.finetuning.question_answering.metrics import evaluate_v1, evaluate_v2, f1_score, normalize_answer
 
 
 def test_normalisation_and_f1():

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from electra_tf.data.tokenization import ElectraTokenizer
-from electra_tf.finetuning.squad import QADataError, QAExample, make_windows, read_squad
+from electra_tf.finetuning.question_answering.squad import QADataError, QAExample, make_windows, read_squad
 
 WORDS = ("when did the library open it opened in 1902 with four thousand books and a reading room children "
          "come after school to borrow novels atlases what does hold river rises hills").split()
@@ -110,7 +110,7 @@ def test_impossible_questions_misplaced_answers_and_the_tightest_span(tokenizer)
 
 
 def test_a_context_tokenized_once_serves_each_of_its_questions(tokenizer):
-    from electra_tf.finetuning.squad import tokenize_context
+    from electra_tf.finetuning.question_answering.squad import tokenize_context
 
     context_text = "The library opened in 1902 with four thousand books."
     context = tokenize_context(context_text, tokenizer)

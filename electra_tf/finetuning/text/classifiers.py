@@ -13,7 +13,7 @@ official `tf.layers.dense` call gets.
 
 With a `preprocessor`, `fit`, `evaluate` and `predict` take text as keras-hub's task models
 do: lists, numpy arrays or tensors of strings (word lists for tagging), `(text, text_pair)`
-tuples, or a `tf.data.Dataset` of such batches (`finetuning/inputs.py` has every form); string
+tuples, or a `tf.data.Dataset` of such batches (`finetuning/text/inputs.py` has every form); string
 labels are mapped through the model's `label_names`. The preprocessor is mapped over the data,
 so the model itself only ever sees token ids; datasets that already hold token ids (e.g.
 preprocessed once and cached, as `electra_tf.finetune` does) pass through unchanged.
@@ -29,10 +29,10 @@ import tensorflow as tf
 
 from electra_tf import optimization  # noqa: F401  registers ElectraAdamW: a saved model is compiled with it
 from electra_tf.compiled_gradients import CompiledGradients
-from electra_tf.finetuning.inputs import holds_text, map_string_labels, text_dataset
-from electra_tf.finetuning.losses import token_classification_loss
+from electra_tf.finetuning.text.inputs import holds_text, map_string_labels, text_dataset
+from electra_tf.finetuning.text.losses import token_classification_loss
 from electra_tf.models.encoders import Discriminator, deserialize_as
-from electra_tf.finetuning.tasks import from_unit_interval
+from electra_tf.finetuning.text.tasks import from_unit_interval
 from electra_tf.models.preprocessing import IGNORE_LABEL, ElectraTextPreprocessor, pack_words_with_starts
 
 HEAD_NAME = "task_specific"  # the official variable scope; optimization.py keys on it

@@ -8,7 +8,7 @@ import re
 import pytest
 
 from electra_tf import finetune
-from electra_tf.finetuning.qa_kind import METRICS_V1, METRICS_V2
+from electra_tf.finetuning.question_answering.kind import METRICS_V1, METRICS_V2
 
 # (question, answer) per test document; the answer is found in the document's text.
 QUESTIONS = [
@@ -120,7 +120,7 @@ def test_answerability_labels_are_the_questions_not_the_windows(small_vocab, cor
     import numpy as np
 
     from electra_tf.data.tokenization import ElectraTokenizer
-    from electra_tf.finetuning.qa_kind import QuestionAnsweringKind
+    from electra_tf.finetuning.question_answering.kind import QuestionAnsweringKind
     from electra_tf.finetuning.run import FinetuningOptions
 
     data = squad_file(tmp_path / "train-v2.0.json", corpus.DOCUMENTS, version="v2.0", impossible=True)

@@ -61,7 +61,7 @@ out = serve(text=tf.constant({texts!r}))
 print(json.dumps({{key: out[key].numpy().tolist() for key in
                   ("entity_text", "entity_type", "entity_start", "entity_end", "tags", "words")}}, default=lambda b: b.decode()))
 """)
-    from electra_tf.finetuning.entities import entities
+    from electra_tf.finetuning.text.entities import entities
 
     for row, text in enumerate(texts):
         words = [w for w in served["words"][row] if w]

@@ -1,8 +1,8 @@
 """Extractive question answering for the fine-tuning run (`--task squad`): SQuAD files in,
 `ElectraQuestionAnswerer` trained on their windows, the official scores out, and
 `predictions.json` (and `null_odds.json` for 2.0) beside the best epoch. See
-`task_kind.TaskKind`; the windows are `squad.make_windows`, the answers `qa_answers`, the
-scores `qa_metrics`."""
+`task_kind.TaskKind`; the windows are `squad.make_windows`, the answers `answers`, the
+scores `metrics`."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ class QuestionAnsweringKind(TaskKind):
     train_unit, eval_unit = "windows", "questions"  # an epoch goes through windows; scores are per question
 
     def __init__(self, options):
-        from electra_tf.finetuning.squad import read_squad
+        from electra_tf.finetuning.question_answering.squad import read_squad
 
         self.options = options
         self.train_data = read_squad(options.train, training=True)
@@ -41,7 +41,7 @@ class QuestionAnsweringKind(TaskKind):
         return OFFICIAL_EPOCHS
 
     def _windows(self, examples, tokenizer, max_seq_length, training, counts):
-        from electra_tf.finetuning.squad import make_windows, tokenize_contexts, tokenize_texts
+        from electra_tf.finetuning.question_answering.squad import make_windows, tokenize_contexts, tokenize_texts
         from electra_tf.progress import Progress
 
         contexts = list(dict.fromkeys(example.context for example in examples))
@@ -64,7 +64,7 @@ class QuestionAnsweringKind(TaskKind):
         import tensorflow as tf
 
         from electra_tf.errors import RunError
-        from electra_tf.finetuning.squad import default_doc_stride
+        from electra_tf.finetuning.question_answering.squad import default_doc_stride
 
         if max_seq_length - self.options.max_query_length - 3 < 1:
             raise RunError(f"--max_query_length {self.options.max_query_length} leaves no room for the context in "
@@ -91,7 +91,7 @@ class QuestionAnsweringKind(TaskKind):
         return dataset.shuffle(len(train_windows), seed=seed, reshuffle_each_iteration=True).batch(batch_size)
 
     def build_model(self, backbone, config, tokenizer, max_seq_length):
-        from electra_tf.finetuning.question_answering import ElectraQuestionAnswerer
+        from electra_tf.finetuning.question_answering.model import ElectraQuestionAnswerer
 
         return ElectraQuestionAnswerer(backbone, head=self.options.qa_head, answerable=self.version == "2.0",
                                        max_query_length=self.options.max_query_length, doc_stride=self.doc_stride,
@@ -99,7 +99,7 @@ class QuestionAnsweringKind(TaskKind):
 
     def answers(self, model):
         """{question id: QuestionAnswer} for the eval questions."""
-        from electra_tf.finetuning.qa_answers import WindowBeam, best_answers
+        from electra_tf.finetuning.question_answering.answers import WindowBeam, best_answers
         from electra_tf.progress import Progress, batch_progress
 
         batches = self.eval_inputs.cardinality().numpy()
@@ -124,7 +124,7 @@ class QuestionAnsweringKind(TaskKind):
         return answers
 
     def evaluate(self, model):
-        from electra_tf.finetuning import qa_metrics
+        from electra_tf.finetuning.question_answering import metrics as qa_metrics
 
         answers = self.answers(model)
         gold = {e.id: [text for text, _ in e.answers] for e in self.eval_data.examples}

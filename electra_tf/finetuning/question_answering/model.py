@@ -17,7 +17,7 @@ Two heads:
   Every dense layer here is Glorot-initialised, as the official `tf.layers.dense` calls are.
 - `head="plain"`, transformers' `ElectraForQuestionAnswering`: one dense(2) (`qa_outputs`),
   start and end logits independent, the same masked span loss; its beam is the top starts and
-  the top ends, which `qa_answers.best_answers` pairs.
+  the top ends, which `answers.best_answers` pairs.
 
 `fit` takes batches `(inputs, labels)`: inputs `token_ids`, `segment_ids`, `padding_mask` (and,
 for the electra head, the gold `start_positions`, which conditions the end in training); labels

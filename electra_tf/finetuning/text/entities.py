@@ -12,7 +12,7 @@ chunks that are well formed in `scheme` ("IOB2": B- I-*; "IOBES": S-, or B- I-* 
 I- I-*, with B- only where a chunk follows one of its own type), as seqeval's strict mode does.
 
 Own code rather than seqeval: seqeval's last release is from 2020 and pulls in scikit-learn
-for a few dozen lines of rules, which are tested here case by case (tests/finetuning/test_entities.py).
+for a few dozen lines of rules, which are tested here case by case (tests/finetuning/text/test_entities.py).
 Checked against seqeval 1.2.2 on 20,000 random tag sequences each: the same chunks in the default
 mode and in strict IOB2 and IOBES. Strict IOB1 follows the scheme's definition where seqeval's
 (marked unfinished there) drops chunks that a B- of another type ends.

@@ -15,7 +15,7 @@ SQuAD 1.1: the answer is the best text. SQuAD 2.0: the answer is the best non-em
 the question's null score is the smallest answerability logit over its windows (the official
 `null_odds`); the official evaluation answers "" where it exceeds the threshold (-2.75).
 
->>> from electra_tf.finetuning.squad import QAExample, QAWindow
+>>> from electra_tf.finetuning.question_answering.squad import QAExample, QAWindow
 >>> example = QAExample("q1", "Where?", "In the hills.")
 >>> window = QAWindow("q1", [2, 9, 3, 10, 11, 12, 3], [0, 0, 0, 1, 1, 1, 1],
 ...                   char_spans=[None, None, None, (0, 2), (3, 6), (7, 13), None],
