@@ -199,7 +199,9 @@ def restore_pretrainer(model_dir, checkpoint: str | None = None, allow_mlm: bool
 def _load_keras_file(path: Path):
     import keras
 
-    from electra_tf.finetuning.text import classifiers  # noqa: F401  (registers the task models for loading)
+    # Importing them registers the task models' classes, which loading a saved one needs.
+    from electra_tf.finetuning.question_answering import model  # noqa: F401
+    from electra_tf.finetuning.text import classifiers  # noqa: F401
 
     try:
         return keras.saving.load_model(str(path), compile=False)

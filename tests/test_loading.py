@@ -102,3 +102,25 @@ def test_the_width_is_read_before_anything_is_built(tmp_path):
     assert pretrained_hidden_size(tmp_path / "missing") is None
     (tmp_path / "run" / "config.json").write_text("{not json")
     assert pretrained_hidden_size(tmp_path / "run") is None  # load_pretrained reports it
+
+
+def test_a_question_answering_keras_file_gives_its_encoder_in_a_fresh_process(tmp_path):
+    """Fine-tuning again from a QA run's best.keras: the loader registers the QA model's class
+    itself (a fresh process has imported nothing else)."""
+    import subprocess
+    import sys
+
+    from electra_tf.finetuning.question_answering.model import ElectraQuestionAnswerer
+
+    config = tiny_config()
+    model = ElectraQuestionAnswerer(build_discriminator(config), beam_size=4)
+    length = 8
+    model.predict({"token_ids": np.zeros((1, length), "int32"), "segment_ids": np.zeros((1, length), "int32"),
+                   "padding_mask": np.ones((1, length), "int32")}, verbose=0)
+    model.save(tmp_path / "best.keras")
+    config.save(tmp_path / "config.json")
+    (tmp_path / "vocab.txt").write_text("\n".join(VOCABULARY) + "\n")
+    code = ("from electra_tf.loading import load_pretrained\n"
+            f"print(type(load_pretrained({str(tmp_path / 'best.keras')!r}).discriminator).__name__)")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert result.stdout.strip().splitlines()[-1:] == ["Discriminator"], result.stderr[-2000:]
