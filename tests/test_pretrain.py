@@ -91,6 +91,10 @@ def test_a_finished_run_writes_its_summary(reference_run):
     assert 0 < summary["first_step_seconds"] < summary["train_seconds"] <= summary["seconds"]
     assert 0 < summary["step_seconds"] * (STEPS - 1) <= summary["train_seconds"] - summary["first_step_seconds"] + 1e-3
     assert summary["runtime"].startswith("one_device") and summary["export"].endswith("1")
+    # Every 20 steps a checkpoint and a sample panel (+ the first panel): their pauses are counted.
+    pauses = summary["pauses"]
+    assert pauses["checkpoint_writes"]["count"] == STEPS // 20 and pauses["replacement_samples"]["count"] == STEPS // 20 + 1
+    assert 0 < pauses["checkpoint_writes"]["seconds"] < summary["train_seconds"]
 
 
 def test_event_files_hold_scalars_and_the_sample_panel(reference_run):

@@ -150,6 +150,24 @@ class TrainingMonitor(keras.callbacks.Callback):
         self._window_start = (now, step, tokens)
 
 
+class Pause:
+    """Counts the times and seconds a callback held training up (`with pause: ...`): what a
+    window's rate loses to checkpoint writes or samples, in the run's metrics.json."""
+
+    def __init__(self):
+        self.count, self.seconds = 0, 0.0
+
+    def __enter__(self):
+        self._began = time.monotonic()
+
+    def __exit__(self, *error):
+        self.count += 1
+        self.seconds += time.monotonic() - self._began
+
+    def summary(self) -> dict:
+        return {"count": self.count, "seconds": round(self.seconds, 3)}
+
+
 class CheckpointSaver(keras.callbacks.Callback):
     """Saves every `every` steps, at the end, and after the step in which a signal arrived."""
 
@@ -160,6 +178,7 @@ class CheckpointSaver(keras.callbacks.Callback):
         self.signals = signals
         self.received: int | None = None
         self.saved_paths: list[str] = []
+        self.pause = Pause()
         self._previous = {}
 
     def on_train_begin(self, logs=None):
@@ -175,11 +194,13 @@ class CheckpointSaver(keras.callbacks.Callback):
     def on_train_batch_end(self, batch, logs=None):
         step = self.run_checkpoint.step
         if self.received is not None:
-            self.saved_paths.append(self.run_checkpoint.save(steps_done=batch + 1))
+            with self.pause:
+                self.saved_paths.append(self.run_checkpoint.save(steps_done=batch + 1))
             self.model.stop_training = True
         elif (step % self.every == 0 and step != self._last_saved
               and math.isfinite(float((logs or {}).get("loss", 0.0)))):
-            self.saved_paths.append(self.run_checkpoint.save(steps_done=batch + 1))
+            with self.pause:
+                self.saved_paths.append(self.run_checkpoint.save(steps_done=batch + 1))
             self._last_saved = step
 
     def on_train_end(self, logs=None):
@@ -196,6 +217,7 @@ class ReplacementSamples(keras.callbacks.Callback):
         self.probe = probe_batch
         self.tokenizer = tokenizer
         self.every = every
+        self.pause = Pause()
 
     def on_train_begin(self, logs=None):
         self._last = optimizer_step(self.model)
@@ -208,10 +230,11 @@ class ReplacementSamples(keras.callbacks.Callback):
             self._write(step)
 
     def _write(self, step):
-        text = render_replacements(self.model, self.probe, self.tokenizer)
-        with self.writer.as_default(step=step):
-            tf.summary.text("samples/replaced_token_detection", text)
-        self.writer.flush()
+        with self.pause:
+            text = render_replacements(self.model, self.probe, self.tokenizer)
+            with self.writer.as_default(step=step):
+                tf.summary.text("samples/replaced_token_detection", text)
+            self.writer.flush()
 
 
 def render_replacements(pretrainer, batch, tokenizer, row: int = 0) -> str:

@@ -330,8 +330,10 @@ def _run(options: PretrainingOptions, role, closing: contextlib.ExitStack) -> Ru
                               skipped_steps=checkpoint.skipped_steps)
     saver = CheckpointSaver(checkpoint, options.checkpoint_every)
     callbacks = [InputTracker(resumable), monitor, saver]
+    samples = None
     if pretrainer.discriminator is not None and role.is_chief:
-        callbacks.append(ReplacementSamples(writer, held_out[0], tokenizer, options.sample_every))
+        samples = ReplacementSamples(writer, held_out[0], tokenizer, options.sample_every)
+        callbacks.append(samples)
     if options.profile_steps and role.is_chief:
         callbacks.append(StepProfiler(str(model_dir.profile_logs), *options.profile_steps))
 
@@ -397,7 +399,12 @@ def _run(options: PretrainingOptions, role, closing: contextlib.ExitStack) -> Ru
             _barrier(strategy)
     finished = result("finished", metrics={k: float(v) for k, v in metrics.items()}, export_path=export_path)
     if role.is_chief:
-        _write_summary(finished, config, runtime, data.description, resumed_from or 0, monitor.timings())
+        # What held training up, apart from the steps: the GPU run lost half a window's rate
+        # around checkpoints (docs/performance.md); these say which pause it was.
+        pauses = {"checkpoint_writes": saver.pause.summary(),
+                  **({"replacement_samples": samples.pause.summary()} if samples else {})}
+        _write_summary(finished, config, runtime, data.description, resumed_from or 0,
+                       {**monitor.timings(), "pauses": pauses})
     return finished
 
 
