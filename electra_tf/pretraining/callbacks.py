@@ -212,9 +212,12 @@ class ReplacementSamples(keras.callbacks.Callback):
     """A TensorBoard text panel: one example with replacements and the discriminator's verdicts."""
 
     def __init__(self, writer, probe_batch, tokenizer, every: int = 200):
+        """Shows the first example of `probe_batch`, and runs the networks on that one alone:
+        eagerly, on a whole ELECTRA-Small batch of 128, a panel took 2.8 s on 2 CPU cores
+        (0.13 s for the one row), a pause in the run every `every` steps."""
         super().__init__()
         self.writer = writer
-        self.probe = probe_batch
+        self.probe = {key: value[:1] for key, value in probe_batch.items()}
         self.tokenizer = tokenizer
         self.every = every
         self.pause = Pause()
