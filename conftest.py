@@ -30,3 +30,9 @@ def two_replicas():
     over the same devices would restart the collective instance keys and clash with the
     first one's cached collectives."""
     return tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+
+
+@pytest.fixture(scope="session")
+def one_mirrored_replica():
+    """MirroredStrategy over one logical CPU: what `--strategy mirrored` is on one GPU."""
+    return tf.distribute.MirroredStrategy(["/cpu:0"])

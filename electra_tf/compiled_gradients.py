@@ -1,4 +1,4 @@
-"""XLA under a multi-replica strategy: each replica's forward and backward pass compiled, the
+"""XLA under a distribution strategy: each replica's forward and backward pass compiled, the
 cross-replica work outside.
 
 Keras' `compile(jit_compile=True)` compiles the whole per-replica step with XLA, the
@@ -10,7 +10,7 @@ LossScaleOptimizer calls `merge_call` inside its `cond`; on CPU, a replica's var
 from the other device). Keras' own `fit` therefore turns `jit_compile="auto"` off under a
 strategy.
 
-Here XLA keeps the model's math. Under a multi-replica strategy, `compile(jit_compile=True)`
+Here XLA keeps the model's math. Under a mirrored strategy, `compile(jit_compile=True)`
 makes Keras trace a plain step, and that step calls a `tf.function(jit_compile=True)` that
 computes one replica's loss and gradients (the forward and backward pass: nearly all of the
 FLOPs). What is left outside XLA is what the strategy does anyway in its own runtime: the
@@ -18,6 +18,13 @@ gradients' all-reduce (NCCL on GPUs), the loss-scale decision and the optimizer'
 is one fused ResourceApplyAdam kernel per variable (`optimization.ElectraAdamW`). This is the
 arrangement of NVIDIA's TF2 ELECTRA (DeepLearningExamples), whose XLA step computes gradients
 and leaves Horovod's all-reduce and the update to the runtime.
+
+The split is made for every mirrored strategy, one replica included: MirroredStrategy on one GPU
+still reduces through NCCL collectives (TensorFlow picks `CollectiveAllReduce` whenever all its
+devices are GPUs, and inside XLA it skips `merge_call` and emits the collective in the compiled
+step), so `--strategy mirrored` on one GPU is where the H100's failures were measured. On CPU the
+same strategy reduces by `merge_call` instead, which is why one CPU replica never showed them.
+Only the default strategy and OneDeviceStrategy, which reduce nothing, compile the whole step.
 
 `jit_compile=True` guarantees compilation: a function XLA cannot compile raises instead of
 running uncompiled, so a step that trains in this mode did run its gradients through XLA.
@@ -31,9 +38,11 @@ import tensorflow as tf
 from keras.src.losses.loss import unscale_loss_for_distribution
 
 
-def replicas_in_scope() -> int:
-    """Replicas of the strategy in scope (1 without one)."""
-    return tf.distribute.get_strategy().num_replicas_in_sync
+def strategy_reduces_across_replicas() -> bool:
+    """Whether the strategy in scope sums gradients across replicas (any strategy but the default
+    and OneDeviceStrategy), however many replicas it has."""
+    return tf.distribute.has_strategy() and not isinstance(tf.distribute.get_strategy(),
+                                                           tf.distribute.OneDeviceStrategy)
 
 
 def dense_gradients(gradients):
@@ -46,18 +55,19 @@ def dense_gradients(gradients):
 class CompiledGradients:
     """Mixin for a `keras.Model` (put it before `keras.Model` in the bases).
 
-    `compile(jit_compile=True)` under a strategy of several replicas sets
+    `compile(jit_compile=True)` under a mirrored strategy (one replica or several) sets
     `compiles_gradients_only`: Keras then traces its step without XLA, and the step computes the
-    loss and gradients through `gradient_function`, a `tf.function(jit_compile=True)`. Under one
-    replica nothing changes: Keras compiles the whole step. Keras' default `train_step` is split
-    here for the fine-tuning models; `ElectraPretrainer` splits its own step the same way.
+    loss and gradients through `gradient_function`, a `tf.function(jit_compile=True)`. Without a
+    strategy, or under OneDeviceStrategy, nothing changes: Keras compiles the whole step. Keras'
+    default `train_step` is split here for the fine-tuning models; `ElectraPretrainer` splits its
+    own step the same way.
     """
 
     compiles_gradients_only = False
     _compiled_gradients = None  # the model's one compiled gradients function, once built
 
     def compile(self, *args, jit_compile="auto", **kwargs):
-        self.compiles_gradients_only = jit_compile is True and replicas_in_scope() > 1
+        self.compiles_gradients_only = jit_compile is True and strategy_reduces_across_replicas()
         self._compiled_gradients = None
         super().compile(*args, jit_compile=False if self.compiles_gradients_only else jit_compile, **kwargs)
 

@@ -14,11 +14,11 @@ so the decisions are visible in the run summary and testable without the hardwar
   default it was level, and float16 matmuls on CPU are slow. Pre-training and fine-tuning pass
   the model's width; without it CPU precision stays float32.
 - XLA: on for GPUs and TPUs; off on CPU, where it measured no faster for the tiny step
-  (benchmarks/input_pipeline.py). On one replica Keras compiles the whole step with XLA
-  (`compile(jit_compile=True)`); under several replicas XLA compiles each replica's forward and
-  backward pass, and the gradients' all-reduce and the update run outside it
-  (`compiled_gradients.py`). Compiled programs are cached on disk across processes
-  (`use_compile_cache`).
+  (benchmarks/input_pipeline.py). Without a strategy (one device) Keras compiles the whole step
+  with XLA (`compile(jit_compile=True)`); under MirroredStrategy, one replica or several, XLA
+  compiles each replica's forward and backward pass, and the gradients' all-reduce and the
+  update run outside it (`compiled_gradients.py`). Compiled programs are cached on disk across
+  processes (`use_compile_cache`).
 """
 
 from __future__ import annotations

@@ -3,9 +3,13 @@ mixed_bfloat16, mixed_float16} x XLA {on, off}, for pre-training and fine-tuning
 
 On one H100, MirroredStrategy failed at the first step in every XLA or float16 cell
 (docs/results.md, "GPU"); the same failures reproduce here on two logical CPUs, so this matrix
-catches them without a GPU. The model is as small as the step's structure allows: the matrix's
-cost is tracing and XLA's CPU compile, about a second or two per non-XLA cell and several per
-XLA cell.
+catches them without a GPU. MirroredStrategy over one device is in the matrix's XLA cells too:
+on one GPU it failed the same way (TensorFlow reduces through NCCL collectives whenever all of a
+MirroredStrategy's devices are GPUs, one included), so it takes the same split. On CPU it
+reduces by `merge_call` and would train either way: there these cells check the routing (XLA
+compiles the gradients alone), not the GPU failure itself. The model is as small as the step's
+structure allows: the matrix's cost is tracing and XLA's CPU compile, about a second or two per
+non-XLA cell and several per XLA cell.
 """
 
 import itertools
@@ -22,8 +26,9 @@ from electra_tf.pretraining.checkpointing import ResumableInput
 from electra_tf.pretraining.pretrainer import ElectraPretrainer
 from electra_tf.pretraining.synthetic import masked_batch
 
-CELLS = list(itertools.product(("one_device", "mirrored"), ("float32", "mixed_bfloat16", "mixed_float16"),
-                               (False, True)))
+PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
+CELLS = (list(itertools.product(("one_device", "mirrored"), PRECISIONS, (False, True)))
+         + [("mirrored_one_replica", precision, True) for precision in PRECISIONS])
 IDS = [f"{strategy}-{precision}-{'xla' if xla else 'no_xla'}" for strategy, precision, xla in CELLS]
 BATCHES = 4
 # float16 starts at Keras' loss scale 2**15, at which the first steps' gradients overflow and are
@@ -42,24 +47,32 @@ def small_config():
         "num_train_steps": 40, "num_warmup_steps": 2})
 
 
-def strategy_for(name, two_replicas):
-    return two_replicas if name == "mirrored" else tf.distribute.get_strategy()
+@pytest.fixture
+def strategy_for(request):
+    """The cell's strategy by name; the mirrored ones are session fixtures (see conftest.py)."""
+    def strategy(name):
+        if name == "one_device":
+            return tf.distribute.get_strategy()
+        fixture = {"mirrored": "two_replicas", "mirrored_one_replica": "one_mirrored_replica"}[name]
+        return request.getfixturevalue(fixture)
+    return strategy
 
 
 def check_compiled_as_asked(model, strategy, xla):
-    """XLA is never dropped quietly: one replica compiles the whole step, several compile each
-    replica's gradients (jit_compile=True functions raise rather than run uncompiled)."""
-    several = strategy.num_replicas_in_sync > 1
-    assert model.compiles_gradients_only == (xla and several)
-    assert bool(model.jit_compile) == (xla and not several)
-    if xla and several:
+    """XLA is never dropped quietly: without a strategy Keras compiles the whole step; under
+    MirroredStrategy, one replica or several, XLA compiles each replica's gradients
+    (jit_compile=True functions raise rather than run uncompiled)."""
+    mirrored = isinstance(strategy, tf.distribute.MirroredStrategy)
+    assert model.compiles_gradients_only == (xla and mirrored)
+    assert bool(model.jit_compile) == (xla and not mirrored)
+    if xla and mirrored:
         assert model._compiled_gradients is not None  # the gradients' function was built and ran
 
 
 @pytest.mark.parametrize("strategy_name,precision,xla", CELLS, ids=IDS)
-def test_pretraining_trains_in_every_cell(strategy_name, precision, xla, two_replicas):
+def test_pretraining_trains_in_every_cell(strategy_name, precision, xla, strategy_for):
     keras.config.set_dtype_policy(precision)
-    strategy = strategy_for(strategy_name, two_replicas)
+    strategy = strategy_for(strategy_name)
     config = small_config()
     with strategy.scope():
         pretrainer = ElectraPretrainer.from_electra_config(config)
@@ -82,13 +95,13 @@ def test_pretraining_trains_in_every_cell(strategy_name, precision, xla, two_rep
 
 
 @pytest.mark.parametrize("strategy_name,precision,xla", CELLS, ids=IDS)
-def test_finetuning_trains_in_every_cell(strategy_name, precision, xla, two_replicas):
+def test_finetuning_trains_in_every_cell(strategy_name, precision, xla, strategy_for):
     from electra_tf.finetuning.text.classifiers import ElectraClassifier
     from electra_tf.models.embeddings import ElectraEmbeddings
     from electra_tf.models.encoders import Discriminator
 
     keras.config.set_dtype_policy(precision)
-    strategy = strategy_for(strategy_name, two_replicas)
+    strategy = strategy_for(strategy_name)
     config = small_config()
     batch = masked_batch(config, 8, seed=2)
     inputs = {key: batch[key] for key in ("token_ids", "segment_ids", "padding_mask")}

@@ -29,7 +29,7 @@ def test_cluster_and_tpu_from_the_environment():
 
 
 def test_explicit_choices_win_xla_under_mirrored_included():
-    # XLA is never switched off behind the user's back: under several replicas it compiles
+    # XLA is never switched off behind the user's back: under MirroredStrategy it compiles
     # each replica's gradients (compiled_gradients.py; the matrix in pretraining/test_runtime_matrix.py).
     runtime = resolve_runtime("mirrored", "mixed_bfloat16", xla=True, gpus=0, environ={})
     assert (runtime.strategy_name, runtime.precision, runtime.xla) == ("mirrored", "mixed_bfloat16", True)

@@ -16,7 +16,7 @@ Distribution: each loss is a sum over the replica's examples divided by the coun
 replicas are exactly the single-device gradients of the global batch, for any replica count.
 Every replica folds its replica id into the sampling seed, so replicas draw different samples.
 The counts come from the batch alone (masked slots, non-padding tokens), so they are reduced
-before the forward pass: under several replicas with XLA, the forward and backward pass are
+before the forward pass: under a mirrored strategy with XLA, the forward and backward pass are
 one compiled function with no collective inside (`compiled_gradients.py`).
 """
 
@@ -142,7 +142,7 @@ class ElectraPretrainer(CompiledGradients, keras.Model):
         data, _, _ = keras.utils.unpack_x_y_sample_weight(data)  # no labels: they are made here
         _check_batch(data)
         # Seed and counts first: both are cross-replica (a replica id, an all-reduce), so they
-        # stay out of the gradients' function, which XLA compiles alone under several replicas.
+        # stay out of the gradients' function, which XLA compiles alone under a mirrored strategy.
         gradients, outputs = self.gradient_function(self._pretraining_gradients)(
             data, self._next_seed(), global_loss_counts(data))
         apply_gradients(self.optimizer, gradients, self.trainable_variables)
