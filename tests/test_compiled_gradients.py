@@ -3,10 +3,10 @@ mixed_bfloat16, mixed_float16} x XLA {on, off}, for pre-training and fine-tuning
 
 On one H100, MirroredStrategy failed at the first step in every XLA or float16 cell
 (docs/results.md, "GPU"); the same failures reproduce here on two logical CPUs, so this matrix
-catches them without a GPU. MirroredStrategy over one device is in the matrix's XLA cells too:
-on one GPU it failed the same way (TensorFlow reduces through NCCL collectives whenever all of a
+catches them without a GPU. MirroredStrategy over one device with XLA is a cell too: on one GPU
+it failed the same way (TensorFlow reduces through NCCL collectives whenever all of a
 MirroredStrategy's devices are GPUs, one included), so it takes the same split. On CPU it
-reduces by `merge_call` and would train either way: there these cells check the routing (XLA
+reduces by `merge_call` and would train either way: there this cell checks the routing (XLA
 compiles the gradients alone), not the GPU failure itself. The model is as small as the step's
 structure allows: the matrix's cost is tracing and XLA's CPU compile, about a second or two per
 non-XLA cell and several per XLA cell.
@@ -27,8 +27,10 @@ from electra_tf.pretraining.pretrainer import ElectraPretrainer
 from electra_tf.pretraining.synthetic import masked_batch
 
 PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
+# One replica's cell checks the routing, which the precision does not change (float32: the
+# cheapest, 11 s for both tests against 64 s for all three precisions).
 CELLS = (list(itertools.product(("one_device", "mirrored"), PRECISIONS, (False, True)))
-         + [("mirrored_one_replica", precision, True) for precision in PRECISIONS])
+         + [("mirrored_one_replica", "float32", True)])
 IDS = [f"{strategy}-{precision}-{'xla' if xla else 'no_xla'}" for strategy, precision, xla in CELLS]
 BATCHES = 4
 # float16 starts at Keras' loss scale 2**15, at which the first steps' gradients overflow and are
