@@ -13,7 +13,7 @@ import pytest
 from electra_tf import cluster
 from electra_tf.cluster import WorkerRole, launch_local, local_tf_configs
 from electra_tf.errors import RunError
-from tests.test_pretrain import environment
+from tests.cli_runs import environment
 
 REPO = Path(__file__).resolve().parents[1]
 

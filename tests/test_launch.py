@@ -14,7 +14,7 @@ import pytest
 import tensorflow as tf
 
 from electra_tf import launch
-from tests.test_pretrain import _alarming, _quiet_check_environment, environment, scalars
+from tests.cli_runs import alarming_lines, environment, scalars, user_environment
 
 REPO = Path(__file__).resolve().parents[1]
 STEPS = 60
@@ -61,7 +61,7 @@ def worker_pid(launcher_pid, index):
 def reference_run(data_dir, tmp_path_factory):
     root = tmp_path_factory.mktemp("two_workers")
     # As a user's shell runs it (no TF_CPP_MIN_LOG_LEVEL), so the output check below means something.
-    result = subprocess.run(command(data_dir, root / "model", root / "exports"), env=_quiet_check_environment(),
+    result = subprocess.run(command(data_dir, root / "model", root / "exports"), env=user_environment(),
                             capture_output=True, text=True, timeout=900)
     assert result.returncode == 0, result.stdout[-3000:]
     return root, result.stdout
@@ -72,7 +72,7 @@ def test_two_workers_run_to_the_end_with_only_the_chief_writing(reference_run):
     root, stdout = reference_run
     assert "[worker 0]   this process: worker 0 of 2 (chief), reading 4 of every step's 8 examples" in stdout
     assert "[worker 1]   this process: worker 1 of 2, reading 4" in stdout
-    assert f"[worker 0] step {STEPS}/{STEPS}" in stdout and f"[worker 1] step" not in stdout
+    assert f"[worker 0] step {STEPS}/{STEPS}" in stdout and "[worker 1] step" not in stdout
     assert "[worker 1] Done at step 60 (the chief reports the run)." in stdout
     checkpoints = root / "model" / "checkpoints"
     assert (checkpoints / f"ckpt-{STEPS}.index").is_file()
@@ -84,7 +84,7 @@ def test_two_workers_run_to_the_end_with_only_the_chief_writing(reference_run):
     assert len(list((root / "model" / "logs" / "train").glob("events.out.tfevents.*"))) == 1
     # Nothing that looks like an error, but for the coordination service's farewell lines that
     # some runs end with (docs/scaling.md: the same lines mean a real failure mid-run).
-    alarming = [line for line in _alarming(stdout) if not re.search(r"StartAbort|unhealthy|have crashed", line)]
+    alarming = [line for line in alarming_lines(stdout) if not re.search(r"StartAbort|unhealthy|have crashed", line)]
     assert not alarming, "\n".join(alarming)
     assert "/job:worker/replica" not in stdout
 

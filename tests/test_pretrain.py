@@ -1,6 +1,5 @@
 """The pre-training run end to end: subprocesses for kill/resume, event files for TensorBoard."""
 
-import glob
 import json
 import os
 import re
@@ -16,8 +15,8 @@ import pytest
 import tensorflow as tf
 
 from electra_tf import pretrain
+from tests.cli_runs import alarming_lines, environment, scalars, texts, user_environment
 
-REPO = Path(__file__).resolve().parents[1]
 STEPS = 160
 
 
@@ -32,36 +31,6 @@ def command(data_dir, model_dir, export_dir, *extra):
             "--set", "num_layers=1", "--set", "max_seq_length=32", "--set", "dropout=0.1",
             "--checkpoint_every", "20", "--log_every", "5", "--sample_every", "20", "--eval_batches", "2",
             *extra]
-
-
-def environment():
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")])
-    return env
-
-
-def scalars(log_dir, tag, newest_file_only=False):
-    """{step: value} for a scalar tag in the TensorBoard event files under log_dir."""
-    files = sorted(glob.glob(str(Path(log_dir) / "events.out.tfevents.*")), key=os.path.getmtime)
-    if newest_file_only:
-        files = files[-1:]
-    values = {}
-    for path in files:
-        for event in tf.compat.v1.train.summary_iterator(path):
-            for value in event.summary.value:
-                if value.tag == tag:
-                    values[event.step] = float(tf.make_ndarray(value.tensor))
-    return values
-
-
-def texts(log_dir, tag):
-    found = []
-    for path in glob.glob(str(Path(log_dir) / "events.out.tfevents.*")):
-        for event in tf.compat.v1.train.summary_iterator(path):
-            for value in event.summary.value:
-                if value.tag == tag:
-                    found.append(tf.make_ndarray(value.tensor).item().decode())
-    return found
 
 
 @pytest.fixture(scope="module")
@@ -346,39 +315,26 @@ def test_bad_config_value_is_reported_without_a_traceback(capsys):
     assert "'mask_prob' = 2.0: must be in (0, 1)" in capsys.readouterr().err
 
 
-def _quiet_check_environment():
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
-    for name in ("TF_CPP_MIN_LOG_LEVEL", "ELECTRA_TF_TF_LOGS"):  # as a user's shell has them
-        env.pop(name, None)
-    return env
-
-
-def _alarming(stderr: str) -> list[str]:
-    """Lines that look like an error or warning to a person reading the terminal."""
-    return [line for line in stderr.splitlines()
-            if re.match(r"^[IWEF]\d{4} |^WARNING|^Traceback", line) or re.search(r"Error|Warning|error:", line)]
-
-
 def test_a_clean_run_and_a_stopped_run_print_nothing_that_looks_like_an_error(corpus, tmp_path):
     """Raw text (a Python generator feeds it) ended TensorFlow's log with "Error occurred when
     finalizing GeneratorDataset iterator", and every command opened with TensorFlow's banners."""
     text = corpus.write_sentence_file(tmp_path / "corpus.txt", repeat=20)
     argv = [sys.executable, "-m", "electra_tf.pretrain", "--data", str(text), "--batch_size", "4",
             "--set", "num_layers=1", "--set", "max_seq_length=32", "--eval_batches", "1", "--log_every", "1"]
-    done = subprocess.run(argv + ["--model_dir", str(tmp_path / "done"), "--steps", "3"], env=_quiet_check_environment(),
+    done = subprocess.run(argv + ["--model_dir", str(tmp_path / "done"), "--steps", "3"], env=user_environment(),
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0 and "Done in" in done.stdout, done.stderr[-3000:]
-    assert not _alarming(done.stderr), done.stderr
+    assert not alarming_lines(done.stderr), done.stderr
 
     process = subprocess.Popen(argv + ["--model_dir", str(tmp_path / "stopped"), "--steps", "100000"],
-                               env=_quiet_check_environment(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                               env=user_environment(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     for line in process.stdout:
         if line.startswith("step 2/"):
             process.send_signal(signal.SIGINT)
             break
     stdout, stderr = process.communicate(timeout=300)
     assert process.returncode == 128 + signal.SIGINT and "Stopped by signal 2" in stdout, stderr[-3000:]
-    assert not _alarming(stderr), stderr
+    assert not alarming_lines(stderr), stderr
 
 
 def test_a_finished_run_rerun_exports_into_its_own_folder_and_adds_no_version(pretrained_run, capsys):
