@@ -242,3 +242,15 @@ def create_finetuning_optimizer(learning_rate: float, total_steps: int, num_laye
                         epsilon=adam_epsilon, clip_global_norm=clip_global_norm,
                         layerwise_lr_decay=layerwise_lr_decay, num_layers=num_layers,
                         layer_decay_schedule=layer_decay_schedule)
+
+
+def optimizer_step(model) -> int:
+    """The step the model's optimizer has reached (a run's step counter: float16's skipped
+    batches do not count), under any strategy."""
+    return int(keras.ops.convert_to_numpy(model.optimizer.iterations))
+
+
+def as_float(value) -> float:
+    """A Keras or tf variable (a MirroredVariable under a strategy, which float() and int()
+    refuse), a schedule's tensor or a number, as a Python float."""
+    return float(keras.ops.convert_to_numpy(value))

@@ -205,6 +205,14 @@ def _cluster_size(environ) -> int:
     return sum(len(tasks) for name, tasks in cluster.items() if name in ("chief", "worker"))
 
 
+def gpu_names() -> list[str]:
+    """The visible GPUs by name (e.g. "NVIDIA H100 80GB HBM3"), for a run's metrics.json."""
+    import tensorflow as tf
+
+    return [tf.config.experimental.get_device_details(gpu).get("device_name", gpu.name)
+            for gpu in tf.config.list_physical_devices("GPU")]
+
+
 def check(preset: str = "electra_small") -> int:
     """`python -m electra_tf --check`: what this machine offers and what `auto` would choose,
     proven by running a matmul, and an XLA-compiled one, on each device. Returns an exit status

@@ -12,6 +12,7 @@ structure allows: the matrix's cost is tracing and XLA's CPU compile, about a se
 non-XLA cell and several per XLA cell.
 """
 
+import io
 import itertools
 
 import keras
@@ -20,6 +21,7 @@ import pytest
 import tensorflow as tf
 
 from electra_tf.config import ElectraConfig
+from electra_tf.finetuning.callbacks import EpochEvaluator, FinetuningProgress
 from electra_tf.optimization import create_finetuning_optimizer, create_optimizer
 from electra_tf.pretraining.callbacks import TrainingMonitor
 from electra_tf.pretraining.checkpointing import ResumableInput
@@ -114,7 +116,13 @@ def test_finetuning_trains_in_every_cell(strategy_name, precision, xla, strategy
         classifier.compile(optimizer=create_finetuning_optimizer(1e-3, 10, config.num_layers), jit_compile=xla)
     before = classifier.head.kernel.numpy().copy()
     batches = batches_for(precision)
-    history = classifier.fit(tf.data.Dataset.from_tensors((inputs, labels)).repeat(batches), verbose=0).history
+    # The run's own callbacks read the step and learning rate from (mirrored) variables: under
+    # MirroredStrategy `int(optimizer.iterations)` failed at the first batch of `finetune`.
+    progress = FinetuningProgress(tf.summary.create_noop_writer(), batches, 8, log_every=1, stream=io.StringIO())
+    evaluator = EpochEvaluator(tf.summary.create_noop_writer(), lambda model: ({"score": 0.0}, {}),
+                               stream=io.StringIO())
+    history = classifier.fit(tf.data.Dataset.from_tensors((inputs, labels)).repeat(batches), verbose=0,
+                             callbacks=[progress, evaluator]).history
     assert np.isfinite(history["loss"]).all()
     assert int(classifier.optimizer.iterations.numpy()) >= (1 if precision == "mixed_float16" else batches)
     assert not np.array_equal(classifier.head.kernel.numpy(), before)

@@ -15,6 +15,7 @@ import numpy as np
 import tensorflow as tf
 
 from electra_tf.finetuning.text import metrics
+from electra_tf.optimization import as_float, optimizer_step
 from electra_tf.progress import Progress
 
 
@@ -30,13 +31,13 @@ class FinetuningProgress(keras.callbacks.Callback):
                                  stream=stream or sys.stdout, interval=0.0)
 
     def on_train_batch_end(self, batch, logs=None):
-        step = int(self.model.optimizer.iterations)
+        step = optimizer_step(self.model)
         if step % self.log_every and step != self.total_steps:
             return
         loss = float((logs or {}).get("loss", float("nan")))
         with self.writer.as_default(step=step):
             tf.summary.scalar("train/loss", loss)
-            tf.summary.scalar("train/learning_rate", float(self.model.optimizer.learning_rate))
+            tf.summary.scalar("train/learning_rate", as_float(self.model.optimizer.learning_rate))
         self.progress.update(step * self.batch_size, f"step {step}/{self.total_steps} | loss {loss:.4f}")
 
 
@@ -59,7 +60,7 @@ class EpochEvaluator(keras.callbacks.Callback):
         values, files = self.evaluate(self.model)
         record = {"epoch": epoch + 1, "train_loss": float((logs or {}).get("loss", float("nan"))), **values}
         self.history.append(record)
-        with self.writer.as_default(step=int(self.model.optimizer.iterations)):
+        with self.writer.as_default(step=optimizer_step(self.model)):
             for name, value in values.items():
                 if isinstance(value, dict):  # e.g. per entity type: eval/per_type/PER/f1
                     for key, inner in _flat(value, f"eval/{name}"):

@@ -158,8 +158,8 @@ def _run(options: FinetuningOptions) -> FinetuningResult:
     from electra_tf.files import atomic_write_text
     from electra_tf.finetuning.callbacks import EpochEvaluator, FinetuningProgress
     from electra_tf.loading import build_discriminator, load_pretrained, pretrained_hidden_size
-    from electra_tf.optimization import create_finetuning_optimizer
-    from electra_tf.runtime import create_strategy, resolve_runtime, use_compile_cache
+    from electra_tf.optimization import create_finetuning_optimizer, optimizer_step
+    from electra_tf.runtime import create_strategy, gpu_names, resolve_runtime, use_compile_cache
     from electra_tf.serving.publish import export_task_model
 
     started = time.monotonic()
@@ -259,6 +259,10 @@ def _run(options: FinetuningOptions) -> FinetuningResult:
         "checkpoint": str(output.best_model),
         "export": str(export_path),
         "seconds": round(time.monotonic() - started, 1),
+        "optimizer_steps": optimizer_step(model),  # float16: skipped batches are not steps
+        "runtime": runtime.describe(),
+        "gpus": gpu_names(),
+        "tensorflow": tf.__version__,
     }
     atomic_write_text(output.metrics, json.dumps(summary, indent=2) + "\n")
     return FinetuningResult(summary, output, export_path)

@@ -28,20 +28,10 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from electra_tf.optimization import as_float, optimizer_step
 from electra_tf.progress import format_duration
 
 CONSOLE_METRICS = ("loss", "masked_lm_accuracy", "disc_auc")
-
-
-def optimizer_step(model) -> int:
-    """The training step the model's optimizer has reached (the run's step counter)."""
-    return int(model.optimizer.iterations.numpy())
-
-
-def as_float(value) -> float:
-    """A Keras or tf variable (a MirroredVariable under a strategy, which float() refuses) or a
-    tensor, as a Python float."""
-    return float(keras.ops.convert_to_numpy(value))
 
 
 class TrainingMonitor(keras.callbacks.Callback):

@@ -417,6 +417,7 @@ def _write_summary(result, config, runtime, data_description: str, started_at: i
     import tensorflow as tf
 
     from electra_tf.files import atomic_write_text
+    from electra_tf.runtime import gpu_names
 
     examples = result.step * config.train_batch_size
     summary = {
@@ -431,8 +432,7 @@ def _write_summary(result, config, runtime, data_description: str, started_at: i
         "seconds": round(result.seconds, 1),  # the whole process: data, training, evaluation, export
         "runtime": runtime.describe(),
         "devices": runtime.devices,
-        "gpus": [tf.config.experimental.get_device_details(gpu).get("device_name", gpu.name)
-                 for gpu in tf.config.list_physical_devices("GPU")],
+        "gpus": gpu_names(),
         "tensorflow": tf.__version__,
         "data": data_description,
         "export": str(result.export_path) if result.export_path else None,

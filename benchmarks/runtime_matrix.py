@@ -1,0 +1,212 @@
+"""Every runtime cell, as a user runs it: `pretrain` and `finetune` in each combination of
+strategy x precision x XLA, a short run each, one table.
+
+    python benchmarks/runtime_matrix.py                        # 12 pre-training + 12 fine-tuning cells
+    python benchmarks/runtime_matrix.py --commands pretrain --strategies mirrored --steps 60
+
+`tests/test_compiled_gradients.py` trains the same matrix in-process on two logical CPUs. This
+runs the commands themselves on the machine's own devices, which the CPU tests cannot stand in
+for: on a GPU, MirroredStrategy reduces with NCCL collectives, and float16 runs on real float16
+kernels (docs/performance.md, "On GPUs"). Each cell is a fresh process: its first step includes
+its own XLA compile (the cells share one compile cache under OUTPUT, so rerunning the matrix
+also shows the cached first step).
+
+The cells are kept: OUTPUT/<command>-<strategy>-<precision>-<xla>/ holds the run, its log and
+`cell.json`; a rerun skips finished cells (delete one to run it again), so a matrix cut off by a
+time limit continues where it stopped. Pre-training uses the bundled Wikipedia sample and the
+default preset unless `--pretrain_args="--config electra_small ..."` says otherwise. Fine-tuning reads a sentence task made
+here from the same sample (`order.csv`: a sentence as written, or with its words shuffled) and
+starts from `--pretrained`, or else from the first pre-training cell that trained.
+
+Prints one markdown row per cell (what trained, the optimizer steps and float16 skips, the
+first step's seconds, the step time, the last metric), and writes OUTPUT/matrix.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import itertools
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+STRATEGIES = ("one_device", "mirrored")
+PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
+# The sentence task's size: about a dozen steps at the CLI's batch, enough to see updates after
+# float16's first skipped batches.
+TRAIN_SENTENCES, EVAL_SENTENCES = 512, 128
+
+
+def cell_name(command: str, strategy: str, precision: str, xla: bool) -> str:
+    return f"{command}-{strategy}-{precision}-{'xla' if xla else 'no_xla'}"
+
+
+def write_order_task(folder: Path, seed: int = 0) -> tuple[Path, Path]:
+    """train.csv and dev.csv: sentences of the bundled Wikipedia sample, each as written
+    (`in_order`) or with its words shuffled (`shuffled`), half and half."""
+    from electra_tf.data.corpus import Skips, embedded_sample_path, iter_raw_documents, to_sentences
+
+    folder.mkdir(parents=True, exist_ok=True)
+    train, dev = folder / "train.csv", folder / "dev.csv"
+    if train.is_file() and dev.is_file():
+        return train, dev
+    skips, sentences = Skips(), []
+    for document in iter_raw_documents(embedded_sample_path(), skips):
+        sentences += [s for s in to_sentences(document, skips) if 8 <= len(s.split()) <= 40]
+        if len(sentences) >= TRAIN_SENTENCES + EVAL_SENTENCES:
+            break
+    rng = np.random.default_rng(seed)
+    rows = []
+    for number, sentence in enumerate(sentences[:TRAIN_SENTENCES + EVAL_SENTENCES]):
+        words = sentence.split()
+        if number % 2:
+            rows.append((" ".join(rng.permutation(words)), "shuffled"))
+        else:
+            rows.append((sentence, "in_order"))
+    rng.shuffle(rows)
+    for path, part in ((train, rows[:TRAIN_SENTENCES]), (dev, rows[TRAIN_SENTENCES:])):
+        temporary = path.with_suffix(".tmp")
+        with open(temporary, "w", newline="", encoding="utf-8") as handle:
+            writer = csv.writer(handle)
+            writer.writerow(["text", "label"])
+            writer.writerows(part)
+        os.replace(temporary, path)
+    return train, dev
+
+
+def runtime_args(strategy: str, precision: str, xla: bool) -> list[str]:
+    return ["--strategy", strategy, "--mixed_precision", precision, "--xla" if xla else "--no-xla"]
+
+
+def pretrain_command(args, folder: Path, cell: tuple) -> list[str]:
+    every = str(args.steps)  # one checkpoint and one sample panel, at the end
+    return [sys.executable, "-m", "electra_tf.pretrain", "--model_dir", str(folder / "model"),
+            "--steps", str(args.steps), "--checkpoint_every", every, "--sample_every", every,
+            "--log_every", str(max(1, args.steps // 4)), "--eval_batches", "2",
+            *runtime_args(*cell), *args.pretrain_args]
+
+
+def finetune_command(args, folder: Path, cell: tuple, pretrained: Path, task: tuple[Path, Path]) -> list[str]:
+    return [sys.executable, "-m", "electra_tf.finetune", "--pretrained", str(pretrained),
+            "--train", str(task[0]), "--eval", str(task[1]), "--epochs", "1", "--log_every", "4",
+            "--output_dir", str(folder / "run"), "--overwrite", *runtime_args(*cell), *args.finetune_args]
+
+
+def failure_line(output: str) -> str:
+    """The line that says why a command failed: its last error-looking line."""
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    for line in reversed(lines):
+        if "Error" in line or line.startswith("error:"):
+            return line[:200]
+    return lines[-1][:200] if lines else "no output"
+
+
+def run_cell(command: list[str], folder: Path, timeout: int, environ: dict) -> dict:
+    folder.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=environ, cwd=REPO)
+        output, returncode = done.stdout + done.stderr, done.returncode
+    except subprocess.TimeoutExpired as timed_out:
+        output = (timed_out.stdout or b"").decode(errors="replace") + (timed_out.stderr or b"").decode(errors="replace")
+        returncode = None
+    (folder / "log.txt").write_text(" ".join(command) + "\n\n" + output, encoding="utf-8")
+    result = {"command": " ".join(command[1:]), "seconds": round(time.monotonic() - started, 1),
+              "returncode": returncode}
+    if returncode != 0:
+        result["failure"] = "timed out" if returncode is None else failure_line(output)
+    return result
+
+
+def read_pretraining(folder: Path, result: dict) -> dict:
+    metrics_file = folder / "model" / "metrics.json"
+    if result["returncode"] != 0 or not metrics_file.is_file():
+        return result
+    metrics = json.loads(metrics_file.read_text())
+    return {**result, "steps": metrics["step"], "skipped": metrics["skipped_steps"],
+            "first_step_seconds": metrics.get("first_step_seconds"),
+            "step_ms": round(1000 * metrics["step_seconds"], 1) if metrics.get("step_seconds") else None,
+            "metric": f"disc AUC {metrics['final_eval'].get('disc_auc', float('nan')):.3f}",
+            "runtime": metrics["runtime"], "gpus": metrics["gpus"], "tensorflow": metrics["tensorflow"]}
+
+
+def read_finetuning(folder: Path, result: dict) -> dict:
+    metrics_file = folder / "run" / "metrics.json"
+    if result["returncode"] != 0 or not metrics_file.is_file():
+        return result
+    metrics = json.loads(metrics_file.read_text())
+    return {**result, "steps": metrics["optimizer_steps"], "metric": f"accuracy {metrics['eval']['accuracy']:.3f}",
+            "runtime": metrics["runtime"], "gpus": metrics["gpus"], "tensorflow": metrics["tensorflow"]}
+
+
+def table_row(name: str, result: dict) -> str:
+    trained = "trains" if result["returncode"] == 0 else f"fails: {result['failure']}"
+    steps = f"{result['steps']}" + (f" ({result['skipped']} skipped)" if result.get("skipped") else "") \
+        if "steps" in result else ""
+    first = f"{result['first_step_seconds']:.1f}" if result.get("first_step_seconds") is not None else ""
+    step_ms = f"{result['step_ms']}" if result.get("step_ms") is not None else ""
+    return f"| {name} | {trained} | {steps} | {first} | {step_ms} | {result.get('metric', '')} | {result['seconds']} |"
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--output", type=Path, default=Path("runs/runtime_matrix"))
+    parser.add_argument("--commands", nargs="+", choices=("pretrain", "finetune"), default=["pretrain", "finetune"])
+    parser.add_argument("--strategies", nargs="+", choices=STRATEGIES, default=list(STRATEGIES))
+    parser.add_argument("--precisions", nargs="+", choices=PRECISIONS, default=list(PRECISIONS))
+    parser.add_argument("--xla", nargs="+", choices=("on", "off"), default=["off", "on"])
+    parser.add_argument("--steps", type=int, default=40, help="pre-training steps per cell")
+    parser.add_argument("--pretrained", type=Path, default=None,
+                        help="what fine-tuning starts from (default: the first pre-training cell that trained)")
+    parser.add_argument("--timeout", type=int, default=600, help="seconds per cell")
+    parser.add_argument("--pretrain_args", type=shlex.split, default=[],
+                        help='more pretrain arguments, as one string: --pretrain_args="--config electra_small"')
+    parser.add_argument("--finetune_args", type=shlex.split, default=[],
+                        help='more finetune arguments, as one string: --finetune_args="--batch_size 16"')
+    args = parser.parse_args(argv)
+
+    environ = dict(os.environ, ELECTRA_TF_COMPILE_CACHE=str((args.output / "xla_cache").resolve()))
+    cells = list(itertools.product(args.strategies, args.precisions, [x == "on" for x in args.xla]))
+    results, task = {}, None
+    print("| cell | result | optimizer steps | first step (s) | step (ms) | last metric | seconds |\n"
+          "|---|---|---|---|---|---|---|", flush=True)
+    for command in [c for c in ("pretrain", "finetune") if c in args.commands]:
+        for cell in cells:
+            name = cell_name(command, *cell)
+            folder = args.output / name
+            if (folder / "cell.json").is_file():
+                results[name] = json.loads((folder / "cell.json").read_text())
+            elif command == "pretrain":
+                results[name] = read_pretraining(folder, run_cell(pretrain_command(args, folder, cell), folder,
+                                                                  args.timeout, environ))
+            else:
+                pretrained = args.pretrained or next(
+                    (args.output / n / "model" for n, r in results.items()
+                     if n.startswith("pretrain-") and r["returncode"] == 0), None)
+                if pretrained is None:
+                    print(f"| {name} | not run: no --pretrained and no pre-training cell trained | | | | | |")
+                    continue
+                task = task or write_order_task(args.output / "order_task")
+                results[name] = read_finetuning(folder, run_cell(
+                    finetune_command(args, folder, cell, pretrained, task), folder, args.timeout, environ))
+            (folder / "cell.json").write_text(json.dumps(results[name], indent=2) + "\n")
+            print(table_row(name, results[name]), flush=True)
+    (args.output / "matrix.json").write_text(json.dumps(results, indent=2) + "\n")
+    failed = [name for name, result in results.items() if result["returncode"] != 0]
+    print(f"\n{len(results) - len(failed)} of {len(results)} cells trained"
+          + (f"; failed: {', '.join(failed)}" if failed else "") + f". Logs: {args.output}/<cell>/log.txt")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
