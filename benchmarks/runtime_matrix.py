@@ -25,7 +25,6 @@ first step's seconds, the step time, the last metric), and writes OUTPUT/matrix.
 from __future__ import annotations
 
 import argparse
-import csv
 import itertools
 import json
 import os
@@ -39,6 +38,9 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "examples"))  # labelled_text: the CSV layout finetune reads
+
+from electra_tf.files import atomic_write_text  # noqa: E402
 
 STRATEGIES = ("one_device", "mirrored")
 PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
@@ -74,13 +76,10 @@ def write_order_task(folder: Path, seed: int = 0) -> tuple[Path, Path]:
         else:
             rows.append((sentence, "in_order"))
     rng.shuffle(rows)
-    for path, part in ((train, rows[:TRAIN_SENTENCES]), (dev, rows[TRAIN_SENTENCES:])):
-        temporary = path.with_suffix(".tmp")
-        with open(temporary, "w", newline="", encoding="utf-8") as handle:
-            writer = csv.writer(handle)
-            writer.writerow(["text", "label"])
-            writer.writerows(part)
-        os.replace(temporary, path)
+    from labelled_text import to_csv
+
+    atomic_write_text(dev, to_csv(rows[TRAIN_SENTENCES:]))
+    atomic_write_text(train, to_csv(rows[:TRAIN_SENTENCES]))  # last: its presence means both are whole
     return train, dev
 
 
@@ -128,25 +127,21 @@ def run_cell(command: list[str], folder: Path, timeout: int, environ: dict) -> d
     return result
 
 
-def read_pretraining(folder: Path, result: dict) -> dict:
-    metrics_file = folder / "model" / "metrics.json"
+def read_metrics(command: str, folder: Path, result: dict) -> dict:
+    """`result` with what the finished run's metrics.json says (nothing when it failed)."""
+    metrics_file = folder / ("model" if command == "pretrain" else "run") / "metrics.json"
     if result["returncode"] != 0 or not metrics_file.is_file():
         return result
     metrics = json.loads(metrics_file.read_text())
-    return {**result, "steps": metrics["step"], "skipped": metrics["skipped_steps"],
-            "first_step_seconds": metrics.get("first_step_seconds"),
-            "step_ms": round(1000 * metrics["step_seconds"], 1) if metrics.get("step_seconds") else None,
-            "metric": f"disc AUC {metrics['final_eval'].get('disc_auc', float('nan')):.3f}",
-            "runtime": metrics["runtime"], "gpus": metrics["gpus"], "tensorflow": metrics["tensorflow"]}
-
-
-def read_finetuning(folder: Path, result: dict) -> dict:
-    metrics_file = folder / "run" / "metrics.json"
-    if result["returncode"] != 0 or not metrics_file.is_file():
-        return result
-    metrics = json.loads(metrics_file.read_text())
-    return {**result, "steps": metrics["optimizer_steps"], "metric": f"accuracy {metrics['eval']['accuracy']:.3f}",
-            "runtime": metrics["runtime"], "gpus": metrics["gpus"], "tensorflow": metrics["tensorflow"]}
+    if command == "pretrain":
+        step_seconds = metrics.get("step_seconds")
+        found = {"steps": metrics["step"], "skipped": metrics["skipped_steps"],
+                 "first_step_seconds": metrics.get("first_step_seconds"),
+                 "step_ms": round(1000 * step_seconds, 1) if step_seconds else None,
+                 "metric": f"disc AUC {metrics['final_eval'].get('disc_auc', float('nan')):.3f}"}
+    else:
+        found = {"steps": metrics["optimizer_steps"], "metric": f"accuracy {metrics['eval']['accuracy']:.3f}"}
+    return {**result, **found, **{key: metrics[key] for key in ("runtime", "gpus", "tensorflow")}}
 
 
 def table_row(name: str, result: dict) -> str:
@@ -187,8 +182,8 @@ def main(argv=None) -> int:
             if (folder / "cell.json").is_file():
                 results[name] = json.loads((folder / "cell.json").read_text())
             elif command == "pretrain":
-                results[name] = read_pretraining(folder, run_cell(pretrain_command(args, folder, cell), folder,
-                                                                  args.timeout, environ))
+                results[name] = read_metrics(command, folder, run_cell(
+                    pretrain_command(args, folder, cell), folder, args.timeout, environ))
             else:
                 pretrained = args.pretrained or next(
                     (args.output / n / "model" for n, r in results.items()
@@ -197,11 +192,11 @@ def main(argv=None) -> int:
                     print(f"| {name} | not run: no --pretrained and no pre-training cell trained | | | | | |")
                     continue
                 task = task or write_order_task(args.output / "order_task")
-                results[name] = read_finetuning(folder, run_cell(
+                results[name] = read_metrics(command, folder, run_cell(
                     finetune_command(args, folder, cell, pretrained, task), folder, args.timeout, environ))
-            (folder / "cell.json").write_text(json.dumps(results[name], indent=2) + "\n")
+            atomic_write_text(folder / "cell.json", json.dumps(results[name], indent=2) + "\n")
             print(table_row(name, results[name]), flush=True)
-    (args.output / "matrix.json").write_text(json.dumps(results, indent=2) + "\n")
+    atomic_write_text(args.output / "matrix.json", json.dumps(results, indent=2) + "\n")
     failed = [name for name, result in results.items() if result["returncode"] != 0]
     print(f"\n{len(results) - len(failed)} of {len(results)} cells trained"
           + (f"; failed: {', '.join(failed)}" if failed else "") + f". Logs: {args.output}/<cell>/log.txt")

@@ -29,6 +29,7 @@ import tensorflow as tf
 
 from electra_tf.errors import RunError
 from electra_tf.files import atomic_write_text
+from electra_tf.optimization import optimizer_step
 
 
 class ResumableInput:
@@ -182,7 +183,7 @@ class RunCheckpoint:
 
     @property
     def step(self) -> int:
-        return int(self.pretrainer.optimizer.iterations.numpy())
+        return optimizer_step(self.pretrainer)
 
     def restore_latest(self) -> int | None:
         """Restores the newest intact checkpoint, if any; returns its step. Damaged ones (a
