@@ -39,6 +39,23 @@ def two_replicas():
 
 
 @pytest.fixture(scope="session")
-def one_mirrored_replica():
-    """MirroredStrategy over one logical CPU: what `--strategy mirrored` is on one GPU."""
-    return tf.distribute.MirroredStrategy(["/cpu:0"])
+def one_replica_as_on_a_gpu():
+    """MirroredStrategy over one logical CPU that reduces as it does on GPUs: what
+    `--strategy mirrored` is on one GPU.
+
+    TensorFlow's MirroredStrategy chooses how to sum across replicas by device type
+    (`MirroredExtended._use_merge_call`): over CPUs always through `merge_call`; when all its
+    devices are GPUs, inside an XLA-compiled function it skips `merge_call` and puts collective
+    ops (NCCL's on a GPU) into the compiled program. Only the second path failed on the H100
+    (docs/results.md, "GPU"). Here the switch is TensorFlow's own rule without the device test,
+    so the CPU takes the GPU's path: compiling the whole step then fails as on the H100
+    (tests/test_compiled_gradients.py shows both errors)."""
+    from tensorflow.python.framework import ops
+    from tensorflow.python.ops import control_flow_util
+
+    strategy = tf.distribute.MirroredStrategy(["/cpu:0"])
+    # Private: if TensorFlow renames it, fail here rather than test the CPU's path unknowingly.
+    assert callable(getattr(type(strategy.extended), "_use_merge_call", None)), "TensorFlow moved _use_merge_call"
+    strategy.extended._use_merge_call = lambda: not control_flow_util.GraphOrParentsInXlaContext(
+        ops.get_default_graph())
+    return strategy

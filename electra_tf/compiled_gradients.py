@@ -23,7 +23,9 @@ The split is made for every mirrored strategy, one replica included: MirroredStr
 still reduces through NCCL collectives (TensorFlow picks `CollectiveAllReduce` whenever all its
 devices are GPUs, and inside XLA it skips `merge_call` and emits the collective in the compiled
 step), so `--strategy mirrored` on one GPU is where the H100's failures were measured. On CPU the
-same strategy reduces by `merge_call` instead, which is why one CPU replica never showed them.
+same strategy reduces by `merge_call` instead, which is why one CPU replica never showed them;
+the tests switch a CPU strategy to the GPU's path, where the whole-step compile fails with both of
+the H100's errors and this split trains (tests/test_compiled_gradients.py).
 Only the default strategy and OneDeviceStrategy, which reduce nothing, compile the whole step.
 
 `jit_compile=True` guarantees compilation: a function XLA cannot compile raises instead of

@@ -2,14 +2,16 @@
 mixed_bfloat16, mixed_float16} x XLA {on, off}, for pre-training and fine-tuning.
 
 On one H100, MirroredStrategy failed at the first step in every XLA or float16 cell
-(docs/results.md, "GPU"); the same failures reproduce here on two logical CPUs, so this matrix
-catches them without a GPU. MirroredStrategy over one device with XLA is a cell too: on one GPU
-it failed the same way (TensorFlow reduces through NCCL collectives whenever all of a
-MirroredStrategy's devices are GPUs, one included), so it takes the same split. On CPU it
-reduces by `merge_call` and would train either way: there this cell checks the routing (XLA
-compiles the gradients alone), not the GPU failure itself. The model is as small as the step's
-structure allows: the matrix's cost is tracing and XLA's CPU compile, about a second or two per
-non-XLA cell and several per XLA cell.
+(docs/results.md, "GPU"); on two logical CPUs the same matrix fails when the whole step is
+compiled, so it catches them without a GPU. MirroredStrategy over one device with XLA is a cell
+too (`--strategy mirrored` on one GPU, where the H100's failures were measured). On GPUs
+TensorFlow reduces through collective ops inside XLA, on CPUs through `merge_call`; the
+one-replica cells run a CPU strategy switched to the GPU's path (conftest.py,
+`one_replica_as_on_a_gpu`), where compiling the whole step fails with the H100's two errors
+(`CollectiveReduceV2` in the compiled program, float16's `merge_call`): the last test here shows
+both, and that the split trains. The model is as small as the step's structure allows: the
+matrix's cost is tracing and XLA's CPU compile, about a second or two per non-XLA cell and
+several per XLA cell.
 """
 
 import io
@@ -29,10 +31,11 @@ from electra_tf.pretraining.pretrainer import ElectraPretrainer
 from electra_tf.pretraining.synthetic import masked_batch
 
 PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
-# One replica's cell checks the routing, which the precision does not change (float32: the
-# cheapest, 11 s for both tests against 64 s for all three precisions).
+# One replica, as on a GPU, with XLA: float32 (the collective in the compiled program) and
+# float16 (loss scaling's merge_call), the two ways the whole-step compile failed on the H100;
+# bfloat16 takes float32's path.
 CELLS = (list(itertools.product(("one_device", "mirrored"), PRECISIONS, (False, True)))
-         + [("mirrored_one_replica", "float32", True)])
+         + [("mirrored_one_replica", "float32", True), ("mirrored_one_replica", "mixed_float16", True)])
 IDS = [f"{strategy}-{precision}-{'xla' if xla else 'no_xla'}" for strategy, precision, xla in CELLS]
 BATCHES = 4
 # float16 starts at Keras' loss scale 2**15, at which the first steps' gradients overflow and are
@@ -57,7 +60,7 @@ def strategy_for(request):
     def strategy(name):
         if name == "one_device":
             return tf.distribute.get_strategy()
-        fixture = {"mirrored": "two_replicas", "mirrored_one_replica": "one_mirrored_replica"}[name]
+        fixture = {"mirrored": "two_replicas", "mirrored_one_replica": "one_replica_as_on_a_gpu"}[name]
         return request.getfixturevalue(fixture)
     return strategy
 
@@ -150,3 +153,23 @@ def test_question_answering_trains_under_mirrored_xla_float16(two_replicas):
     history = model.fit(tf.data.Dataset.from_tensors((inputs, targets)).repeat(FLOAT16_BATCHES), verbose=0).history
     assert np.isfinite(history["loss"]).all() and int(model.optimizer.iterations.numpy()) >= 1
     check_compiled_as_asked(model, two_replicas, True)
+
+
+@pytest.mark.parametrize("precision,error", [("float32", "CollectiveReduceV2"), ("mixed_float16", "merge_call")])
+def test_the_h100_failures_reproduce_when_the_whole_step_is_compiled(precision, error, one_replica_as_on_a_gpu,
+                                                                      monkeypatch):
+    """The one-replica cells above stand for the GPU only if the whole-step compile fails on their
+    strategy as it did on the H100 (`CollectiveGatherV2`/`CollectiveReduceV2` have no XLA kernel;
+    LossScaleOptimizer's `merge_call` inside a compiled `cond`), here with the old rule."""
+    from electra_tf import compiled_gradients
+
+    monkeypatch.setattr(compiled_gradients, "strategy_reduces_across_replicas", lambda: False)
+    keras.config.set_dtype_policy(precision)
+    config = small_config()
+    with one_replica_as_on_a_gpu.scope():
+        pretrainer = ElectraPretrainer.from_electra_config(config)
+        pretrainer.compile(optimizer=create_optimizer(config), jit_compile=True)
+    assert pretrainer.jit_compile and not pretrainer.compiles_gradients_only  # the whole step, compiled
+    batches = tf.data.Dataset.from_tensors(masked_batch(config, 8, seed=1)).repeat()
+    with pytest.raises((tf.errors.InvalidArgumentError, RuntimeError), match=error):
+        pretrainer.fit(batches, steps_per_epoch=2, verbose=0)
