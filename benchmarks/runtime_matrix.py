@@ -3,6 +3,7 @@ strategy x precision x XLA, a short run each, one table.
 
     python benchmarks/runtime_matrix.py                        # 12 pre-training + 12 fine-tuning cells
     python benchmarks/runtime_matrix.py --commands pretrain --strategies mirrored --steps 60
+    python benchmarks/runtime_matrix.py --jobs 4               # 4 cells at once (a GPU with many cores)
 
 `tests/test_compiled_gradients.py` trains the same matrix in-process on two logical CPUs. This
 runs the commands themselves on the machine's own devices, which the CPU tests cannot stand in
@@ -20,6 +21,13 @@ starts from `--pretrained`, or else from the first pre-training cell that traine
 
 Prints one markdown row per cell (what trained, the optimizer steps and float16 skips, the
 first step's seconds, the step time, the last metric), and writes OUTPUT/matrix.json.
+
+A cell's time is mostly its process starting and XLA compiling, work for the host's cores (the
+compiler and `ptxas` are CPU programs), while its short run leaves the GPU mostly idle; `--jobs N`
+runs N cells at once to spend a GPU host's cores on the matrix. Their first-step and step
+times then include the
+other cells' load, and `cell.json` says so (`jobs`): what trains is the result; time the
+cells with `--jobs 1`.
 """
 
 from __future__ import annotations
@@ -32,6 +40,7 @@ import shlex
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -153,6 +162,28 @@ def table_row(name: str, result: dict) -> str:
     return f"| {name} | {trained} | {steps} | {first} | {step_ms} | {result.get('metric', '')} | {result['seconds']} |"
 
 
+def run_cells(command: str, pending: list, make_command, args, environ: dict, results: dict) -> None:
+    """Run the pending cells of one command, `args.jobs` at a time, each row printed as its cell
+    ends. With several jobs the first pre-training cell runs alone: it may build the bundled
+    sample's shards, which the others then read."""
+    def run(cell):
+        name = cell_name(command, *cell)
+        folder = args.output / name
+        result = read_metrics(command, folder, run_cell(make_command(folder, cell), folder, args.timeout, environ))
+        if args.jobs > 1:
+            result["jobs"] = args.jobs  # its times shared the machine with other cells
+        atomic_write_text(folder / "cell.json", json.dumps(result, indent=2) + "\n")
+        results[name] = result
+        print(table_row(name, result), flush=True)
+
+    alone = pending[:1] if command == "pretrain" and args.jobs > 1 else []
+    for cell in alone:
+        run(cell)
+    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        for future in [pool.submit(run, cell) for cell in pending[len(alone):]]:
+            future.result()
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--output", type=Path, default=Path("runs/runtime_matrix"))
@@ -164,41 +195,59 @@ def main(argv=None) -> int:
     parser.add_argument("--pretrained", type=Path, default=None,
                         help="what fine-tuning starts from (default: the first pre-training cell that trained)")
     parser.add_argument("--timeout", type=int, default=600, help="seconds per cell")
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="cells run at once (each its own process; on a GPU they share it, each "
+                             "process growing its memory as it needs). Their times then share the "
+                             "machine: use 1 for the timing columns")
     parser.add_argument("--pretrain_args", type=shlex.split, default=[],
                         help='more pretrain arguments, as one string: --pretrain_args="--config electra_small"')
     parser.add_argument("--finetune_args", type=shlex.split, default=[],
                         help='more finetune arguments, as one string: --finetune_args="--batch_size 16"')
     args = parser.parse_args(argv)
+    if args.jobs < 1:
+        parser.error("--jobs must be at least 1")
 
     environ = dict(os.environ, ELECTRA_TF_COMPILE_CACHE=str((args.output / "xla_cache").resolve()))
+    if args.jobs > 1:
+        # TensorFlow takes nearly all of a GPU's memory for its process unless told to grow.
+        environ.setdefault("TF_FORCE_GPU_ALLOW_GROWTH", "true")
     cells = list(itertools.product(args.strategies, args.precisions, [x == "on" for x in args.xla]))
-    results, task = {}, None
+    results = {}
     print("| cell | result | optimizer steps | first step (s) | step (ms) | last metric | seconds |\n"
           "|---|---|---|---|---|---|---|", flush=True)
     for command in [c for c in ("pretrain", "finetune") if c in args.commands]:
+        pending = []
         for cell in cells:
             name = cell_name(command, *cell)
-            folder = args.output / name
-            if (folder / "cell.json").is_file():
-                results[name] = json.loads((folder / "cell.json").read_text())
-            elif command == "pretrain":
-                results[name] = read_metrics(command, folder, run_cell(
-                    pretrain_command(args, folder, cell), folder, args.timeout, environ))
+            if (args.output / name / "cell.json").is_file():
+                results[name] = json.loads((args.output / name / "cell.json").read_text())
+                print(table_row(name, results[name]), flush=True)
             else:
-                pretrained = args.pretrained or next(
-                    (args.output / n / "model" for n, r in results.items()
-                     if n.startswith("pretrain-") and r["returncode"] == 0), None)
-                if pretrained is None:
-                    print(f"| {name} | not run: no --pretrained and no pre-training cell trained | | | | | |")
-                    continue
-                task = task or write_order_task(args.output / "order_task")
-                results[name] = read_metrics(command, folder, run_cell(
-                    finetune_command(args, folder, cell, pretrained, task), folder, args.timeout, environ))
-            atomic_write_text(folder / "cell.json", json.dumps(results[name], indent=2) + "\n")
-            print(table_row(name, results[name]), flush=True)
-    atomic_write_text(args.output / "matrix.json", json.dumps(results, indent=2) + "\n")
-    failed = [name for name, result in results.items() if result["returncode"] != 0]
-    print(f"\n{len(results) - len(failed)} of {len(results)} cells trained"
+                pending.append(cell)
+        if command == "pretrain":
+            run_cells(command, pending, lambda folder, cell: pretrain_command(args, folder, cell), args, environ,
+                      results)
+            continue
+        pretrained = args.pretrained or next(
+            (args.output / n / "model" for n, r in results.items() if n.startswith("pretrain-") and r["returncode"] == 0),
+            None)
+        if pending and pretrained is None:
+            for cell in pending:
+                print(f"| {cell_name(command, *cell)} | not run: no --pretrained and no pre-training cell trained "
+                      "| | | | | |")
+            continue
+        task = write_order_task(args.output / "order_task") if pending else None
+        run_cells(command, pending, lambda folder, cell: finetune_command(args, folder, cell, pretrained, task), args,
+                  environ, results)
+
+    ordered = {cell_name(c, *cell): results[cell_name(c, *cell)]
+               for c in ("pretrain", "finetune") for cell in cells if cell_name(c, *cell) in results}
+    atomic_write_text(args.output / "matrix.json", json.dumps(ordered, indent=2) + "\n")
+    if args.jobs > 1:  # rows were printed as cells ended: the table once more, in order
+        print("\n| cell | result | optimizer steps | first step (s) | step (ms) | last metric | seconds |\n"
+              "|---|---|---|---|---|---|---|\n" + "\n".join(table_row(n, r) for n, r in ordered.items()))
+    failed = [name for name, result in ordered.items() if result["returncode"] != 0]
+    print(f"\n{len(ordered) - len(failed)} of {len(ordered)} cells trained"
           + (f"; failed: {', '.join(failed)}" if failed else "") + f". Logs: {args.output}/<cell>/log.txt")
     return 1 if failed else 0
 

@@ -1,18 +1,35 @@
 """benchmarks/: the pieces of the runtime matrix that run without a GPU or a long run (the
-matrix itself runs the commands; it was tried by hand on CPU, docs/results.md)."""
+matrix itself runs the commands; it was tried by hand on CPU, docs/results.md), and its
+scheduling, with stand-in commands."""
 
 import csv
-import importlib.util
-from pathlib import Path
+import json
+import sys
 
-REPO = Path(__file__).resolve().parents[1]
+from tests.scripts import load_script
+
+# A stand-in for a cell's command: records when it ran, sleeps, writes the metrics.json the
+# matrix reads (argv: the run folder, started/ended log, "pretrain" or "finetune").
+STAND_IN = """
+import json, pathlib, sys, time
+run, log, command = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2]), sys.argv[3]
+started = time.time()
+time.sleep(0.5)
+run.mkdir(parents=True, exist_ok=True)
+common = {"runtime": "one_device, float32, XLA off", "gpus": [], "tensorflow": "stand-in"}
+if command == "pretrain":
+    metrics = {"step": 4, "skipped_steps": 0, "first_step_seconds": 0.5, "step_seconds": 0.01,
+               "final_eval": {"disc_auc": 0.5}, **common}
+else:
+    metrics = {"optimizer_steps": 3, "eval": {"accuracy": 0.5}, **common}
+(run / "metrics.json").write_text(json.dumps(metrics))
+with open(log, "a") as file:
+    file.write(json.dumps([run.parent.name, started, time.time()]) + "\\n")
+"""
 
 
 def load_benchmark(name):
-    spec = importlib.util.spec_from_file_location(name, REPO / "benchmarks" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(name, "benchmarks")
 
 
 def test_runtime_matrix_order_task_is_real_sentences_half_shuffled(tmp_path):
@@ -40,3 +57,34 @@ def test_runtime_matrix_names_a_failure_by_its_error_line():
         "returncode": 0, "steps": 40, "skipped": 4, "first_step_seconds": 12.34, "step_ms": 5.6,
         "metric": "disc AUC 0.612", "seconds": 30.0})
     assert row == "| pretrain-mirrored-mixed_float16-xla | trains | 40 (4 skipped) | 12.3 | 5.6 | disc AUC 0.612 | 30.0 |"
+
+
+def test_runtime_matrix_runs_cells_at_once_after_the_first_and_keeps_them(tmp_path, monkeypatch, capsys):
+    matrix = load_benchmark("runtime_matrix")
+    log = tmp_path / "ran.jsonl"
+    monkeypatch.setattr(matrix, "pretrain_command",
+                        lambda args, folder, cell: [sys.executable, "-c", STAND_IN, str(folder / "model"), str(log),
+                                                    "pretrain"])
+    monkeypatch.setattr(matrix, "finetune_command",
+                        lambda args, folder, cell, pretrained, task: [sys.executable, "-c", STAND_IN,
+                                                                      str(folder / "run"), str(log), "finetune"])
+    argv = ["--output", str(tmp_path / "matrix"), "--strategies", "one_device", "--precisions", "float32",
+            "mixed_float16", "--jobs", "2"]
+    assert matrix.main(argv) == 0
+    ran = {name: (started, ended) for name, started, ended in map(json.loads, log.read_text().splitlines())}
+    first = "pretrain-one_device-float32-no_xla"
+    assert len(ran) == 8 and all(ran[first][1] <= started for name, (started, _) in ran.items() if name != first)
+    others = sorted(times for name, times in ran.items() if name.startswith("pretrain-") and name != first)
+    assert others[1][0] < others[0][1]  # two cells ran at once: the second started before the first ended
+    assert max(s for n, (s, _) in ran.items() if n.startswith("pretrain-")) <= \
+        min(s for n, (s, _) in ran.items() if n.startswith("finetune-"))  # fine-tuning starts from a trained cell
+    table = json.loads((tmp_path / "matrix" / "matrix.json").read_text())
+    assert list(table) == [matrix.cell_name(command, "one_device", precision, xla)
+                           for command in ("pretrain", "finetune") for precision in ("float32", "mixed_float16")
+                           for xla in (False, True)]
+    assert all(result["returncode"] == 0 and result["jobs"] == 2 for result in table.values())
+    assert "8 of 8 cells trained" in capsys.readouterr().out
+
+    assert matrix.main(argv) == 0  # finished cells are kept, not run again
+    assert len(log.read_text().splitlines()) == 8
+    assert "8 of 8 cells trained" in capsys.readouterr().out

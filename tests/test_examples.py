@@ -1,25 +1,16 @@
 """examples/: the data writers (on small stand-in corpora), the order probe and the token-similarity probe."""
 
 import csv
-import importlib.util
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
-
-
-def load_script(name="bbc_news"):
-    spec = importlib.util.spec_from_file_location(name, REPO / "examples" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from tests.scripts import load_script
 
 
 def test_split_is_stratified_deterministic_and_reads_latin1(tmp_path):
-    bbc = load_script()
+    bbc = load_script("bbc_news")
     for topic, count in (("sport", 10), ("tech", 5)):
         (tmp_path / topic).mkdir()
         for n in range(count):
