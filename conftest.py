@@ -12,6 +12,11 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # tests/test_compiled_gradients.py: 83.6 s -> 57.5 s. Set before TensorFlow parses its flags, and
 # inherited by the commands the tests run as processes. Users' runs keep XLA's default.
 os.environ.setdefault("XLA_FLAGS", "--xla_backend_optimization_level=0")
+# The commands keep compiled XLA programs in a per-user folder (runtime.use_compile_cache); the
+# tests' runs do not write to the user's, and a test that checks the cache names its own folder.
+# "off" also keeps an in-process run from naming a folder in this process's TF_XLA_FLAGS, which
+# the commands the tests start as processes would inherit.
+os.environ.setdefault("ELECTRA_TF_COMPILE_CACHE", "off")
 
 import pytest  # noqa: E402
 import tensorflow as tf  # noqa: E402

@@ -47,7 +47,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-SIZES = {"small": ("electra_small", 32), "base": ("electra_base", 8)}
+SIZES = {"tiny": ("electra_tiny", 32), "small": ("electra_small", 32), "base": ("electra_base", 8)}
 
 
 def matmul_rate(dims, repeats: int = 10, dtype: str = "float32", chain: int = 1) -> float:

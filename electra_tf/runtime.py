@@ -130,11 +130,14 @@ def use_compile_cache(environ=None) -> Path | None:
     XLA compiles a step the first time it runs (minutes on a GPU for ELECTRA-Small; ptxas and
     autotuning are most of it). TensorFlow can keep each compiled program on disk, keyed by a
     fingerprint of the program and the device, and load it in the next process instead of
-    compiling: `--tf_xla_persistent_cache_directory` in TF_XLA_FLAGS, read when XLA first
-    compiles in a process (so it must be set before the first compiled step; setting it after
-    `import tensorflow` is fine). One folder per user serves every run: a changed model, batch
-    shape, precision or TensorFlow version is another fingerprint, a new entry. TF_XLA_FLAGS
-    that name a cache already win.
+    compiling: `--tf_xla_persistent_cache_directory` in TF_XLA_FLAGS. TensorFlow reads those
+    flags once, when its runtime starts, so this must run before anything starts it: after
+    `import tensorflow` is fine, after listing devices is too late (measured: with
+    `tf.config.list_physical_devices` before it, a compiled function left the folder empty).
+    The commands call it first thing (tests/test_pretrain.py checks that a run's steps land in
+    the folder and that its resume loads them). One folder per
+    user serves every run: a changed model, batch shape, precision or TensorFlow version is
+    another fingerprint, a new entry. TF_XLA_FLAGS that name a cache already win.
     """
     environ = os.environ if environ is None else environ
     flags = environ.get("TF_XLA_FLAGS", "")
@@ -147,6 +150,37 @@ def use_compile_cache(environ=None) -> Path | None:
     directory.mkdir(parents=True, exist_ok=True)
     environ["TF_XLA_FLAGS"] = f"{flags} --tf_xla_persistent_cache_directory={directory}".strip()
     return directory
+
+
+# Function names are numbered from this block's next multiple before a command traces its steps.
+FUNCTION_NAME_BLOCK = 1_000_000
+
+
+def align_function_names(block: int = FUNCTION_NAME_BLOCK) -> int:
+    """Moves TensorFlow's function-name counter to the next multiple of `block`; returns it.
+
+    The compile cache keys a compiled program by its function's name, which carries a
+    process-wide counter (`__inference_one_step_on_data_6226`), and by its HLO, which carries
+    the name too. A resumed run restores its checkpoint before training, which advances the
+    counter (to `_6597` in a measured tiny run): the same step got another name and compiled
+    again. Calling this right before the steps are traced gives a fresh run, its rerun and
+    its resume the same names, as long as the counter is below the same multiple (a block of a
+    million: a run's setup uses tens of thousands). The counter is TensorFlow's `ops.uid`;
+    advancing it by a million calls takes about 0.1 s.
+    """
+    from tensorflow.python.framework import ops  # private: no public way to read the counter
+
+    target = (ops.uid() // block + 1) * block
+    while ops.uid() < target - 1:
+        pass
+    return target
+
+
+def cached_programs(folder: Path | None) -> int:
+    """How many compiled programs the cache folder holds (one file each)."""
+    if folder is None or not folder.is_dir():
+        return 0
+    return sum(1 for path in folder.rglob("*") if path.is_file())
 
 
 def _cpu_precision(hidden_size: int | None, native_bfloat16: bool | None) -> tuple[str, str]:

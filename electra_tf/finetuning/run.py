@@ -159,9 +159,13 @@ def _run(options: FinetuningOptions) -> FinetuningResult:
     from electra_tf.finetuning.callbacks import EpochEvaluator, FinetuningProgress
     from electra_tf.loading import build_discriminator, load_pretrained, pretrained_hidden_size
     from electra_tf.optimization import create_finetuning_optimizer, optimizer_step
-    from electra_tf.runtime import create_strategy, gpu_names, resolve_runtime, use_compile_cache
+    from electra_tf.runtime import cached_programs, create_strategy, gpu_names, resolve_runtime, use_compile_cache
     from electra_tf.serving.publish import export_task_model
 
+    # Before anything starts TensorFlow's runtime, which reads the cache's flag once: a rerun of
+    # the same fine-tuning loads its compiled steps.
+    compile_cache = use_compile_cache()
+    programs_before = cached_programs(compile_cache)
     started = time.monotonic()
     task = task_kind(options)
     task.name = task.name or FinetuneDir(options.output_dir).path.resolve().name  # files named only train/dev
@@ -169,8 +173,6 @@ def _run(options: FinetuningOptions) -> FinetuningResult:
                               hidden_size=pretrained_hidden_size(options.pretrained))
     strategy = create_strategy(runtime)
     keras.config.set_dtype_policy(runtime.precision)
-    if runtime.xla:
-        use_compile_cache()  # a rerun of the same fine-tuning loads its compiled steps
     with strategy.scope():  # the model's variables are created (or restored) here
         pretrained = load_pretrained(options.pretrained, options.checkpoint, encoder_only=True)
     config = pretrained.config
@@ -261,6 +263,9 @@ def _run(options: FinetuningOptions) -> FinetuningResult:
         "seconds": round(time.monotonic() - started, 1),
         "optimizer_steps": optimizer_step(model),  # float16: skipped batches are not steps
         "runtime": runtime.describe(),
+        "compile_cache": ({"folder": str(compile_cache),
+                           "programs_added": cached_programs(compile_cache) - programs_before}
+                          if runtime.xla and compile_cache else None),
         "gpus": gpu_names(),
         "tensorflow": tf.__version__,
     }

@@ -224,8 +224,11 @@ def run_pretraining(options: PretrainingOptions) -> RunResult:
 
 
 def _run(options: PretrainingOptions, role, closing: contextlib.ExitStack) -> RunResult:
-    from electra_tf.runtime import create_strategy, resolve_runtime, use_compile_cache
+    from electra_tf.runtime import (align_function_names, cached_programs, create_strategy, resolve_runtime,
+                                   use_compile_cache)
 
+    # Before anything starts TensorFlow's runtime, which reads the cache's flag once.
+    compile_cache = use_compile_cache()
     # The strategy comes first: a MultiWorkerMirroredStrategy must configure its collectives
     # before TensorFlow runs anything (the tokenizer's tables included).
     runtime = resolve_runtime(options.strategy, options.mixed_precision, options.xla,
@@ -255,7 +258,8 @@ def _run(options: PretrainingOptions, role, closing: contextlib.ExitStack) -> Ru
         config = config.replace(vocab_size=tokenizer.vocabulary_size)
     config = _continue_config(model_dir, config, record=role.is_chief)
     keras.config.set_dtype_policy(runtime.precision)
-    compile_cache = use_compile_cache() if runtime.xla else None
+    compile_cache = compile_cache if runtime.xla else None
+    programs_before = cached_programs(compile_cache)
     if role.is_chief:
         model_dir.path.mkdir(parents=True, exist_ok=True)
         config.save(model_dir.config)
@@ -308,7 +312,8 @@ def _run(options: PretrainingOptions, role, closing: contextlib.ExitStack) -> Ru
     print(f"  data: {data.description}; vocabulary {tokenizer.vocabulary_size:,} tokens")
     print(f"  runtime: {runtime.describe()}")
     if compile_cache:
-        print(f"  compiled steps cached in {compile_cache} (a rerun, resume or extension skips XLA's compile)")
+        print(f"  compiled steps cached in {compile_cache} (a rerun or resume loads them; an extension "
+              "compiles its training step once)")
     if role.is_multi_worker:
         print(f"  this process: {role.describe()}, reading {worker_batch} of every step's "
               f"{config.train_batch_size} examples from its own shards")
@@ -342,6 +347,7 @@ def _run(options: PretrainingOptions, role, closing: contextlib.ExitStack) -> Ru
     # A run of N steps makes N optimizer updates. float16 loss scaling skips the batches whose
     # gradients overflowed (no update, the step number stays): fit then ends short of N, and
     # the loop trains the missing steps on the next batches (the compiled step is reused).
+    align_function_names()  # the compiled step keeps its cached name in a rerun or a resume
     while checkpoint.step < total and monitor.diverged_at is None and saver.received is None:
         try:
             with _lost_workers_reported(role, checkpoint):
@@ -372,6 +378,7 @@ def _run(options: PretrainingOptions, role, closing: contextlib.ExitStack) -> Ru
             from electra_tf.progress import batch_progress
 
             # Evaluation and export take tens of seconds after the last step: both say so.
+            align_function_names()
             metrics = pretrainer.evaluate(_per_worker(strategy, role, tf.data.Dataset.from_tensor_slices(
                 {k: tf.stack([b[k] for b in held_out]) for k in held_out[0]})), return_dict=True, verbose=0,
                 callbacks=[batch_progress("final evaluation", len(held_out), "held-out batches")]
@@ -403,8 +410,11 @@ def _run(options: PretrainingOptions, role, closing: contextlib.ExitStack) -> Ru
         # around checkpoints (docs/performance.md); these say which pause it was.
         pauses = {"checkpoint_writes": saver.pause.summary(),
                   **({"replacement_samples": samples.pause.summary()} if samples else {})}
+        # A rerun, resume or extension of a run adds no program: it loaded them.
+        cache = ({"folder": str(compile_cache), "programs_added": cached_programs(compile_cache) - programs_before}
+                 if compile_cache else None)
         _write_summary(finished, config, runtime, data.description, resumed_from or 0,
-                       {**monitor.timings(), "pauses": pauses})
+                       {**monitor.timings(), "pauses": pauses, "compile_cache": cache})
     return finished
 
 

@@ -1,0 +1,122 @@
+"""The first step under XLA, fresh and rerun, for sets of XLA flags: what a user waits for
+before a run's first step, and what each flag costs the steps after it.
+
+    python benchmarks/first_step.py                            # on a GPU: ELECTRA-Small, 128 x 128, mixed_float16
+    python benchmarks/first_step.py --flag_set= --flag_set="--xla_gpu_enable_triton_gemm=false --xla_gpu_autotune_level=1"
+    python benchmarks/first_step.py --size tiny --batch 8 --precision float32 --flag_set=   # a quick look on CPU
+
+XLA compiles the step the first time it runs (183 s for ELECTRA-Small on one H100 with the
+default flags: LLVM, `ptxas`, and autotuning, which times candidate kernels on the GPU). Every
+run keeps compiled programs in a persistent cache (`runtime.use_compile_cache`), so a rerun,
+resume or extension loads the program instead. For each set of XLA_FLAGS this script runs
+`benchmarks/pretrain_step.py`'s measured step (the project's pre-trainer driven by `fit` on a
+synthetic batch in memory) in two fresh processes over one new, empty cache folder:
+
+- fresh: the cache is empty, the first step compiles (model build and tracing included);
+- rerun: the same program again, the cache now holding it: the first step loads it.
+
+Printed per set: both first steps, the files each process added to the cache (the rerun should
+add none: it compiled nothing), and the steady step time after warm-up, with its ratio to the
+first set's (the flags that compile faster may pick slower kernels). Sets run one after another:
+autotuning times kernels on the GPU, and a second process on it would disturb both. The flags
+are XLA's own (`--xla_gpu_autotune_level`: 0 off, 1 default-only, 4 the default, everything;
+`--xla_gpu_enable_triton_gemm`: matmuls through Triton's fusions or cuBLAS), added to any
+XLA_FLAGS already set.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+# The sets worth comparing on a GPU: the default, less autotuning, Triton's GEMMs off, both.
+GPU_FLAG_SETS = ("", "--xla_gpu_autotune_level=1", "--xla_gpu_enable_triton_gemm=false",
+                 "--xla_gpu_enable_triton_gemm=false --xla_gpu_autotune_level=1")
+
+
+def cache_files(folder: Path) -> int:
+    return sum(1 for path in folder.rglob("*") if path.is_file())
+
+
+def child(size: str, precision: str, batch: int, steps: int, warmup: int) -> None:
+    """One measurement in this process (the parent set XLA_FLAGS and the cache): a JSON line."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    from electra_tf.runtime import use_compile_cache
+
+    cache = use_compile_cache()
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from pretrain_step import measure
+
+    before = cache_files(cache)
+    result = measure(size, precision, True, steps, warmup, batch)
+    print(json.dumps({**result, "cache_files_added": cache_files(cache) - before}), flush=True)
+
+
+def run_child(args, flags: str, cache: Path) -> dict:
+    environ = dict(os.environ, ELECTRA_TF_COMPILE_CACHE=str(cache),
+                   XLA_FLAGS=" ".join(filter(None, [os.environ.get("XLA_FLAGS", ""), flags])))
+    environ.pop("TF_XLA_FLAGS", None)  # a cache named there would win over this set's own folder
+    command = [sys.executable, str(Path(__file__).resolve()), "--child", "--size", args.size, "--precision",
+               args.precision, "--batch", str(args.batch), "--steps", str(args.steps), "--warmup", str(args.warmup)]
+    started = time.monotonic()
+    done = subprocess.run(command, capture_output=True, text=True, env=environ, timeout=args.timeout)
+    lines = done.stdout.strip().splitlines()
+    if done.returncode or not lines:
+        said = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise RuntimeError(f"XLA_FLAGS={flags!r}: the measuring process failed (exit {done.returncode}): {said}")
+    return {**json.loads(lines[-1]), "process_s": time.monotonic() - started}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--size", default="small", choices=("tiny", "small", "base"))
+    parser.add_argument("--precision", default="mixed_float16", choices=("float32", "mixed_bfloat16", "mixed_float16"))
+    parser.add_argument("--batch", type=int, default=128, help="examples of 128 tokens per step (the paper's Small: 128)")
+    parser.add_argument("--flag_set", action="append", dest="flag_sets", metavar="FLAGS",
+                        help='XLA_FLAGS to compare, once per set, written with "=": --flag_set= (the default '
+                             'flags), --flag_set="--xla_gpu_autotune_level=1" (default: the four GPU sets above)')
+    parser.add_argument("--steps", type=int, default=20, help="timed steps after warm-up")
+    parser.add_argument("--warmup", type=int, default=5, help="untimed steps (float16's skipped first steps fall here)")
+    parser.add_argument("--timeout", type=int, default=900, help="seconds per process")
+    parser.add_argument("--output", type=Path, default=None, help="also write the results here as JSON")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    args.flag_sets = args.flag_sets or list(GPU_FLAG_SETS)
+    if args.child:
+        child(args.size, args.precision, args.batch, args.steps, args.warmup)
+        return 0
+
+    print(f"{args.size}, batch {args.batch}, {args.precision}, XLA on; each set in two fresh processes over one "
+          "empty cache folder\n")
+    print("| XLA_FLAGS | fresh first step (s) | rerun first step (s) | cache files added (fresh / rerun) "
+          "| step (ms) | step vs first set |\n|---|---|---|---|---|---|", flush=True)
+    results, base = [], None
+    for flags in args.flag_sets:
+        with tempfile.TemporaryDirectory(prefix="xla_cache_") as folder:
+            fresh = run_child(args, flags, Path(folder))
+            rerun = run_child(args, flags, Path(folder))
+        base = base or fresh["step_s"]
+        results.append({"xla_flags": flags, "fresh": fresh, "rerun": rerun})
+        print(f"| {shlex.quote(flags) if flags else '(default)'} | {fresh['first_step_s']:.1f} | "
+              f"{rerun['first_step_s']:.1f} | {fresh['cache_files_added']} / {rerun['cache_files_added']} | "
+              f"{1000 * fresh['step_s']:.1f} | {fresh['step_s'] / base:.2f}x |", flush=True)
+    if args.output:
+        from electra_tf.files import atomic_write_text
+
+        atomic_write_text(args.output, json.dumps({"size": args.size, "batch": args.batch,
+                                                   "precision": args.precision, "sets": results}, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
