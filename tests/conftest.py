@@ -100,6 +100,28 @@ def build_test_shards(folder: Path, vocab: Path, max_seq_length: int, num_shards
     return output
 
 
+def built_once(tmp_path_factory, name: str, build) -> Path:
+    """A folder that `build(folder)` fills once per test session, however many test processes
+    (pytest-xdist) need it: the first to ask builds it under a file lock, the others wait for
+    it and reuse it. For what tests only read (a finished run, shards): a fixture costing tens
+    of seconds was otherwise built again by each process that ran one of its tests."""
+    import fcntl
+    import shutil
+
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # the session's folder, above each process's own
+    folder = root / name
+    with open(root / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if not (folder / ".built").is_file():
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir(parents=True)
+            build(folder)
+            (folder / ".built").touch()
+    return folder
+
+
 def run_python(code: str):
     """Runs `code` in a fresh Python process (TensorFlow only, as a model server has) and returns
     the JSON its last output line holds."""

@@ -16,13 +16,17 @@ import tensorflow as tf
 
 from electra_tf import pretrain
 from tests.cli_runs import alarming_lines, environment, scalars, texts, user_environment
+from tests.conftest import built_once
 
 STEPS = 160
 
 
 @pytest.fixture(scope="module")
 def data_dir(corpus, small_vocab, tmp_path_factory):
-    return corpus.build_test_shards(tmp_path_factory.mktemp("pretrain_data"), small_vocab, 32, num_shards=2, repeat=40)
+    # Shared by the test processes: the reference run below reads it too.
+    folder = built_once(tmp_path_factory, "pretrain_data", lambda folder: corpus.build_test_shards(
+        folder, small_vocab, 32, num_shards=2, repeat=40))
+    return folder / "data"
 
 
 def command(data_dir, model_dir, export_dir, *extra):
@@ -35,12 +39,16 @@ def command(data_dir, model_dir, export_dir, *extra):
 
 @pytest.fixture(scope="module")
 def reference_run(data_dir, tmp_path_factory):
-    """An uninterrupted run: the yardstick for the resumed one."""
-    root = tmp_path_factory.mktemp("reference")
-    result = subprocess.run(command(data_dir, root / "model", root / "exports"), env=environment(),
-                            capture_output=True, text=True, timeout=600)
-    assert result.returncode == 0, result.stderr[-3000:]
-    return root, result.stdout
+    """An uninterrupted run: the yardstick for the resumed one. Built once for all test
+    processes, so its tests only read it (or a copy)."""
+    def run(root):
+        result = subprocess.run(command(data_dir, root / "model", root / "exports"), env=environment(),
+                                capture_output=True, text=True, timeout=600)
+        assert result.returncode == 0, result.stderr[-3000:]
+        (root / "stdout.txt").write_text(result.stdout)
+
+    root = built_once(tmp_path_factory, "reference_run", run)
+    return root, (root / "stdout.txt").read_text()
 
 
 def test_run_prints_progress_summary_and_exports(reference_run):
@@ -294,8 +302,9 @@ def test_raw_text_runs_checkpoint_and_resume(corpus, small_vocab, tmp_path, caps
     assert "resumed from step 6" in printed and "raw text input restarts from the beginning" in printed
 
 
-def test_rerun_with_a_different_config_is_refused(data_dir, reference_run, capsys):
-    root = reference_run[0]
+def test_rerun_with_a_different_config_is_refused(data_dir, reference_run, tmp_path, capsys):
+    root = tmp_path  # a copy: the reference run is shared with other test processes
+    shutil.copytree(reference_run[0] / "model", root / "model")
     argv = command(data_dir, root / "model", root / "exports")[3:]
     code = pretrain.main(argv + ["--set", "learning_rate=0.1"])
     assert code == 2
