@@ -44,22 +44,18 @@ GPU_FLAG_SETS = ("", "--xla_gpu_autotune_level=1", "--xla_gpu_enable_triton_gemm
                  "--xla_gpu_enable_triton_gemm=false --xla_gpu_autotune_level=1")
 
 
-def cache_files(folder: Path) -> int:
-    return sum(1 for path in folder.rglob("*") if path.is_file())
-
-
 def child(size: str, precision: str, batch: int, steps: int, warmup: int) -> None:
     """One measurement in this process (the parent set XLA_FLAGS and the cache): a JSON line."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    from electra_tf.runtime import use_compile_cache
+    from electra_tf.runtime import cached_programs, use_compile_cache
 
     cache = use_compile_cache()
     sys.path.insert(0, str(REPO / "benchmarks"))
     from pretrain_step import measure
 
-    before = cache_files(cache)
+    before = cached_programs(cache)
     result = measure(size, precision, True, steps, warmup, batch)
-    print(json.dumps({**result, "cache_files_added": cache_files(cache) - before}), flush=True)
+    print(json.dumps({**result, "cache_files_added": cached_programs(cache) - before}), flush=True)
 
 
 def run_child(args, flags: str, cache: Path) -> dict:

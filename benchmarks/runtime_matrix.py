@@ -25,9 +25,8 @@ first step's seconds, the step time, the last metric), and writes OUTPUT/matrix.
 A cell's time is mostly its process starting and XLA compiling, work for the host's cores (the
 compiler and `ptxas` are CPU programs), while its short run leaves the GPU mostly idle; `--jobs N`
 runs N cells at once to spend a GPU host's cores on the matrix. Their first-step and step
-times then include the
-other cells' load, and `cell.json` says so (`jobs`): what trains is the result; time the
-cells with `--jobs 1`.
+times then include the other cells' load, and `cell.json` says so (`jobs`): what trains is the
+result; time the cells with `--jobs 1`.
 """
 
 from __future__ import annotations
@@ -53,6 +52,8 @@ from electra_tf.files import atomic_write_text  # noqa: E402
 
 STRATEGIES = ("one_device", "mirrored")
 PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
+TABLE_HEADER = ("| cell | result | optimizer steps | first step (s) | step (ms) | last metric | seconds |\n"
+                "|---|---|---|---|---|---|---|")
 # The sentence task's size: about a dozen steps at the CLI's batch, enough to see updates after
 # float16's first skipped batches.
 TRAIN_SENTENCES, EVAL_SENTENCES = 512, 128
@@ -213,8 +214,7 @@ def main(argv=None) -> int:
         environ.setdefault("TF_FORCE_GPU_ALLOW_GROWTH", "true")
     cells = list(itertools.product(args.strategies, args.precisions, [x == "on" for x in args.xla]))
     results = {}
-    print("| cell | result | optimizer steps | first step (s) | step (ms) | last metric | seconds |\n"
-          "|---|---|---|---|---|---|---|", flush=True)
+    print(TABLE_HEADER, flush=True)
     for command in [c for c in ("pretrain", "finetune") if c in args.commands]:
         pending = []
         for cell in cells:
@@ -228,9 +228,9 @@ def main(argv=None) -> int:
             run_cells(command, pending, lambda folder, cell: pretrain_command(args, folder, cell), args, environ,
                       results)
             continue
-        pretrained = args.pretrained or next(
-            (args.output / n / "model" for n, r in results.items() if n.startswith("pretrain-") and r["returncode"] == 0),
-            None)
+        trained = [name for name in (cell_name("pretrain", *cell) for cell in cells)  # in cell order, not finish order
+                   if name in results and results[name]["returncode"] == 0]
+        pretrained = args.pretrained or (args.output / trained[0] / "model" if trained else None)
         if pending and pretrained is None:
             for cell in pending:
                 print(f"| {cell_name(command, *cell)} | not run: no --pretrained and no pre-training cell trained "
@@ -240,12 +240,11 @@ def main(argv=None) -> int:
         run_cells(command, pending, lambda folder, cell: finetune_command(args, folder, cell, pretrained, task), args,
                   environ, results)
 
-    ordered = {cell_name(c, *cell): results[cell_name(c, *cell)]
-               for c in ("pretrain", "finetune") for cell in cells if cell_name(c, *cell) in results}
+    names = [cell_name(command, *cell) for command in ("pretrain", "finetune") for cell in cells]
+    ordered = {name: results[name] for name in names if name in results}
     atomic_write_text(args.output / "matrix.json", json.dumps(ordered, indent=2) + "\n")
     if args.jobs > 1:  # rows were printed as cells ended: the table once more, in order
-        print("\n| cell | result | optimizer steps | first step (s) | step (ms) | last metric | seconds |\n"
-              "|---|---|---|---|---|---|---|\n" + "\n".join(table_row(n, r) for n, r in ordered.items()))
+        print(f"\n{TABLE_HEADER}\n" + "\n".join(table_row(n, r) for n, r in ordered.items()))
     failed = [name for name, result in ordered.items() if result["returncode"] != 0]
     print(f"\n{len(ordered) - len(failed)} of {len(ordered)} cells trained"
           + (f"; failed: {', '.join(failed)}" if failed else "") + f". Logs: {args.output}/<cell>/log.txt")

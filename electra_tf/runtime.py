@@ -183,6 +183,14 @@ def cached_programs(folder: Path | None) -> int:
     return sum(1 for path in folder.rglob("*") if path.is_file())
 
 
+def compile_cache_report(folder: Path | None, programs_before: int) -> dict | None:
+    """For a run's metrics.json: the cache folder and the programs the run added to it (0 when
+    it loaded every compiled step; another process writing to the same folder counts too)."""
+    if folder is None:
+        return None
+    return {"folder": str(folder), "programs_added": cached_programs(folder) - programs_before}
+
+
 def _cpu_precision(hidden_size: int | None, native_bfloat16: bool | None) -> tuple[str, str]:
     if hidden_size is None:
         return "float32", "model width not given"

@@ -235,14 +235,13 @@ def test_mixed_float16_makes_every_step_and_resumes_exactly(data_dir, tmp_path):
     run stopped mid-way by SIGTERM and rerun ends with the weights of the uninterrupted run.
     Separate processes, as a user runs them: two runs in one process do not draw the same numbers."""
     steps = 40
-    env = environment()
 
     def argv(name):
         return [("40" if a == str(STEPS) else a) for a in command(
             data_dir, tmp_path / name, tmp_path / f"{name}_x", "--mixed_precision", "mixed_float16",
             "--strategy", "one_device", "--checkpoint_every", "4", "--log_every", "4")]
 
-    whole = subprocess.run(argv("whole"), env=env, capture_output=True, text=True, timeout=600)
+    whole = subprocess.run(argv("whole"), env=environment(), capture_output=True, text=True, timeout=600)
     assert whole.returncode == 0, whole.stderr[-3000:]
     shown = re.findall(r"^step (\d+)/40 ", whole.stdout, re.MULTILINE)
     assert shown == [str(step) for step in range(4, steps + 1, 4)]  # each once, whatever was skipped
@@ -250,7 +249,7 @@ def test_mixed_float16_makes_every_step_and_resumes_exactly(data_dir, tmp_path):
     assert skipped >= 1 and f"at step {steps}." in whole.stdout
     assert scalars(tmp_path / "whole" / "logs" / "train", "train/skipped_steps")[steps] == skipped
 
-    process = subprocess.Popen(argv("stopped"), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    process = subprocess.Popen(argv("stopped"), env=environment(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True)
     index = tmp_path / "stopped" / "checkpoints" / "checkpoint"
     deadline = time.monotonic() + 300
@@ -264,7 +263,7 @@ def test_mixed_float16_makes_every_step_and_resumes_exactly(data_dir, tmp_path):
     stopped_at = int(re.search(r"Stopped by signal 15 after step (\d+)", stdout).group(1))
     assert 8 <= stopped_at < steps
 
-    resumed = subprocess.run(argv("stopped"), env=env, capture_output=True, text=True, timeout=600)
+    resumed = subprocess.run(argv("stopped"), env=environment(), capture_output=True, text=True, timeout=600)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert f"resumed from step {stopped_at}" in resumed.stdout
     assert f"float16 loss scaling skipped {skipped} batch" in resumed.stdout  # the count survived the stop

@@ -159,7 +159,8 @@ def _run(options: FinetuningOptions) -> FinetuningResult:
     from electra_tf.finetuning.callbacks import EpochEvaluator, FinetuningProgress
     from electra_tf.loading import build_discriminator, load_pretrained, pretrained_hidden_size
     from electra_tf.optimization import create_finetuning_optimizer, optimizer_step
-    from electra_tf.runtime import cached_programs, create_strategy, gpu_names, resolve_runtime, use_compile_cache
+    from electra_tf.runtime import (cached_programs, compile_cache_report, create_strategy, gpu_names, resolve_runtime,
+                                   use_compile_cache)
     from electra_tf.serving.publish import export_task_model
 
     # Before anything starts TensorFlow's runtime, which reads the cache's flag once: a rerun of
@@ -263,9 +264,7 @@ def _run(options: FinetuningOptions) -> FinetuningResult:
         "seconds": round(time.monotonic() - started, 1),
         "optimizer_steps": optimizer_step(model),  # float16: skipped batches are not steps
         "runtime": runtime.describe(),
-        "compile_cache": ({"folder": str(compile_cache),
-                           "programs_added": cached_programs(compile_cache) - programs_before}
-                          if runtime.xla and compile_cache else None),
+        "compile_cache": compile_cache_report(compile_cache if runtime.xla else None, programs_before),
         "gpus": gpu_names(),
         "tensorflow": tf.__version__,
     }

@@ -224,8 +224,8 @@ def run_pretraining(options: PretrainingOptions) -> RunResult:
 
 
 def _run(options: PretrainingOptions, role, closing: contextlib.ExitStack) -> RunResult:
-    from electra_tf.runtime import (align_function_names, cached_programs, create_strategy, resolve_runtime,
-                                   use_compile_cache)
+    from electra_tf.runtime import (align_function_names, cached_programs, compile_cache_report, create_strategy,
+                                   resolve_runtime, use_compile_cache)
 
     # Before anything starts TensorFlow's runtime, which reads the cache's flag once.
     compile_cache = use_compile_cache()
@@ -258,7 +258,7 @@ def _run(options: PretrainingOptions, role, closing: contextlib.ExitStack) -> Ru
         config = config.replace(vocab_size=tokenizer.vocabulary_size)
     config = _continue_config(model_dir, config, record=role.is_chief)
     keras.config.set_dtype_policy(runtime.precision)
-    compile_cache = compile_cache if runtime.xla else None
+    compile_cache = compile_cache if runtime.xla else None  # reported only where steps compile
     programs_before = cached_programs(compile_cache)
     if role.is_chief:
         model_dir.path.mkdir(parents=True, exist_ok=True)
@@ -410,11 +410,9 @@ def _run(options: PretrainingOptions, role, closing: contextlib.ExitStack) -> Ru
         # around checkpoints (docs/performance.md); these say which pause it was.
         pauses = {"checkpoint_writes": saver.pause.summary(),
                   **({"replacement_samples": samples.pause.summary()} if samples else {})}
-        # A rerun, resume or extension of a run adds no program: it loaded them.
-        cache = ({"folder": str(compile_cache), "programs_added": cached_programs(compile_cache) - programs_before}
-                 if compile_cache else None)
         _write_summary(finished, config, runtime, data.description, resumed_from or 0,
-                       {**monitor.timings(), "pauses": pauses, "compile_cache": cache})
+                       {**monitor.timings(), "pauses": pauses,
+                        "compile_cache": compile_cache_report(compile_cache, programs_before)})
     return finished
 
 
