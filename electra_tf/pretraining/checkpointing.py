@@ -176,6 +176,7 @@ class RunCheckpoint:
         else:
             self.checkpoint = tf.train.Checkpoint(**input_state)
             own_directory = worker_input_directory(directory, worker_index)
+        repair_checkpoint_index(own_directory)
         self.manager = tf.train.CheckpointManager(self.checkpoint, own_directory, max_to_keep=keep)
         # The run's checkpoints, which every worker restores the model from.
         self.run_manager = (self.manager if worker_index == 0 else tf.train.CheckpointManager(
@@ -246,14 +247,7 @@ class RunCheckpoint:
 
     def _forget(self, path: str) -> None:
         """Drops a set-aside checkpoint from the `checkpoint` index and from the manager."""
-        remaining = [p for p in self.manager.checkpoints if p != path]
-        index = Path(self.manager.directory) / "checkpoint"
-        if remaining:  # the CheckpointState text proto CheckpointManager reads, relative names
-            lines = [f'model_checkpoint_path: "{Path(remaining[-1]).name}"']
-            lines += [f'all_model_checkpoint_paths: "{Path(p).name}"' for p in remaining]
-            atomic_write_text(index, "\n".join(lines) + "\n")
-        else:
-            index.unlink(missing_ok=True)
+        write_checkpoint_index(self.manager.directory, [p for p in self.manager.checkpoints if p != path])
         self.manager = tf.train.CheckpointManager(self.checkpoint, self.manager.directory, max_to_keep=self.keep)
         self.run_manager = self.manager
 
@@ -276,6 +270,42 @@ class RunCheckpoint:
 
 
 DAMAGED_FOLDER = "damaged"
+
+
+def write_checkpoint_index(directory, paths) -> None:
+    """Writes the `checkpoint` index of `directory` (CheckpointManager's CheckpointState text
+    proto, relative names) listing `paths`, oldest first; no paths, no index.
+
+    Each checkpoint keeps the time the index gave it (its `.index` file's time if none):
+    CheckpointManager lists, restores from and rotates only checkpoints whose time is after the
+    index's `last_preserved_timestamp`. An index without times (as this function wrote before)
+    hid every checkpoint from the next run, which then started again at step 0.
+    """
+    index = Path(directory) / "checkpoint"
+    if not paths:
+        index.unlink(missing_ok=True)
+        return
+    state = tf.train.get_checkpoint_state(str(directory))
+    recorded = {}
+    if state is not None:
+        recorded = dict(zip((Path(p).name for p in state.all_model_checkpoint_paths),
+                            state.all_model_checkpoint_timestamps))
+    names = [Path(p).name for p in paths]
+    times = [recorded.get(name) or (Path(directory) / f"{name}.index").stat().st_mtime for name in names]
+    lines = [f'model_checkpoint_path: "{names[-1]}"']
+    lines += [f'all_model_checkpoint_paths: "{name}"' for name in names]
+    lines += [f"all_model_checkpoint_timestamps: {time_:.6f}" for time_ in times]
+    lines.append(f"last_preserved_timestamp: {min(times) - 1:.6f}")
+    atomic_write_text(index, "\n".join(lines) + "\n")
+
+
+def repair_checkpoint_index(directory) -> None:
+    """Gives the checkpoints of an index written without times (by earlier versions, after
+    setting a damaged checkpoint aside) their times, so CheckpointManager sees them."""
+    state = tf.train.get_checkpoint_state(str(directory))
+    if state is not None and len(state.all_model_checkpoint_timestamps) != len(state.all_model_checkpoint_paths):
+        write_checkpoint_index(directory, [p for p in state.all_model_checkpoint_paths
+                                           if Path(f"{p}.index").is_file()])
 
 
 def worker_input_directory(checkpoint_directory, worker_index: int) -> str:

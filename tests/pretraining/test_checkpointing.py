@@ -150,3 +150,42 @@ def test_a_checkpoint_of_another_architecture_lists_the_mismatched_variables(tmp
     with pytest.raises(RunError, match=r"different architecture: kernel \(4, 3\) \(checkpoint: \(4, 2\)\)"):
         RunCheckpoint(tmp_path, wide, ResumableInput(numbered_batches())).restore_latest()
     assert (tmp_path / "ckpt-0.index").is_file()  # not mistaken for damage: nothing was moved
+
+
+def test_after_a_damaged_checkpoint_is_set_aside_the_others_still_resume_and_rotate(tmp_path, capsys):
+    """Setting a damaged checkpoint aside rewrites the `checkpoint` index. CheckpointManager
+    manages (lists, restores, rotates) only checkpoints the index gives a time: written without
+    times, the older checkpoints were invisible to the next run, which started again at step 0,
+    and they were never rotated away."""
+    model = tiny_model()
+    checkpoint = RunCheckpoint(tmp_path, model, ResumableInput(numbered_batches()), keep=3)
+    for step in (10, 20, 30):
+        model.optimizer.iterations.assign(step)
+        checkpoint.save()
+    data = tmp_path / "ckpt-30.data-00000-of-00001"
+    data.write_bytes(data.read_bytes()[: data.stat().st_size // 2])
+
+    assert RunCheckpoint(tmp_path, tiny_model(), ResumableInput(numbered_batches())).restore_latest() == 20
+    assert "ckpt-30 is damaged" in capsys.readouterr().err
+    # Stopped before its next checkpoint and run again: it resumes from the same one.
+    model = tiny_model()
+    again = RunCheckpoint(tmp_path, model, ResumableInput(numbered_batches()), keep=3)
+    assert again.restore_latest() == 20
+    for step in (40, 50, 60):
+        model.optimizer.iterations.assign(step)
+        again.save()
+    assert sorted(path.name for path in tmp_path.glob("ckpt-*.index")) == [
+        "ckpt-40.index", "ckpt-50.index", "ckpt-60.index"]
+
+
+def test_an_index_without_checkpoint_times_is_repaired_and_resumes(tmp_path):
+    """Such an index was written by earlier versions after setting a damaged checkpoint aside."""
+    model = tiny_model()
+    checkpoint = RunCheckpoint(tmp_path, model, ResumableInput(numbered_batches()))
+    for step in (10, 20):
+        model.optimizer.iterations.assign(step)
+        checkpoint.save()
+    (tmp_path / "checkpoint").write_text('model_checkpoint_path: "ckpt-20"\n'
+                                         'all_model_checkpoint_paths: "ckpt-10"\n'
+                                         'all_model_checkpoint_paths: "ckpt-20"\n')
+    assert RunCheckpoint(tmp_path, tiny_model(), ResumableInput(numbered_batches())).restore_latest() == 20
