@@ -178,10 +178,32 @@ def pretrained_run_argv(root: Path) -> list[str]:
 @pytest.fixture(scope="session")
 def pretrained_run(small_vocab, tmp_path_factory):
     """A short real pre-training run of `electra_tiny` with one layer: a model_dir as command 1
-    leaves it, smaller (the docs' Python blocks use it as `runs/electra_tiny`)."""
-    from electra_tf import pretrain
+    leaves it, smaller (the docs' Python blocks use it as `runs/electra_tiny`). Built once for
+    all test processes: tests read it, or rerun a copy."""
+    def build(root):
+        from electra_tf import pretrain
 
-    root = tmp_path_factory.mktemp("pretrained_run")
-    build_test_shards(root, small_vocab, max_seq_length=128, num_shards=1, repeat=10)
-    assert pretrain.main(pretrained_run_argv(root)) == 0
-    return root / "electra_tiny"
+        build_test_shards(root, small_vocab, max_seq_length=128, num_shards=1, repeat=10)
+        assert pretrain.main(pretrained_run_argv(root)) == 0
+
+    return built_once(tmp_path_factory, "pretrained_run", build) / "electra_tiny"
+
+
+SHORT_RUN_SEQ = 32
+
+
+@pytest.fixture(scope="session")
+def short_run(small_vocab, tmp_path_factory):
+    """ROOT of a 12-step pre-training run at sequence length 32 (ROOT/run), exported on finish
+    (ROOT/exports/run/1): what fine-tuning and export tests start from. Built once for all test
+    processes: tests read it, or work on a copy."""
+    def build(root):
+        from electra_tf import pretrain
+
+        data = build_test_shards(root, small_vocab, SHORT_RUN_SEQ, num_shards=1, repeat=10)
+        assert pretrain.main(["--data", str(data), "--model_dir", str(root / "run"), "--export_dir",
+                              str(root / "exports"), "--steps", "12", "--batch_size", "4", "--set", "num_layers=1",
+                              "--set", f"max_seq_length={SHORT_RUN_SEQ}", "--log_every", "6",
+                              "--eval_batches", "1"]) == 0
+
+    return built_once(tmp_path_factory, "short_run", build)

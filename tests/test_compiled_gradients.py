@@ -132,8 +132,9 @@ def test_finetuning_trains_in_every_cell(strategy_name, precision, xla, strategy
     check_compiled_as_asked(classifier, strategy, xla)
 
 
-def test_question_answering_trains_under_mirrored_xla_float16(two_replicas):
-    # The QA model computes its own loss (compute_loss); the same split must carry it.
+def test_question_answering_trains_under_mirrored_xla_float16(one_replica_as_on_a_gpu):
+    # The QA model computes its own loss (compute_loss); the same split must carry it. On the
+    # GPU's reduction path (one replica: one XLA compile, where two replicas compile twice).
     from electra_tf.finetuning.question_answering.model import ElectraQuestionAnswerer
     from electra_tf.models.embeddings import ElectraEmbeddings
     from electra_tf.models.encoders import Discriminator
@@ -146,13 +147,13 @@ def test_question_answering_trains_under_mirrored_xla_float16(two_replicas):
     targets = {"start_positions": np.full([8], 8, np.int32), "end_positions": np.full([8], 9, np.int32),
                "is_impossible": np.zeros([8], np.float32)}
     inputs["start_positions"] = targets["start_positions"]  # the official head conditions the end on it
-    with two_replicas.scope():
+    with one_replica_as_on_a_gpu.scope():
         backbone = Discriminator.from_electra_config(config, ElectraEmbeddings.from_electra_config(config))
         model = ElectraQuestionAnswerer(backbone, answerable=False)
         model.compile(optimizer=create_finetuning_optimizer(1e-3, 10, config.num_layers), jit_compile=True)
     history = model.fit(tf.data.Dataset.from_tensors((inputs, targets)).repeat(FLOAT16_BATCHES), verbose=0).history
     assert np.isfinite(history["loss"]).all() and int(model.optimizer.iterations.numpy()) >= 1
-    check_compiled_as_asked(model, two_replicas, True)
+    check_compiled_as_asked(model, one_replica_as_on_a_gpu, True)
 
 
 @pytest.mark.parametrize("precision,error", [("float32", "CollectiveReduceV2"), ("mixed_float16", "merge_call")])

@@ -1,6 +1,7 @@
 """The TF Serving export: layout, signatures, equality with Keras, a TensorFlow-only consumer."""
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -9,24 +10,20 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from electra_tf import export, pretrain
+from electra_tf import export
 from electra_tf.loading import load_pretrained, model_weights
 from electra_tf.models.preprocessing import pack_texts
 from electra_tf.serving import publish
+from tests.conftest import SHORT_RUN_SEQ
 
-SEQ = 32
+SEQ = SHORT_RUN_SEQ  # conftest.short_run
 REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
-def trained(corpus, small_vocab, tmp_path_factory):
-    """A short real pre-training run, exported on finish."""
-    root = tmp_path_factory.mktemp("export")
-    data = corpus.build_test_shards(root, small_vocab, SEQ, num_shards=1, repeat=10)
-    assert pretrain.main(["--data", str(data), "--model_dir", str(root / "run"), "--export_dir",
-                          str(root / "exports"), "--steps", "12", "--batch_size", "4", "--set", "num_layers=1",
-                          "--set", f"max_seq_length={SEQ}", "--log_every", "6", "--eval_batches", "1"]) == 0
-    return root
+def trained(short_run):
+    """A short real pre-training run, exported on finish (shared: tests read it)."""
+    return short_run
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +62,9 @@ def test_layout_versions_and_warmup(trained, exported, keras_discriminator, tmp_
     assert list(log.predict_log.request.inputs["text"].tensor_shape.dim)[0].size == 3
 
 
-def test_export_cli_from_a_model_dir(trained, capsys):
+def test_export_cli_from_a_model_dir(trained, tmp_path, capsys):
+    shutil.copytree(trained / "run", tmp_path / "run")  # the shared run is only read
+    trained = tmp_path
     assert export.main(["--model_dir", str(trained / "run"), "--export_dir", str(trained / "cli"),
                         "--checkpoint", "ckpt-12"]) == 0
     assert (trained / "cli" / "run" / "1" / "saved_model.pb").is_file()

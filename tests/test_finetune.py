@@ -7,21 +7,17 @@ import re
 import numpy as np
 import pytest
 
-from electra_tf import export, finetune, pretrain
+from electra_tf import export, finetune
 from electra_tf.loading import load_pretrained, model_weights
+from tests.conftest import SHORT_RUN_SEQ
 
-SEQ = 32
+SEQ = SHORT_RUN_SEQ  # the pre-training run fine-tuned here (conftest.short_run)
 TOPICS = ["nature", "town", "nature", "town"]  # river, library, bees, market
 
 
 @pytest.fixture(scope="module")
-def pretrained_dir(corpus, small_vocab, tmp_path_factory):
-    root = tmp_path_factory.mktemp("finetune")
-    data = corpus.build_test_shards(root, small_vocab, SEQ, num_shards=1, repeat=10)
-    assert pretrain.main(["--data", str(data), "--model_dir", str(root / "run"), "--export_dir", str(root / "x"),
-                          "--steps", "8", "--batch_size", "4", "--set", "num_layers=1",
-                          "--set", f"max_seq_length={SEQ}", "--log_every", "4", "--eval_batches", "1"]) == 0
-    return root / "run"
+def pretrained_dir(short_run):
+    return short_run / "run"
 
 
 @pytest.fixture

@@ -277,6 +277,33 @@ def test_mixed_float16_makes_every_step_and_resumes_exactly(data_dir, tmp_path):
                                    err_msg=name)
 
 
+def test_a_resumed_run_loads_its_compiled_steps_from_the_compile_cache(data_dir, tmp_path):
+    """With XLA, the first run compiles its training and evaluation steps into the cache; the
+    same command resumed from an earlier checkpoint compiles nothing. It compiled both again
+    when the cache was turned on after TensorFlow had started, and when the checkpoint restore
+    renamed the traced functions (runtime.align_function_names)."""
+    from electra_tf.pretraining.checkpointing import write_checkpoint_index
+
+    env = dict(environment(), ELECTRA_TF_COMPILE_CACHE=str(tmp_path / "cache"))
+    argv = [("4" if a == str(STEPS) else a) for a in command(
+        data_dir, tmp_path / "model", tmp_path / "exports", "--xla", "--strategy", "one_device",
+        "--checkpoint_every", "2", "--sample_every", "1000", "--eval_batches", "1")]
+
+    def run():
+        result = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600)
+        assert result.returncode == 0, result.stderr[-3000:]
+        summary = json.loads((tmp_path / "model" / "metrics.json").read_text())
+        return result.stdout, summary["compile_cache"]
+
+    _, cache = run()
+    assert cache["folder"] == str(tmp_path / "cache") and cache["programs_added"] >= 2  # training, evaluation
+    checkpoints = tmp_path / "model" / "checkpoints"
+    write_checkpoint_index(checkpoints, [str(checkpoints / "ckpt-2")])  # as if stopped after step 2
+    stdout, cache = run()
+    assert "resumed from step 2" in stdout and "step 4/4" in stdout
+    assert cache["programs_added"] == 0
+
+
 def test_raw_text_runs_checkpoint_and_resume(corpus, small_vocab, tmp_path, capsys):
     text = corpus.write_sentence_file(tmp_path / "corpus.txt", repeat=10)
     argv = ["--data", str(text), "--vocab", str(small_vocab), "--model_dir", str(tmp_path / "model"),
@@ -346,15 +373,17 @@ def test_a_clean_run_and_a_stopped_run_print_nothing_that_looks_like_an_error(co
     assert not alarming_lines(stderr), stderr
 
 
-def test_a_finished_run_rerun_exports_into_its_own_folder_and_adds_no_version(pretrained_run, capsys):
+def test_a_finished_run_rerun_exports_into_its_own_folder_and_adds_no_version(pretrained_run, tmp_path, capsys):
     """Before: exports went to ./exports/<name>/ of the current directory, and every rerun of a
     finished run wrote another, identical version."""
     from tests.conftest import pretrained_run_argv
 
-    versions = pretrained_run / "export" / "electra_tiny"
+    root = tmp_path / "root"  # a copy: the run is shared with other test processes
+    shutil.copytree(pretrained_run.parent, root)
+    versions = root / "electra_tiny" / "export" / "electra_tiny"
     assert [p.name for p in versions.iterdir()] == ["1"]
     capsys.readouterr()
-    assert pretrain.main(pretrained_run_argv(pretrained_run.parent)) == 0
+    assert pretrain.main(pretrained_run_argv(root)) == 0
     printed = capsys.readouterr().out
     assert "nothing left to train" in printed and "already holds this model" in printed
     assert f"discriminator: {versions.resolve() / '1'}" in printed  # absolute
