@@ -147,7 +147,8 @@ def use_compile_cache(environ=None) -> Path | None:
     directory = compile_cache_directory(environ)
     if directory is None:
         return None
-    directory.mkdir(parents=True, exist_ok=True)
+    # Not created here: TensorFlow makes the folder (and its parents) on its first write, so a
+    # run without XLA leaves nothing behind.
     environ["TF_XLA_FLAGS"] = f"{flags} --tf_xla_persistent_cache_directory={directory}".strip()
     return directory
 
