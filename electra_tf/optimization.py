@@ -84,13 +84,21 @@ class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
     def __init__(self, peak_learning_rate: float, total_steps: int, warmup_steps: int = 0,
                  power: float = 1.0):
         self.peak_learning_rate = peak_learning_rate
-        self.total_steps = total_steps
         self.warmup_steps = warmup_steps
         self.power = power
+        # The end of the schedule is read from a variable, not written into the compiled step
+        # as a constant: an extended run (a larger --steps) then traces the same program and
+        # loads it from the compile cache instead of compiling it again (minutes on a GPU).
+        # Not saved in checkpoints (the config gives it on every start).
+        self._total_steps = tf.Variable(float(total_steps), trainable=False, name="schedule_total_steps")
+
+    @property
+    def total_steps(self) -> int:
+        return int(self._total_steps.numpy())
 
     def __call__(self, step):
         step = tf.cast(step, tf.float32)
-        total = float(self.total_steps)
+        total = tf.cast(self._total_steps, tf.float32)
         decayed = self.peak_learning_rate * (1.0 - tf.minimum(step, total) / total) ** self.power
         if self.warmup_steps > 0:
             decayed *= tf.minimum(1.0, step / float(self.warmup_steps))

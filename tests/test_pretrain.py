@@ -277,11 +277,12 @@ def test_mixed_float16_makes_every_step_and_resumes_exactly(data_dir, tmp_path):
                                    err_msg=name)
 
 
-def test_a_resumed_run_loads_its_compiled_steps_from_the_compile_cache(data_dir, tmp_path):
-    """With XLA, the first run compiles its training and evaluation steps into the cache; the
-    same command resumed from an earlier checkpoint compiles nothing. It compiled both again
-    when the cache was turned on after TensorFlow had started, and when the checkpoint restore
-    renamed the traced functions (runtime.align_function_names)."""
+def test_a_resumed_and_extended_run_loads_its_compiled_steps_from_the_compile_cache(data_dir, tmp_path):
+    """With XLA, the first run compiles its training and evaluation steps into the cache; resumed
+    from an earlier checkpoint and extended (a larger --steps), it compiles nothing. It compiled
+    again when the cache was turned on after TensorFlow had started, when the checkpoint restore
+    renamed the traced functions (runtime.align_function_names), and when the schedule's end
+    was a constant of the training step (optimization.WarmupLinearDecay)."""
     from electra_tf.pretraining.checkpointing import write_checkpoint_index
 
     env = dict(environment(), ELECTRA_TF_COMPILE_CACHE=str(tmp_path / "cache"))
@@ -289,8 +290,8 @@ def test_a_resumed_run_loads_its_compiled_steps_from_the_compile_cache(data_dir,
         data_dir, tmp_path / "model", tmp_path / "exports", "--xla", "--strategy", "one_device",
         "--checkpoint_every", "2", "--sample_every", "1000", "--eval_batches", "1")]
 
-    def run():
-        result = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600)
+    def run(*extra):
+        result = subprocess.run(argv + list(extra), env=env, capture_output=True, text=True, timeout=600)
         assert result.returncode == 0, result.stderr[-3000:]
         summary = json.loads((tmp_path / "model" / "metrics.json").read_text())
         return result.stdout, summary["compile_cache"]
@@ -299,8 +300,8 @@ def test_a_resumed_run_loads_its_compiled_steps_from_the_compile_cache(data_dir,
     assert cache["folder"] == str(tmp_path / "cache") and cache["programs_added"] >= 2  # training, evaluation
     checkpoints = tmp_path / "model" / "checkpoints"
     write_checkpoint_index(checkpoints, [str(checkpoints / "ckpt-2")])  # as if stopped after step 2
-    stdout, cache = run()
-    assert "resumed from step 2" in stdout and "step 4/4" in stdout
+    stdout, cache = run("--steps", "6")
+    assert "resumed from step 2" in stdout and "step 6/6" in stdout
     assert cache["programs_added"] == 0
 
 
