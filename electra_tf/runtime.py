@@ -134,9 +134,8 @@ def use_compile_cache(environ=None) -> Path | None:
     flags once, when its runtime starts, so this must run before anything starts it: after
     `import tensorflow` is fine, after listing devices is too late (measured: with
     `tf.config.list_physical_devices` before it, a compiled function left the folder empty).
-    The commands call it first thing (measured: a run's steps land in the folder and its
-    resume loads them, docs/results.md). One folder per
-    user serves every run: a changed model, batch shape, precision or TensorFlow version is
+    The commands call it first thing (tests/test_pretrain.py checks that a run's steps land in
+    the folder and that its resumed extension loads them). One folder per user serves every run: a changed model, batch shape, precision or TensorFlow version is
     another fingerprint, a new entry. TF_XLA_FLAGS that name a cache already win.
     """
     environ = os.environ if environ is None else environ

@@ -21,23 +21,17 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
-def trained(short_run):
-    """A short real pre-training run, exported on finish (shared: tests read it)."""
-    return short_run
+def exported(short_run):
+    return short_run / "exports" / "run" / "1"
 
 
 @pytest.fixture(scope="module")
-def exported(trained):
-    return trained / "exports" / "run" / "1"
-
-
-@pytest.fixture(scope="module")
-def keras_discriminator(trained):
-    pretrained = load_pretrained(trained / "run")
+def keras_discriminator(short_run):
+    pretrained = load_pretrained(short_run / "run")
     return pretrained.discriminator, pretrained.tokenizer, pretrained.config
 
 
-def test_layout_versions_and_warmup(trained, exported, keras_discriminator, tmp_path):
+def test_layout_versions_and_warmup(exported, keras_discriminator, tmp_path):
     assert (exported / "saved_model.pb").is_file() and (exported / "variables").is_dir()
     discriminator, tokenizer, config = keras_discriminator
     first = publish.export_discriminator(discriminator, tokenizer, config, tmp_path, "run")
@@ -62,25 +56,25 @@ def test_layout_versions_and_warmup(trained, exported, keras_discriminator, tmp_
     assert list(log.predict_log.request.inputs["text"].tensor_shape.dim)[0].size == 3
 
 
-def test_export_cli_from_a_model_dir(trained, tmp_path, capsys):
-    shutil.copytree(trained / "run", tmp_path / "run")  # the shared run is only read
-    trained = tmp_path
-    assert export.main(["--model_dir", str(trained / "run"), "--export_dir", str(trained / "cli"),
+def test_export_cli_from_a_model_dir(short_run, tmp_path, capsys):
+    root = tmp_path  # a copy: the shared run (conftest.short_run) is only read
+    shutil.copytree(short_run / "run", root / "run")
+    assert export.main(["--model_dir", str(root / "run"), "--export_dir", str(root / "cli"),
                         "--checkpoint", "ckpt-12"]) == 0
-    assert (trained / "cli" / "run" / "1" / "saved_model.pb").is_file()
-    assert f"to {(trained / 'cli' / 'run' / '1').resolve()}" in capsys.readouterr().out  # absolute
+    assert (root / "cli" / "run" / "1" / "saved_model.pb").is_file()
+    assert f"to {(root / 'cli' / 'run' / '1').resolve()}" in capsys.readouterr().out  # absolute
     # By default inside the run's own folder, named after it.
-    assert export.main(["--model_dir", str(trained / "run")]) == 0
-    assert (trained / "run" / "export" / "run" / "1" / "saved_model.pb").is_file()
+    assert export.main(["--model_dir", str(root / "run")]) == 0
+    assert (root / "run" / "export" / "run" / "1" / "saved_model.pb").is_file()
     capsys.readouterr()
-    assert export.main(["--model_dir", str(trained / "nope")]) == 2
+    assert export.main(["--model_dir", str(root / "nope")]) == 2
     assert "nope does not exist" in capsys.readouterr().err
-    (trained / "empty").mkdir()
-    assert export.main(["--model_dir", str(trained / "empty")]) == 2
+    (root / "empty").mkdir()
+    assert export.main(["--model_dir", str(root / "empty")]) == 2
     assert "holds no discriminator" in capsys.readouterr().err
-    (trained / "no_checkpoint").mkdir()
-    (trained / "no_checkpoint" / "config.json").write_text((trained / "run" / "config.json").read_text())
-    assert export.main(["--model_dir", str(trained / "no_checkpoint")]) == 2
+    (root / "no_checkpoint").mkdir()
+    (root / "no_checkpoint" / "config.json").write_text((root / "run" / "config.json").read_text())
+    assert export.main(["--model_dir", str(root / "no_checkpoint")]) == 2
     assert "--pretrained" not in capsys.readouterr().err
 
 
@@ -239,14 +233,14 @@ def test_an_export_is_a_pretrained_source(exported, keras_discriminator):
             np.testing.assert_array_equal(mine.numpy(), theirs.numpy())
 
 
-def test_sigkill_during_export_leaves_no_version_tf_serving_could_load(trained, tmp_path):
+def test_sigkill_during_export_leaves_no_version_tf_serving_could_load(short_run, tmp_path):
     """Killed after the SavedModel is written, before it is renamed into place: the only trace
     is a hidden temporary folder, which TF Serving (integer versions only) never looks at."""
     code = f"""
 import os, signal
 from electra_tf.loading import load_pretrained
 from electra_tf.serving import publish
-pretrained = load_pretrained({str(trained / "run")!r})
+pretrained = load_pretrained({str(short_run / "run")!r})
 publish.write_warmup_requests = lambda *args, **kwargs: os.kill(os.getpid(), signal.SIGKILL)
 publish.export_discriminator(pretrained.discriminator, pretrained.tokenizer, pretrained.config,
                              {str(tmp_path)!r}, "run")
@@ -258,6 +252,6 @@ publish.export_discriminator(pretrained.discriminator, pretrained.tokenizer, pre
     assert written and all(p.name.startswith(".tmp-") for p in written)  # the SavedModel was under way
     assert not [p for p in written if p.name.isdigit()]
     # The next export still becomes version 1.
-    pretrained = load_pretrained(trained / "run")
+    pretrained = load_pretrained(short_run / "run")
     assert publish.export_discriminator(pretrained.discriminator, pretrained.tokenizer, pretrained.config,
                                         tmp_path, "run").name == "1"

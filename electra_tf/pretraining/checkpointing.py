@@ -28,7 +28,6 @@ import numpy as np
 import tensorflow as tf
 
 from electra_tf.errors import RunError
-from electra_tf.files import atomic_write_text
 from electra_tf.optimization import optimizer_step
 
 
@@ -273,30 +272,29 @@ DAMAGED_FOLDER = "damaged"
 
 
 def write_checkpoint_index(directory, paths) -> None:
-    """Writes the `checkpoint` index of `directory` (CheckpointManager's CheckpointState text
-    proto, relative names) listing `paths`, oldest first; no paths, no index.
+    """Rewrites the `checkpoint` index of `directory` to list `paths`, oldest first (relative
+    names, atomically, as CheckpointManager writes it); no paths, no index.
 
     Each checkpoint keeps the time the index gave it (its `.index` file's time if none):
     CheckpointManager lists, restores from and rotates only checkpoints whose time is after the
     index's `last_preserved_timestamp`. An index without times (as this function wrote before)
     hid every checkpoint from the next run, which then started again at step 0.
     """
-    index = Path(directory) / "checkpoint"
+    directory = Path(directory)
     if not paths:
-        index.unlink(missing_ok=True)
+        (directory / "checkpoint").unlink(missing_ok=True)
         return
     state = tf.train.get_checkpoint_state(str(directory))
-    recorded = {}
-    if state is not None:
-        recorded = dict(zip((Path(p).name for p in state.all_model_checkpoint_paths),
-                            state.all_model_checkpoint_timestamps))
+    recorded = dict(zip((Path(p).name for p in state.all_model_checkpoint_paths),
+                        state.all_model_checkpoint_timestamps)) if state else {}
     names = [Path(p).name for p in paths]
-    times = [recorded.get(name) or (Path(directory) / f"{name}.index").stat().st_mtime for name in names]
-    lines = [f'model_checkpoint_path: "{names[-1]}"']
-    lines += [f'all_model_checkpoint_paths: "{name}"' for name in names]
-    lines += [f"all_model_checkpoint_timestamps: {time_:.6f}" for time_ in times]
-    lines.append(f"last_preserved_timestamp: {min(times) - 1:.6f}")
-    atomic_write_text(index, "\n".join(lines) + "\n")
+    times = [recorded.get(name) or (directory / f"{name}.index").stat().st_mtime for name in names]
+    # What CheckpointManager itself calls to write the index (tf.compat.v1's public wrapper is
+    # deprecated and prints so).
+    full = [str(directory / name) for name in names]
+    tf.__internal__.train.update_checkpoint_state(
+        str(directory), full[-1], full, save_relative_paths=True, all_model_checkpoint_timestamps=times,
+        last_preserved_timestamp=min(times) - 1)
 
 
 def repair_checkpoint_index(directory) -> None:
