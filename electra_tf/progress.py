@@ -33,6 +33,7 @@ class Progress:
         self.interval = interval if interval is not None else (0.5 if self.tty else 10.0)
         self.started = time.monotonic()
         self._last = 0.0
+        self._last_done = None  # the count of the last line written
 
     def line(self, done: float, extra: str = "", elapsed: float | None = None) -> str:
         elapsed = time.monotonic() - self.started if elapsed is None else elapsed
@@ -51,7 +52,7 @@ class Progress:
         now = time.monotonic()
         if self.stream is None or (not force and now - self._last < self.interval):
             return
-        self._last = now
+        self._last, self._last_done = now, done
         text = self.line(done, extra)
         if self.tty:
             self.stream.write("\r" + text.ljust(100))
@@ -60,7 +61,10 @@ class Progress:
         self.stream.flush()
 
     def finish(self, done: float, extra: str = "") -> None:
-        self.update(done, extra, force=True)
+        # In a log, a line already written for this count is not written again (a one-batch
+        # evaluation printed its 100% line twice); on a terminal the line is redrawn in place.
+        if self.tty or done != self._last_done:
+            self.update(done, extra, force=True)
         if self.tty and self.stream is not None:
             self.stream.write("\n")
 

@@ -28,6 +28,12 @@ def test_updates_are_throttled_in_a_log_and_the_last_one_is_forced():
     for done in range(1, 4):
         progress.update(done)
     assert len(every.getvalue().splitlines()) == 3
+    once = io.StringIO()
+    progress = Progress("job", total=1, unit="items", stream=once, interval=0.0)
+    progress.update(1)  # the only item: its line is already the last one
+    progress.finish(1)
+    lines = once.getvalue().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("job: 100.0%")
 
 
 def test_heartbeat_says_a_long_call_is_still_working_and_when_it_ended():
