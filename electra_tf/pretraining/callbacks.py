@@ -159,7 +159,11 @@ class Pause:
 
 
 class CheckpointSaver(keras.callbacks.Callback):
-    """Saves every `every` steps, at the end, and after the step in which a signal arrived."""
+    """Saves every `every` steps, at the end, and after the step in which a signal arrived.
+
+    Scheduled saves do not wait for their files when the checkpoint writes in the background
+    (`RunCheckpoint(background=True)`): training goes on while they are written, and the end of
+    `fit` waits for the last. A signal's save is waited for: the process is about to stop."""
 
     def __init__(self, run_checkpoint, every: int, signals=(signal.SIGTERM, signal.SIGINT)):
         super().__init__()
@@ -190,12 +194,13 @@ class CheckpointSaver(keras.callbacks.Callback):
         elif (step % self.every == 0 and step != self._last_saved
               and math.isfinite(float((logs or {}).get("loss", 0.0)))):
             with self.pause:
-                self.saved_paths.append(self.run_checkpoint.save(steps_done=batch + 1))
+                self.saved_paths.append(self.run_checkpoint.save(steps_done=batch + 1, wait=False))
             self._last_saved = step
 
     def on_train_end(self, logs=None):
         for number, previous in self._previous.items():
             signal.signal(number, previous)
+        self.run_checkpoint.wait()
 
 
 class ReplacementSamples(keras.callbacks.Callback):

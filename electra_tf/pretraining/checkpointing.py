@@ -11,6 +11,10 @@ pulls from it. A checkpoint then holds:
 
 `tf.train.CheckpointManager` writes a checkpoint's files first and the `checkpoint` index
 last, so a run killed mid-save leaves the previous checkpoint as the latest, intact.
+
+A run's scheduled checkpoints are written in the background (`RunCheckpoint(background=True)`):
+the state is copied to host memory at the step, training goes on, and TensorFlow's asynchronous
+checkpoint writes the copy (docs/performance.md, "Checkpoints and the step rate").
 """
 
 from __future__ import annotations
@@ -51,6 +55,8 @@ class ResumableInput:
             key: tf.Variable(tf.zeros([0, *spec.shape], spec.dtype), shape=[None, *spec.shape],
                              trainable=False, name=f"in_flight_{key}")
             for key, spec in self.spec.items()}
+        # The iterator's position as checkpoints hold it, taken in `frozen()`.
+        self.iterator_state = IteratorState(self) if checkpointable else None
 
     def close(self) -> None:
         """Releases the pipeline's iterator (the run is over)."""
@@ -126,6 +132,8 @@ class ResumableInput:
                     variable.assign(tf.stack([batch[key] for batch in pending]))
                 else:
                     variable.assign(tf.zeros([0, *self.spec[key].shape], self.spec[key].dtype))
+            if self.iterator_state is not None:
+                self.iterator_state.take()
             yield
 
     def in_flight_count(self) -> int:
@@ -141,6 +149,46 @@ class ResumableInput:
             return count
 
 
+class IteratorState(tf.__internal__.tracking.Trackable):
+    """A `ResumableInput`'s iterator position, as a checkpoint holds it (`data_iterator`, the
+    key the tf.data iterator itself is saved under: checkpoints of either kind restore).
+
+    The position is serialized into a variable when the input is `frozen()` for a save. Saved
+    directly, the iterator broke exact resume with background checkpoints: TensorFlow copies
+    each saved object at the step and writes the copies later, and its copy of an iterator is a
+    second iterator over the same dataset, whose making advanced the dataset's reshuffling seed:
+    the run's later epochs then came in another order (the resume tests in
+    tests/test_pretrain.py). A variable is copied like the model's.
+    """
+
+    def __init__(self, resumable_input: "ResumableInput | None", state: tf.Variable | None = None):
+        self.input = resumable_input
+        self.state = state if state is not None else tf.Variable(
+            self._serialized(), shape=tf.TensorShape(None), trainable=False, name="iterator_state")
+
+    def _serialized(self):
+        return self.input.iterator._serialize_to_tensors()["_STATE"]
+
+    def take(self) -> None:
+        """Serializes the iterator's position now (the input is held still)."""
+        self.state.assign(self._serialized())
+
+    # tf.train.Checkpoint's protocol
+    def _serialize_to_tensors(self):
+        return {"ITERATOR_STATE": self.state.read_value()}
+
+    def _restore_from_tensors(self, restored_tensors):
+        self.state.assign(restored_tensors["ITERATOR_STATE"])
+        return self.input.iterator._restore_from_tensors({"_STATE": restored_tensors["ITERATOR_STATE"]})
+
+    def _copy_trackable_to_cpu(self, object_map):
+        if self not in object_map:
+            with tf.device("CPU:0"):
+                object_map[self] = IteratorState(None, tf.Variable(
+                    self.state.read_value(), shape=tf.TensorShape(None), trainable=False))
+        object_map[self].state.assign(self.state.read_value())
+
+
 class RunCheckpoint:
     """Checkpoint + CheckpointManager over the pretrainer, its optimizer and the input.
 
@@ -150,10 +198,14 @@ class RunCheckpoint:
     the chief's newest checkpoint for which every worker's input position exists, so a worker
     killed between the chief's save and its own costs one checkpoint interval, never a mismatch.
     The checkpoint folder must be one all workers see (shared storage across machines).
+
+    `background=True` (one worker only): `save(wait=False)` returns once the state is copied to
+    host memory, and the files are written while training goes on; `wait()` (and the next save)
+    returns when they are on disk, and raises a RunError if the write failed.
     """
 
     def __init__(self, directory, pretrainer, resumable_input: ResumableInput, keep: int = 3,
-                 worker_index: int = 0, num_workers: int = 1):
+                 worker_index: int = 0, num_workers: int = 1, background: bool = False):
         self.pretrainer = pretrainer
         self.input = resumable_input
         self.worker_index, self.num_workers = worker_index, num_workers
@@ -164,7 +216,7 @@ class RunCheckpoint:
         model_state = {"model_variables": list(pretrainer.variables), "optimizer": pretrainer.optimizer}
         input_state = {"in_flight": resumable_input.in_flight}
         if resumable_input.checkpointable:
-            input_state["data_iterator"] = resumable_input.iterator
+            input_state["data_iterator"] = resumable_input.iterator_state
         self.keep = keep
         self.run_directory = str(directory)
         self.model_checkpoint = tf.train.Checkpoint(**model_state)  # restores a chief's checkpoint's model
@@ -180,6 +232,12 @@ class RunCheckpoint:
         # The run's checkpoints, which every worker restores the model from.
         self.run_manager = (self.manager if worker_index == 0 else tf.train.CheckpointManager(
             self.model_checkpoint, self.run_directory, max_to_keep=keep))
+        # Multi-worker runs save in step: the workers' input positions must match the chief's.
+        self.background = background and num_workers == 1
+        if self.background:
+            make_keras_variable_copies_once()
+        self._options = tf.train.CheckpointOptions(experimental_enable_async_checkpoint=self.background)
+        self._writing: str | None = None  # the checkpoint being written in the background
 
     @property
     def step(self) -> int:
@@ -250,22 +308,72 @@ class RunCheckpoint:
         self.manager = tf.train.CheckpointManager(self.checkpoint, self.manager.directory, max_to_keep=self.keep)
         self.run_manager = self.manager
 
-    def save(self, steps_done: int | None = None) -> str:
+    def save(self, steps_done: int | None = None, wait: bool = True) -> str:
         """Writes a checkpoint; `steps_done` (steps of the current `fit`) first settles the
-        input's bookkeeping, so the caller need not run after the `InputTracker`."""
+        input's bookkeeping, so the caller need not run after the `InputTracker`. With
+        `background`, `wait=False` returns once the state is copied (see the class)."""
+        self.wait()  # the previous write (TensorFlow would wait for it too) and its outcome
         if steps_done is not None:
             self.input.advance_to(steps_done)
         with self.input.frozen():
             try:
-                return self.manager.save(checkpoint_number=self.step)
+                path = self.manager.save(checkpoint_number=self.step, options=self._options)
             except (tf.errors.OpError, OSError) as error:
-                # TensorFlow writes the files first and the `checkpoint` index last: a failed
-                # write leaves the previous checkpoint as the latest, intact.
-                reason = str(error).strip().splitlines()[0][:200] if str(error).strip() else type(error).__name__
-                raise RunError(f"could not write checkpoint ckpt-{self.step} in {self.manager.directory} "
-                               f"({reason}). The last good checkpoint is "
-                               f"{self.manager.latest_checkpoint or 'none'}; free space or fix permissions, then "
-                               "rerun the same command to continue from it.") from None
+                raise self._write_error(f"ckpt-{self.step}", error) from None
+        if self.background:
+            self._writing = path
+            if wait:
+                self.wait()
+        return path
+
+    def wait(self) -> None:
+        """Returns when the checkpoint being written in the background is on disk; a RunError
+        if its write failed (the previous checkpoint is then the latest, intact)."""
+        if self._writing is None:
+            return
+        path, self._writing = self._writing, None
+        self.checkpoint.sync()
+        # The index names a checkpoint only once its files are written (CheckpointManager's
+        # write callback). TensorFlow keeps the write's error for its next save: taken here.
+        latest = tf.train.latest_checkpoint(self.manager.directory)
+        if latest is None or Path(latest).name != Path(path).name:
+            helper = getattr(self.checkpoint, "_async_checkpointer_impl", None)
+            error = getattr(helper, "_async_error", None)
+            if helper is not None:
+                helper._async_error = None
+            raise self._write_error(Path(path).name, error or OSError("the write did not finish"))
+
+    def _write_error(self, name: str, error: Exception) -> RunError:
+        # TensorFlow writes the files first and the `checkpoint` index last: a failed write
+        # leaves the previous checkpoint as the latest, intact.
+        reason = str(error).strip().splitlines()[0][:200] if str(error).strip() else type(error).__name__
+        return RunError(f"could not write checkpoint {name} in {self.manager.directory} ({reason}). The last "
+                        f"good checkpoint is {tf.train.latest_checkpoint(self.manager.directory) or 'none'}; "
+                        "free space or fix permissions, then rerun the same command to continue from it.")
+
+
+def make_keras_variable_copies_once() -> None:
+    """Lets TensorFlow's asynchronous checkpoint save Keras 3 variables more than once.
+
+    TensorFlow copies every variable to host memory with `_copy_trackable_to_cpu(object_map)`,
+    traced once into a tf.function and called at each save; its own variables make their copy on
+    the first call and assign to it after. Keras' (keras-team/keras#18749, Keras 3.15) makes a
+    new tf.Variable on every call, so the second save failed ("tf.function only supports
+    singleton tf.Variables created on the first call"). This makes Keras' copy the way
+    TensorFlow's is: its value's copy, made once. Idempotent.
+    """
+    from keras.src.backend.tensorflow.core import Variable  # the TensorFlow backend's variable
+
+    if getattr(Variable._copy_trackable_to_cpu, "copies_once", False):
+        return
+
+    def copy_to_cpu(self, object_map):
+        self.value._copy_trackable_to_cpu(object_map)  # makes or refreshes the value's copy
+        if self not in object_map:
+            object_map[self] = object_map[self.value]
+
+    copy_to_cpu.copies_once = True
+    Variable._copy_trackable_to_cpu = copy_to_cpu
 
 
 DAMAGED_FOLDER = "damaged"

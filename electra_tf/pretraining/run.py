@@ -292,7 +292,7 @@ def _run(options: PretrainingOptions, role, closing: contextlib.ExitStack) -> Ru
         pretrainer.compile(optimizer=create_optimizer(config), jit_compile=runtime.xla)
         pretrainer.optimizer.build(pretrainer.trainable_variables)
     checkpoint = RunCheckpoint(model_dir.checkpoints, pretrainer, resumable, options.keep_checkpoints,
-                               worker_index=role.index, num_workers=role.count)
+                               worker_index=role.index, num_workers=role.count, background=True)
     resumed_from = checkpoint.restore_latest()
     initialized_from = None
     if options.init_from and resumed_from is None:

@@ -76,9 +76,10 @@ def test_monitor_stops_on_a_non_finite_loss_naming_the_step():
 
 
 def test_saver_saves_on_schedule_and_after_a_signal_then_restores_handlers():
-    saved = []
-    fake_checkpoint = types.SimpleNamespace(step=0, save=lambda steps_done=None: saved.append(steps_done) or
-                                            f"ckpt-{fake_checkpoint.step}")
+    saved, waits = [], []
+    fake_checkpoint = types.SimpleNamespace(
+        step=0, save=lambda steps_done=None, wait=True: saved.append((steps_done, wait)) or f"ckpt-{fake_checkpoint.step}",
+        wait=lambda: waits.append(fake_checkpoint.step))
     saver = CheckpointSaver(fake_checkpoint, every=2, signals=(signal.SIGUSR1,))
     previous = signal.getsignal(signal.SIGUSR1)
     model = FakePretrainer()
@@ -92,7 +93,9 @@ def test_saver_saves_on_schedule_and_after_a_signal_then_restores_handlers():
         if model.stop_training:
             break
     saver.on_train_end()
-    assert saved == [2, 3]  # step 2 on schedule, step 3 because of the signal, with its input count
+    # Step 2 on schedule (written in the background), step 3 because of the signal (waited for:
+    # the process stops), each with its input count; the end of training waits for any write.
+    assert saved == [(2, False), (3, True)] and waits == [3]
     assert saver.received == signal.SIGUSR1 and model.stop_training
     assert saver.saved_paths == ["ckpt-2", "ckpt-3"]
     assert signal.getsignal(signal.SIGUSR1) == previous

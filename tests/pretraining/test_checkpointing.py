@@ -189,3 +189,80 @@ def test_an_index_without_checkpoint_times_is_repaired_and_resumes(tmp_path):
                                          'all_model_checkpoint_paths: "ckpt-10"\n'
                                          'all_model_checkpoint_paths: "ckpt-20"\n')
     assert RunCheckpoint(tmp_path, tiny_model(), ResumableInput(numbered_batches())).restore_latest() == 20
+
+
+def keras_model():
+    """Keras variables, as a pretrainer has (TensorFlow's asynchronous checkpoint failed on
+    them from the second save on), and an optimizer that has some."""
+    weights = [keras.Variable(np.zeros(3, np.float32)), keras.Variable(0.0)]
+    optimizer = keras.optimizers.SGD(momentum=0.9)
+    optimizer.build(weights)
+    return types.SimpleNamespace(variables=weights, optimizer=optimizer)
+
+
+def test_a_background_checkpoint_holds_its_steps_state_while_training_goes_on(tmp_path):
+    """save(wait=False) returns once the state is copied: what training changes after it is not
+    in the checkpoint, and a restore continues with the model and batch of the saved step."""
+    model = keras_model()
+    resumable = ResumableInput(numbered_batches())
+    reader = iter(resumable.dataset())
+    checkpoint = RunCheckpoint(tmp_path, model, resumable, background=True)
+    for steps_done, step in enumerate((10, 20, 30), start=1):  # the second save is where Keras' failed
+        indices(reader, 1)
+        model.optimizer.iterations.assign(step)
+        model.variables[0].assign([float(step)] * 3)
+        model.optimizer.variables[-2].assign([float(step)] * 3)  # the momentum of the first weight
+        assert checkpoint.save(steps_done=steps_done, wait=False).endswith(f"ckpt-{step}")
+        model.variables[0].assign([-1.0] * 3)  # the next steps, while the files are written
+        model.optimizer.variables[-2].assign([-1.0] * 3)
+    checkpoint.wait()
+    assert sorted(path.name for path in tmp_path.glob("ckpt-*.index")) == [
+        "ckpt-10.index", "ckpt-20.index", "ckpt-30.index"]
+
+    restored_model, restored_input = keras_model(), ResumableInput(numbered_batches())
+    assert RunCheckpoint(tmp_path, restored_model, restored_input).restore_latest() == 30
+    np.testing.assert_array_equal(restored_model.variables[0].numpy(), [30.0] * 3)
+    np.testing.assert_array_equal(restored_model.optimizer.variables[-2].numpy(), [30.0] * 3)
+    assert indices(iter(restored_input.dataset()), 2) == [3, 4]
+
+
+def test_a_failed_background_write_names_its_checkpoint_and_the_last_good_one(tmp_path, monkeypatch):
+    from electra_tf.errors import RunError
+
+    model = keras_model()
+    checkpoint = RunCheckpoint(tmp_path, model, ResumableInput(numbered_batches()), background=True)
+    model.optimizer.iterations.assign(10)
+    checkpoint.save()  # written and waited for
+    real_write = tf.train.Checkpoint._write
+
+    def disk_full(self, file_prefix, options=None):  # the background thread's write of ckpt-20
+        if str(file_prefix).endswith("ckpt-20") and not (options and options.experimental_enable_async_checkpoint):
+            raise tf.errors.ResourceExhaustedError(None, None, "No space left on device")
+        return real_write(self, file_prefix, options=options)
+
+    monkeypatch.setattr(tf.train.Checkpoint, "_write", disk_full)
+    model.optimizer.iterations.assign(20)
+    checkpoint.save(wait=False)  # returns: the write fails in the background
+    with pytest.raises(RunError, match=r"could not write checkpoint ckpt-20 .*No space left on device.*"
+                                       r"last good checkpoint is \S*ckpt-10"):
+        checkpoint.wait()
+    assert tf.train.latest_checkpoint(str(tmp_path)).endswith("ckpt-10")
+    model.optimizer.iterations.assign(30)
+    monkeypatch.setattr(tf.train.Checkpoint, "_write", real_write)
+    checkpoint.save()  # the error was reported once; the run's next save works
+    assert tf.train.latest_checkpoint(str(tmp_path)).endswith("ckpt-30")
+
+
+def test_background_checkpoints_of_mirrored_variables_restore_their_steps_values(tmp_path, two_replicas):
+    with two_replicas.scope():
+        model = keras_model()
+        checkpoint = RunCheckpoint(tmp_path, model, ResumableInput(numbered_batches()), background=True)
+        for step in (10, 20):
+            model.optimizer.iterations.assign(step)
+            model.variables[0].assign([float(step)] * 3)
+            checkpoint.save(wait=False)
+            model.variables[0].assign([-1.0] * 3)
+        checkpoint.wait()
+        restored = keras_model()
+        assert RunCheckpoint(tmp_path, restored, ResumableInput(numbered_batches())).restore_latest() == 20
+    np.testing.assert_array_equal(restored.variables[0].numpy(), [20.0] * 3)
