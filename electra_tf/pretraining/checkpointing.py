@@ -163,8 +163,11 @@ class IteratorState(tf.__internal__.tracking.Trackable):
 
     def __init__(self, resumable_input: "ResumableInput | None", state: tf.Variable | None = None):
         self.input = resumable_input
-        self.state = state if state is not None else tf.Variable(
-            self._serialized(), shape=tf.TensorShape(None), trainable=False, name="iterator_state")
+        if state is None:
+            with tf.device("CPU:0"):  # with the iterator, which is a host resource (also on a GPU)
+                state = tf.Variable(self._serialized(), shape=tf.TensorShape(None), trainable=False,
+                                    name="iterator_state")
+        self.state = state
 
     def _serialized(self):
         return self.input.iterator._serialize_to_tensors()["_STATE"]
