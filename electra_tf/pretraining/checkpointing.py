@@ -337,7 +337,8 @@ class RunCheckpoint:
         path, self._writing = self._writing, None
         self.checkpoint.sync()
         # The index names a checkpoint only once its files are written (CheckpointManager's
-        # write callback). TensorFlow keeps the write's error for its next save: taken here.
+        # write callback). TensorFlow keeps the write's error for its next save: taken here,
+        # from its helper's private attributes (without them the message says less, no more).
         latest = tf.train.latest_checkpoint(self.manager.directory)
         if latest is None or Path(latest).name != Path(path).name:
             helper = getattr(self.checkpoint, "_async_checkpointer_impl", None)
