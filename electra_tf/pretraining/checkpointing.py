@@ -161,13 +161,13 @@ class IteratorState(tf.__internal__.tracking.Trackable):
     tests/test_pretrain.py). A variable is copied like the model's.
     """
 
-    def __init__(self, resumable_input: "ResumableInput | None", state: tf.Variable | None = None):
+    def __init__(self, resumable_input: "ResumableInput | None", state=None):
+        """`state`: the serialized position to start from (by default the iterator's now);
+        `resumable_input` None for TensorFlow's copy, which is only written."""
         self.input = resumable_input
-        if state is None:
-            with tf.device("CPU:0"):  # with the iterator, which is a host resource (also on a GPU)
-                state = tf.Variable(self._serialized(), shape=tf.TensorShape(None), trainable=False,
-                                    name="iterator_state")
-        self.state = state
+        with tf.device("CPU:0"):  # with the iterator, a host resource (on a GPU machine too)
+            self.state = tf.Variable(self._serialized() if state is None else state,
+                                     shape=tf.TensorShape(None), trainable=False, name="iterator_state")
 
     def _serialized(self):
         return self.input.iterator._serialize_to_tensors()["_STATE"]
@@ -181,14 +181,11 @@ class IteratorState(tf.__internal__.tracking.Trackable):
         return {"ITERATOR_STATE": self.state.read_value()}
 
     def _restore_from_tensors(self, restored_tensors):
-        self.state.assign(restored_tensors["ITERATOR_STATE"])
         return self.input.iterator._restore_from_tensors({"_STATE": restored_tensors["ITERATOR_STATE"]})
 
     def _copy_trackable_to_cpu(self, object_map):
         if self not in object_map:
-            with tf.device("CPU:0"):
-                object_map[self] = IteratorState(None, tf.Variable(
-                    self.state.read_value(), shape=tf.TensorShape(None), trainable=False))
+            object_map[self] = IteratorState(None, self.state.read_value())
         object_map[self].state.assign(self.state.read_value())
 
 
