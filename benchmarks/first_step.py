@@ -17,7 +17,10 @@ synthetic batch in memory) in two fresh processes over one new, empty cache fold
 
 Printed per set: both first steps, the files each process added to the cache (the rerun should
 add none: it compiled nothing), and the steady step time after warm-up, with its ratio to the
-first set's (the flags that compile faster may pick slower kernels). Sets run one after another:
+first set's (the flags that compile faster may pick slower kernels); a set whose process fails
+gets a row saying so and the next set runs. `--cache_root DIR` keeps each set's cache folder
+(DIR/set-N), so another process over it (`ELECTRA_TF_COMPILE_CACHE=DIR/set-0 python
+benchmarks/pretrain_step.py ...` with the same size, batch and precision) loads the step too. Sets run one after another:
 autotuning times kernels on the GPU, and a second process on it would disturb both. The flags
 are XLA's own (`--xla_gpu_autotune_level`: 0 off, 1 default-only, 4 the default, everything;
 `--xla_gpu_enable_triton_gemm`: matmuls through Triton's fusions or cuBLAS), added to any
@@ -39,8 +42,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-# The sets worth comparing on a GPU: the default, less autotuning, Triton's GEMMs off, both.
-GPU_FLAG_SETS = ("", "--xla_gpu_autotune_level=1", "--xla_gpu_enable_triton_gemm=false",
+# The sets worth comparing on a GPU: the package's default (XLA's parallel compile on,
+# runtime.use_parallel_gpu_compile), XLA's own one-core compile, and the parallel compile with
+# less autotuning, with Triton's GEMMs off, and with both.
+GPU_FLAG_SETS = ("", "--xla_gpu_enable_llvm_module_compilation_parallelism=false", "--xla_gpu_autotune_level=1",
+                 "--xla_gpu_enable_triton_gemm=false",
                  "--xla_gpu_enable_triton_gemm=false --xla_gpu_autotune_level=1")
 
 
@@ -85,6 +91,8 @@ def main(argv=None) -> int:
     parser.add_argument("--warmup", type=int, default=5, help="untimed steps (float16's skipped first steps fall here)")
     parser.add_argument("--timeout", type=int, default=900, help="seconds per process")
     parser.add_argument("--output", type=Path, default=None, help="also write the results here as JSON")
+    parser.add_argument("--cache_root", type=Path, default=None,
+                        help="keep each set's cache folder here, as set-0, set-1, ... (default: temporary folders)")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     args.flag_sets = args.flag_sets or list(GPU_FLAG_SETS)
@@ -97,10 +105,18 @@ def main(argv=None) -> int:
     print("| XLA_FLAGS | fresh first step (s) | rerun first step (s) | cache files added (fresh / rerun) "
           "| step (ms) | step vs first set |\n|---|---|---|---|---|---|", flush=True)
     results, base = [], None
-    for flags in args.flag_sets:
-        with tempfile.TemporaryDirectory(prefix="xla_cache_") as folder:
-            fresh = run_child(args, flags, Path(folder))
-            rerun = run_child(args, flags, Path(folder))
+    for number, flags in enumerate(args.flag_sets):
+        try:
+            with tempfile.TemporaryDirectory(prefix="xla_cache_") as folder:
+                if args.cache_root:
+                    folder = args.cache_root / f"set-{number}"
+                    folder.mkdir(parents=True, exist_ok=False)  # a fresh compile needs an empty folder
+                fresh = run_child(args, flags, Path(folder))
+                rerun = run_child(args, flags, Path(folder))
+        except (RuntimeError, subprocess.TimeoutExpired) as failed:
+            results.append({"xla_flags": flags, "failure": str(failed)})
+            print(f"| {shlex.quote(flags) if flags else '(default)'} | fails: {str(failed)[:300]} | | | | |", flush=True)
+            continue
         base = base or fresh["step_s"]
         results.append({"xla_flags": flags, "fresh": fresh, "rerun": rerun})
         print(f"| {shlex.quote(flags) if flags else '(default)'} | {fresh['first_step_s']:.1f} | "

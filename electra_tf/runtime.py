@@ -135,10 +135,13 @@ def use_compile_cache(environ=None) -> Path | None:
     `import tensorflow` is fine, after listing devices is too late (measured: with
     `tf.config.list_physical_devices` before it, a compiled function left the folder empty).
     The commands call it first thing (tests/test_pretrain.py checks that a run's steps land in
-    the folder and that its resumed extension loads them). One folder per user serves every run: a changed model, batch shape, precision or TensorFlow version is
+    the folder and that its resumed extension loads them); it also turns on XLA's parallel GPU
+    compile (`use_parallel_gpu_compile`), which TensorFlow reads at the same moment. One folder
+    per user serves every run: a changed model, batch shape, precision or TensorFlow version is
     another fingerprint, a new entry. TF_XLA_FLAGS that name a cache already win.
     """
     environ = os.environ if environ is None else environ
+    use_parallel_gpu_compile(environ)
     flags = environ.get("TF_XLA_FLAGS", "")
     named = re.search(r"--tf_xla_persistent_cache_directory=(\S+)", flags)
     if named:
@@ -150,6 +153,37 @@ def use_compile_cache(environ=None) -> Path | None:
     # run without XLA leaves nothing behind.
     environ["TF_XLA_FLAGS"] = f"{flags} --tf_xla_persistent_cache_directory={directory}".strip()
     return directory
+
+
+def parallel_gpu_compile_flags(cpus: int | None = None) -> dict[str, str]:
+    """The XLA_FLAGS that let XLA compile a GPU program on every core (flag -> value).
+
+    XLA's GPU backend turns the program's fusions into LLVM modules and each into GPU code
+    (LLVM's passes, then `ptxas`). It compiles them on a thread pool only when the framework
+    hands it one or `--xla_gpu_force_compilation_parallelism` asks for N threads, and splits the
+    program into modules only with `--xla_gpu_enable_llvm_module_compilation_parallelism`
+    (XLA's `GpuLLVMCompiler::CompileAndLink`; JAX turns it on with its kernel cache).
+    TensorFlow's JIT does neither, so every kernel of the step was compiled on one core:
+    most of the 183 s that ELECTRA-Small's first step took on one H100, where Triton's GEMMs off
+    and less autotuning still left 148 s. The split modules are linked afterwards (nvJitLink
+    or the driver), as JAX links them. They only apply to GPU programs; the CPU backend ignores them.
+    """
+    return {"--xla_gpu_enable_llvm_module_compilation_parallelism": "true",
+            "--xla_gpu_force_compilation_parallelism": str(cpus or os.cpu_count() or 1)}
+
+
+def use_parallel_gpu_compile(environ=None) -> list[str]:
+    """Adds `parallel_gpu_compile_flags` to XLA_FLAGS, each unless XLA_FLAGS already names it
+    (so `XLA_FLAGS=--xla_gpu_enable_llvm_module_compilation_parallelism=false` restores XLA's
+    own one-core compile); returns the flags added. Like the compile cache, it must run before
+    TensorFlow first compiles: XLA reads XLA_FLAGS once (`use_compile_cache` calls it)."""
+    environ = os.environ if environ is None else environ
+    flags = environ.get("XLA_FLAGS", "")
+    added = [f"{name}={value}" for name, value in parallel_gpu_compile_flags().items()
+             if not re.search(rf"{name}(=|\s|$)", flags)]
+    if added:
+        environ["XLA_FLAGS"] = " ".join([flags, *added]).strip()
+    return added
 
 
 # Function names are numbered from this block's next multiple before a command traces its steps.

@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# The GPU issue's checks on a GPU host, sized for one 10-minute command:
+#
+#   bash benchmarks/gpu_checks.sh all          # matrix, then first_step (about 9 minutes)
+#   bash benchmarks/gpu_checks.sh matrix       # `--check`, then every runtime cell of both commands
+#                                              # (runtime_matrix.py --jobs 8) beside the main job
+#   bash benchmarks/gpu_checks.sh first_step   # ELECTRA-Small 128 x 128 mixed_float16: a fresh process (empty
+#                                              # compile cache) beside transformers' PyTorch, then a rerun
+#   bash benchmarks/gpu_checks.sh baseline     # first_step.py with XLA's own one-core compile (minutes)
+#   bash benchmarks/gpu_checks.sh checkpoints  # the tiny preset, 600 steps, a checkpoint every 100: window rates
+#
+# Outputs go to $OUT (or runs/gpu_checks): each part's log, and the runs' metrics and logs as one archive.
+# The bundled sample's shards must exist (runs/data/wiki_sample_seq128: `python -m electra_tf.pretrain --steps 1`
+# builds them where the corpus reader's packages are installed), and the matrix's sentence task
+# (runs/gpu_matrix/order_task: runtime_matrix.py writes it on its first run). Every step has its own `timeout`
+# (MATRIX_SECONDS, 240 by default, bounds the matrix and the main job beside it; a cut matrix keeps the cells
+# it finished and a rerun continues it), so a slow compile costs its step, not the rest.
+# What was measured, and how it reads: docs/results.md.
+set -u
+part=${1:?"which part: all, matrix, first_step, baseline or checkpoints"}
+out=${OUT:-runs/gpu_checks}
+mkdir -p "$out"
+py=${PYTHON:-python3}
+export PYTHONUNBUFFERED=1 TF_CPP_MIN_LOG_LEVEL=${TF_CPP_MIN_LOG_LEVEL:-1}
+echo "== $part, $(date -u +%FT%TZ), $(nproc) cores; XLA_FLAGS=${XLA_FLAGS:-}"
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1
+
+matrix() {
+  # --check compiles a matmul with XLA on the GPU with the package's flags: if that fails, the parallel
+  # compile (runtime.use_parallel_gpu_compile) is the suspect, and the rest runs with XLA's own.
+  if ! $py -m electra_tf --check 2>&1 | tee "$out/check.txt" || grep -q "FAIL" "$out/check.txt"; then
+    echo "--check failed: the rest runs with --xla_gpu_enable_llvm_module_compilation_parallelism=false"
+    export XLA_FLAGS="${XLA_FLAGS:-} --xla_gpu_enable_llvm_module_compilation_parallelism=false"
+  fi
+  local seconds=${MATRIX_SECONDS:-240}
+  # The main job with its defaults (2,000 tiny steps) beside the matrix: does it end at step 2,000?
+  ( timeout "$seconds" $py -m electra_tf.pretrain --model_dir runs/gpu_main > "$out/main_job.txt" 2>&1
+    echo "main job exit $?" >> "$out/main_job.txt" ) &
+  timeout "$seconds" $py benchmarks/runtime_matrix.py --output runs/gpu_matrix --jobs "${JOBS:-8}" --steps 12 \
+    --timeout "$seconds" 2>&1 | tee "$out/matrix.txt"
+  wait
+  tar czf "$out/runs.tgz" runs/gpu_matrix/*.json runs/gpu_matrix/*/log.txt runs/gpu_matrix/*/cell.json \
+    runs/gpu_main/metrics.json runs/gpu_main/logs 2>/dev/null
+}
+
+first_step() {
+  # transformers' PyTorch ELECTRA runs in an interpreter with torch, without this environment's TensorFlow
+  # paths (PEER_PYTHON; by default python3 with PYTHONPATH and LD_LIBRARY_PATH unset).
+  local peer=${PEER_PYTHON:-/tmp/peer-python} cache=/tmp/gpu_checks_cache
+  if [ -z "${PEER_PYTHON:-}" ]; then
+    printf '#!/bin/sh\nexec env -u PYTHONPATH -u LD_LIBRARY_PATH python3 "$@"\n' > "$peer" && chmod +x "$peer"
+  fi
+  rm -rf "$cache"
+  # Fresh: an empty compile cache, so the first step compiles; the peer and the matmul peaks in the same process.
+  ELECTRA_TF_COMPILE_CACHE=$cache timeout "${FRESH_SECONDS:-300}" $py benchmarks/pretrain_step.py --sizes small \
+    --batch 128 --precisions mixed_float16 --xla on --steps 30 --warmup 5 --peer --peer_python "$peer" \
+    2>&1 | tee "$out/fresh.txt"
+  echo "cache after the fresh process: $(find "$cache" -type f | wc -l) file(s)"
+  # Rerun: the same command's step, loaded from the cache.
+  ELECTRA_TF_COMPILE_CACHE=$cache timeout 120 $py benchmarks/pretrain_step.py --sizes small --batch 128 \
+    --precisions mixed_float16 --xla on --steps 30 --warmup 5 2>&1 | tee "$out/rerun.txt"
+  echo "cache after the rerun: $(find "$cache" -type f | wc -l) file(s)"
+}
+
+case $part in
+all) matrix; first_step ;;
+matrix) matrix ;;
+first_step) first_step ;;
+baseline)
+  timeout 560 $py benchmarks/first_step.py --size small --batch 128 --precision mixed_float16 --steps 30 \
+    --warmup 5 --flag_set="--xla_gpu_enable_llvm_module_compilation_parallelism=false" \
+    --output "$out/baseline.json" --timeout 520 2>&1 | tee "$out/baseline.txt"
+  ;;
+checkpoints)
+  timeout 300 $py -m electra_tf.pretrain --model_dir runs/gpu_checkpoints --steps 600 --checkpoint_every 100 \
+    --log_every 100 2>&1 | tee "$out/checkpoints.txt"
+  cp runs/gpu_checkpoints/metrics.json "$out/checkpoints_metrics.json"
+  ;;
+*)
+  echo "unknown part $part: all, matrix, first_step, baseline or checkpoints" >&2; exit 2 ;;
+esac
