@@ -33,6 +33,9 @@ matrix() {
     export XLA_FLAGS="${XLA_FLAGS:-} --xla_gpu_enable_llvm_module_compilation_parallelism=false"
   fi
   local seconds=${MATRIX_SECONDS:-240}
+  # Several processes share the GPU: without this the first to start takes nearly all its memory and
+  # the others fail at once ("cudaSetDevice() on GPU:0 failed. Status: out of memory", seen on one H200).
+  export TF_FORCE_GPU_ALLOW_GROWTH=true
   # The main job with its defaults (2,000 tiny steps) beside the matrix: does it end at step 2,000?
   ( timeout "$seconds" $py -m electra_tf.pretrain --model_dir runs/gpu_main > "$out/main_job.txt" 2>&1
     echo "main job exit $?" >> "$out/main_job.txt" ) &

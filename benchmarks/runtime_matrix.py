@@ -35,6 +35,7 @@ import argparse
 import itertools
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -112,10 +113,15 @@ def finetune_command(args, folder: Path, cell: tuple, pretrained: Path, task: tu
 
 
 def failure_line(output: str) -> str:
-    """The line that says why a command failed: its last error-looking line."""
+    """The line that says why a command failed: the command's own `error:` line, else the last
+    error-looking line that is not one of TensorFlow's log lines (on a GPU, a failed run ends
+    with "Error occurred when finalizing GeneratorDataset iterator" after the reason)."""
     lines = [line.strip() for line in output.splitlines() if line.strip()]
+    own = [line for line in lines if line.startswith("error:")]
+    if own:
+        return own[-1][:200]
     for line in reversed(lines):
-        if "Error" in line or line.startswith("error:"):
+        if "Error" in line and not re.match(r"[IWEF]\d{4} ", line):
             return line[:200]
     return lines[-1][:200] if lines else "no output"
 

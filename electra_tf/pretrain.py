@@ -111,6 +111,15 @@ def main(argv=None) -> int:
 
 def report(result, eval_batches: int) -> int:
     """Prints how the run ended; returns its exit status."""
+    if result.status == "diverged" and result.overflowing:
+        from electra_tf.pretraining.callbacks import MAX_CONSECUTIVE_SKIPS
+
+        print(f"error: float16 gradients overflowed on {MAX_CONSECUTIVE_SKIPS} batches in a row at step "
+              f"{result.diverged_at} (the loss scale halved at each, {MAX_CONSECUTIVE_SKIPS} times): the overflow "
+              "does not come from the scale, and none of them made an update; stopped. The last good checkpoint is intact: "
+              f"{result.latest_checkpoint or 'none yet'}. Rerun with --mixed_precision mixed_bfloat16 (GPUs since "
+              "Ampere; the range of float32) or float32.", file=sys.stderr)
+        return DIVERGED
     if result.status == "diverged":
         print(f"error: the loss became non-finite at step {result.diverged_at} ({result.precision}); stopped. "
               f"The last good checkpoint is intact: {result.latest_checkpoint or 'none yet'}. Lower the "
@@ -127,7 +136,7 @@ def report(result, eval_batches: int) -> int:
     export = (f"{Path(result.export_path).resolve()} (TensorFlow Serving SavedModel)" if result.export_path else
               "none (objective mlm has no discriminator; fine-tune the checkpoints' encoder)")
     print(f"\nDone in {result.seconds / 60:.1f} min at step {result.step}.")
-    if result.precision == "mixed_float16":
+    if result.skipped_steps:
         print(f"  float16 loss scaling skipped {result.skipped_steps} batch(es) whose gradients overflowed "
               f"(no update; the run trained {result.step:,} steps all the same)")
     print(f"  config:        {model_dir.config}")

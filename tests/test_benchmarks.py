@@ -53,6 +53,11 @@ def test_runtime_matrix_names_a_failure_by_its_error_line():
               "[[{{node CollectiveGatherV2}}]]\n")
     assert matrix.failure_line(output).startswith("tensorflow.python.framework.errors_impl.InvalidArgumentError")
     assert matrix.failure_line("error: --data: no such file\n") == "error: --data: no such file"
+    # As a GPU cell failed on one H200: the reason, then TensorFlow's warning at exit.
+    gpu = ("step 12/12 (100.0%)\nerror: could not write checkpoint ckpt-12 in model/checkpoints (Failed copying)\n"
+           "W0000 00:00:1795666064.157213    1192 generator_dataset_op.cc:113] Error occurred when finalizing "
+           "GeneratorDataset iterator: FAILED_PRECONDITION\n")
+    assert matrix.failure_line(gpu).startswith("error: could not write checkpoint ckpt-12")
     row = matrix.table_row("pretrain-mirrored-mixed_float16-xla", {
         "returncode": 0, "steps": 40, "skipped": 4, "first_step_seconds": 12.34, "step_ms": 5.6,
         "metric": "disc AUC 0.612", "seconds": 30.0})

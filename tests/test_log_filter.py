@@ -35,3 +35,17 @@ def test_the_last_lines_of_a_process_that_dies_at_once_still_arrive():
                  f"log_filter.run(lambda: (os.write(2, {NOISE!r} + b'F0000 fatal: check failed\\n'), os.abort()))")
     assert result.returncode != 0
     assert result.stderr.decode().splitlines() == ["F0000 fatal: check failed"]
+
+
+def test_the_compile_caches_load_messages_are_noise_and_other_parse_errors_are_not():
+    from electra_tf.log_filter import is_noise
+
+    # As printed on one H200 when a rerun loaded its cached step, and on CPU for a cached program.
+    assert is_noise("E0000 00:00:1795666496.463813   19701 text_format.cc:378] Error parsing text-format "
+                    "tensorflow.XlaSerializedCacheEntry: 2:1: Expected identifier, got: 6")
+    assert is_noise("E0000 00:00:1795665826.416064    4188 cpu_aot_loader.cc:220] Loading XLA:CPU AOT result. "
+                    "Target machine feature +prefer-no-scatter is not  supported on the host machine. Machine type")
+    assert not is_noise("E0000 00:00:1795666496.463813   19701 text_format.cc:378] Error parsing text-format "
+                        "tensorflow.ConfigProto: 2:1: Expected identifier, got: 6")
+    assert not is_noise("E0000 00:00:1795665826.416064    4188 cpu_aot_loader.cc:220] Loading XLA:CPU AOT result. "
+                        "Target machine feature +avx512f is not supported on the host machine.")

@@ -338,6 +338,19 @@ def test_divergence_stops_naming_the_step(data_dir, tmp_path, capsys):
     assert not (tmp_path / "exports").exists()
 
 
+def test_float16_overflowing_at_every_scale_stops_instead_of_looping(data_dir, tmp_path, capsys):
+    # The same exploding weights under float16: every batch's gradients overflow, loss scaling
+    # skips each (no update, the step never advances). The run stops after MAX_CONSECUTIVE_SKIPS
+    # of them and says what to do, instead of retrying the same step for ever.
+    argv = command(data_dir, tmp_path / "model", tmp_path / "exports", "--set", "initializer_range=1e30",
+                   "--mixed_precision", "mixed_float16", "--strategy", "one_device", "--no-xla")[3:]
+    assert pretrain.main(argv) == 3
+    error = capsys.readouterr().err
+    assert "float16 gradients overflowed on 40 batches in a row at step 0" in error
+    assert "--mixed_precision mixed_bfloat16" in error and "last good checkpoint is intact: none yet" in error
+    assert not (tmp_path / "exports").exists()
+
+
 def test_help_documents_every_option():
     result = subprocess.run([sys.executable, "-m", "electra_tf.pretrain", "--help"], env=environment(),
                             capture_output=True, text=True, timeout=120)

@@ -177,16 +177,21 @@ class IteratorState(tf.__internal__.tracking.Trackable):
         self.state.assign(self._serialized())
 
     # tf.train.Checkpoint's protocol
+    # The state is a variant tensor, which has no copy to a GPU: every read and copy of it stays
+    # on the host, also inside TensorFlow's traced save and copy functions, whose ops would
+    # otherwise go to the GPU (measured on one H200: "No unary variant device copy function").
     def _serialize_to_tensors(self):
-        return {"ITERATOR_STATE": self.state.read_value()}
+        with tf.device("CPU:0"):
+            return {"ITERATOR_STATE": self.state.read_value()}
 
     def _restore_from_tensors(self, restored_tensors):
         return self.input.iterator._restore_from_tensors({"_STATE": restored_tensors["ITERATOR_STATE"]})
 
     def _copy_trackable_to_cpu(self, object_map):
-        if self not in object_map:
-            object_map[self] = IteratorState(None, self.state.read_value())
-        object_map[self].state.assign(self.state.read_value())
+        with tf.device("CPU:0"):
+            if self not in object_map:
+                object_map[self] = IteratorState(None, self.state.read_value())
+            object_map[self].state.assign(self.state.read_value())
 
 
 class RunCheckpoint:

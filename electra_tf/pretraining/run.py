@@ -70,6 +70,7 @@ class RunResult:
     metrics: dict = field(default_factory=dict)
     export_path: Path | None = None
     diverged_at: int | None = None
+    overflowing: bool = False  # diverged as float16 gradients overflowing at every loss scale
     signal: int | None = None
     skipped_steps: int = 0  # batches float16 loss scaling skipped (no update), over the whole run
     is_chief: bool = True  # False: a multi-worker run's other worker (the chief writes the run's files)
@@ -366,7 +367,7 @@ def _run(options: PretrainingOptions, role, closing: contextlib.ExitStack) -> Ru
                          skipped_steps=int(checkpoint.skipped_steps.numpy()), **details)
 
     if monitor.diverged_at is not None:
-        return result("diverged", diverged_at=monitor.diverged_at)
+        return result("diverged", diverged_at=monitor.diverged_at, overflowing=monitor.overflowing)
     if saver.received is not None:
         return result("stopped", signal=int(saver.received))
     if not saver.saved_paths or not saver.saved_paths[-1].endswith(f"-{checkpoint.step}"):

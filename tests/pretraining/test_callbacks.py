@@ -75,6 +75,33 @@ def test_monitor_stops_on_a_non_finite_loss_naming_the_step():
     assert monitor.diverged_at == 3 and model.stop_training
 
 
+def test_monitor_counts_float16_skips_and_stops_when_every_batch_overflows():
+    from electra_tf.pretraining.callbacks import MAX_CONSECUTIVE_SKIPS
+
+    resumable = ResumableInput(padded_batches())
+    monitor = TrainingMonitor(tf.summary.create_noop_writer(), 100, 2, resumable, log_every=50, stream=io.StringIO())
+    model = FakePretrainer()
+    monitor.set_model(model)
+    monitor.on_train_begin()
+
+    def batches(updates):  # one batch per entry: True made an update, False was skipped
+        for batch, updated in enumerate(updates):
+            if updated:
+                model.optimizer.iterations.assign_add(1)
+            monitor.on_train_batch_end(batch, {"loss": 1.0})
+
+    # A healthy start (4 overflows, then updates) and one more overflow later: counted, no stop.
+    batches([False] * 4 + [True] * 3 + [False] + [True] * 2)
+    assert int(monitor.skipped_steps.numpy()) == 5 and monitor.diverged_at is None and not model.stop_training
+    # Overflows in a row, one short of the limit, then an update: the run goes on.
+    batches([False] * (MAX_CONSECUTIVE_SKIPS - 1) + [True])
+    assert monitor.diverged_at is None and not model.stop_training
+    # Every batch overflowing: stopped at the step it could not leave, as an overflow.
+    batches([False] * MAX_CONSECUTIVE_SKIPS)
+    assert model.stop_training and monitor.overflowing and monitor.diverged_at == 6
+    assert int(monitor.skipped_steps.numpy()) == 5 + (MAX_CONSECUTIVE_SKIPS - 1) + MAX_CONSECUTIVE_SKIPS
+
+
 def test_saver_saves_on_schedule_and_after_a_signal_then_restores_handlers():
     saved, waits = [], []
     fake_checkpoint = types.SimpleNamespace(
