@@ -6,6 +6,7 @@
 #                                              # (runtime_matrix.py --jobs 8) beside the main job
 #   bash benchmarks/gpu_checks.sh first_step   # ELECTRA-Small 128 x 128 mixed_float16: a fresh process (empty
 #                                              # compile cache) beside transformers' PyTorch, then a rerun
+#   bash benchmarks/gpu_checks.sh float16      # where ELECTRA-Small's float16 gradients overflow (float16_overflow.py)
 #   bash benchmarks/gpu_checks.sh baseline     # first_step.py with XLA's own one-core compile (minutes)
 #   bash benchmarks/gpu_checks.sh checkpoints  # the tiny preset, 600 steps, a checkpoint every 100: window rates
 #
@@ -17,7 +18,7 @@
 # it finished and a rerun continues it), so a slow compile costs its step, not the rest.
 # What was measured, and how it reads: docs/results.md.
 set -u
-part=${1:?"which part: all, matrix, first_step, baseline or checkpoints"}
+part=${1:?"which part: all, matrix, first_step, float16, baseline or checkpoints"}
 out=${OUT:-runs/gpu_checks}
 mkdir -p "$out"
 py=${PYTHON:-python3}
@@ -69,6 +70,11 @@ case $part in
 all) matrix; first_step ;;
 matrix) matrix ;;
 first_step) first_step ;;
+float16)
+  # XLA off first (seconds): if the overflow shows there, the compiled run is not needed to find it.
+  timeout 120 $py benchmarks/float16_overflow.py --xla off 2>&1 | tee "$out/float16.txt"
+  timeout 400 $py benchmarks/float16_overflow.py --xla on 2>&1 | tee -a "$out/float16.txt"
+  ;;
 baseline)
   timeout 560 $py benchmarks/first_step.py --size small --batch 128 --precision mixed_float16 --steps 30 \
     --warmup 5 --flag_set="--xla_gpu_enable_llvm_module_compilation_parallelism=false" \
@@ -80,5 +86,5 @@ checkpoints)
   cp runs/gpu_checkpoints/metrics.json "$out/checkpoints_metrics.json"
   ;;
 *)
-  echo "unknown part $part: all, matrix, first_step, baseline or checkpoints" >&2; exit 2 ;;
+  echo "unknown part $part: all, matrix, first_step, float16, baseline or checkpoints" >&2; exit 2 ;;
 esac

@@ -254,6 +254,8 @@ def main(argv=None) -> int:
             for xla in args.xla:
                 result = measure(size, precision, xla == "on", args.steps, args.warmup, args.batch)
                 skipped = f"  ({result['skipped']} steps skipped by loss scaling)" if result["skipped"] else ""
+                if result["skipped"] >= args.warmup + args.steps:  # seen on one H200 (float16_overflow.py)
+                    skipped = "  (EVERY step skipped by loss scaling: no update made, not a training step's time)"
                 ratio = f"  {peer['step_s'] / result['step_s']:5.2f}" if peer else ""
                 row("electra_tf", size, precision, xla, result, result["gflops_per_step"] * 1e9, ratio + skipped)
     return 0
