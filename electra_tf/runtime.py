@@ -6,7 +6,11 @@ so the decisions are visible in the run summary and testable without the hardwar
 - strategy `auto`: TPUStrategy when a TPU is configured (TPU_NAME), MultiWorkerMirrored when
   TF_CONFIG names a cluster, MirroredStrategy on several GPUs, else the default strategy on
   one device.
-- precision `auto`: mixed_float16 (dynamic loss scaling) on GPUs, mixed_bfloat16 on TPUs. On
+- precision `auto`: mixed_bfloat16 on TPUs and on GPUs of compute capability 8.0 or later
+  (Ampere, Hopper: bfloat16 tensor cores), mixed_float16 (dynamic loss scaling) on older GPUs.
+  bfloat16 has float32's range, so nothing overflows and no batch is skipped; on one H200 the
+  ELECTRA-Small step in float16 made no update at all (every batch overflowed, at every loss
+  scale; cause open, docs/results.md "GPUs"), while its tiny preset trained. On
   CPU, mixed_bfloat16 for a model of ELECTRA-Small's width or wider on a CPU with native
   bfloat16 instructions (AVX512_BF16 or AMX-BF16), where a step measured 1.24x (Small) and 1.40x
   (Base) faster and Small's pre-training learned as in float32 (docs/results.md,
@@ -63,12 +67,14 @@ class Runtime:
 
 def resolve_runtime(strategy: str = "auto", precision: str = "auto", xla: bool | None = None,
                     gpus: int | None = None, environ=None, hidden_size: int | None = None,
-                    native_bfloat16: bool | None = None) -> Runtime:
+                    native_bfloat16: bool | None = None,
+                    gpu_capabilities: list[tuple[int, int]] | None = None) -> Runtime:
     """Decides strategy, precision and XLA from the request and the visible hardware.
 
     `hidden_size` is the encoder's width, known before the model is built (pre-training and
-    fine-tuning pass it; without it CPU precision stays float32). `gpus` and `native_bfloat16`
-    default to what this machine has; tests pass them.
+    fine-tuning pass it; without it CPU precision stays float32). `gpus`, `native_bfloat16` and
+    `gpu_capabilities` (each GPU's compute capability) default to what this machine has; tests
+    pass them.
     """
     import tensorflow as tf
 
@@ -97,9 +103,13 @@ def resolve_runtime(strategy: str = "auto", precision: str = "auto", xla: bool |
     if precision == "auto" and accelerator == "cpu":
         chosen_precision, reason = _cpu_precision(hidden_size, native_bfloat16)
         notes.append(f"precision auto -> {chosen_precision} on CPU ({reason})")
+    elif precision == "auto" and accelerator == "gpu":
+        chosen_precision, reason = _gpu_precision(gpu_capabilities_now() if gpu_capabilities is None
+                                                  else gpu_capabilities)
+        notes.append(f"precision auto -> {chosen_precision} on GPU ({reason})")
     elif precision == "auto":
-        chosen_precision = {"gpu": "mixed_float16", "tpu": "mixed_bfloat16"}[accelerator]
-        notes.append(f"precision auto -> {chosen_precision} on {accelerator.upper()}")
+        chosen_precision = "mixed_bfloat16"
+        notes.append(f"precision auto -> {chosen_precision} on TPU")
 
     use_xla = xla
     if use_xla is None:
@@ -225,6 +235,21 @@ def compile_cache_report(folder: Path | None, programs_before: int) -> dict | No
     return {"folder": str(folder), "programs_added": cached_programs(folder) - programs_before}
 
 
+def gpu_capabilities_now() -> list[tuple[int, int]]:
+    """Each visible GPU's compute capability, e.g. (9, 0) for an H100 (read from the physical
+    devices: TensorFlow's runtime is not started by it)."""
+    import tensorflow as tf
+
+    return [tuple(tf.config.experimental.get_device_details(gpu).get("compute_capability", (0, 0)))
+            for gpu in tf.config.list_physical_devices("GPU")]
+
+
+def _gpu_precision(capabilities: list[tuple[int, int]]) -> tuple[str, str]:
+    if capabilities and min(capabilities) >= (8, 0):
+        return "mixed_bfloat16", "compute capability >= 8.0: bfloat16 tensor cores, no loss scaling"
+    return "mixed_float16", "compute capability < 8.0: no bfloat16 tensor cores; dynamic loss scaling"
+
+
 def _cpu_precision(hidden_size: int | None, native_bfloat16: bool | None) -> tuple[str, str]:
     if hidden_size is None:
         return "float32", "model width not given"
@@ -297,6 +322,7 @@ def check(preset: str = "electra_small") -> int:
 
     from electra_tf.config import ElectraConfig
 
+    cache = use_compile_cache()  # with the XLA flags a run sets, before TensorFlow starts
     build = tf.sysconfig.get_build_info()
     cuda = (f"built for CUDA {build.get('cuda_version')}, cuDNN {build.get('cudnn_version')}"
             if build.get("is_cuda_build") else "a build without CUDA")
@@ -313,8 +339,8 @@ def check(preset: str = "electra_small") -> int:
     config = ElectraConfig.load(preset)
     runtime = resolve_runtime(hidden_size=config.hidden_size)
     print(f"pretrain --config {preset} with the defaults would run: {runtime.describe()}")
-    cache = compile_cache_directory()
-    print(f"XLA compile cache: {cache or 'off'} ({COMPILE_CACHE_VARIABLE}=DIR or off to change)")
+    print(f"XLA compile cache: {cache or 'off'} ({COMPILE_CACHE_VARIABLE}=DIR or off to change); "
+          f"XLA_FLAGS: {os.environ.get('XLA_FLAGS', '')}")
     failed = False
     for device in runtime.devices or ["/CPU:0"]:
         for xla in (False, True):

@@ -13,10 +13,15 @@ def test_cpu_defaults():
 
 
 def test_gpu_defaults():
-    one = resolve_runtime(gpus=1, environ={})
-    assert (one.strategy_name, one.precision, one.xla) == ("one_device", "mixed_float16", True)
-    several = resolve_runtime(gpus=4, environ={})
-    assert (several.strategy_name, several.precision, several.xla) == ("mirrored", "mixed_float16", True)
+    hopper = [(9, 0)]
+    one = resolve_runtime(gpus=1, environ={}, gpu_capabilities=hopper)
+    assert (one.strategy_name, one.precision, one.xla) == ("one_device", "mixed_bfloat16", True)
+    several = resolve_runtime(gpus=4, environ={}, gpu_capabilities=hopper * 4)
+    assert (several.strategy_name, several.precision, several.xla) == ("mirrored", "mixed_bfloat16", True)
+    # bfloat16 needs Ampere or later on every GPU; a V100 (7.0) among them keeps float16's loss scaling.
+    older = resolve_runtime(gpus=2, environ={}, gpu_capabilities=[(8, 0), (7, 0)])
+    assert older.precision == "mixed_float16" and any("compute capability < 8.0" in n for n in older.notes)
+    assert resolve_runtime(gpus=1, environ={}, gpu_capabilities=[(8, 6)]).precision == "mixed_bfloat16"
 
 
 def test_cluster_and_tpu_from_the_environment():
@@ -52,6 +57,23 @@ def test_compile_cache_is_per_user_unless_named_or_off(tmp_path):
     assert use_compile_cache(off) is None and "TF_XLA_FLAGS" not in off
 
 
+def test_xla_compiles_gpu_programs_on_every_core_unless_xla_flags_say_otherwise(tmp_path):
+    from electra_tf.runtime import use_compile_cache, use_parallel_gpu_compile
+
+    environ = {"XLA_FLAGS": "--xla_backend_optimization_level=0", "ELECTRA_TF_COMPILE_CACHE": "off"}
+    use_compile_cache(environ)  # the commands' one call sets both caches' and compilers' flags
+    flags = environ["XLA_FLAGS"].split()
+    assert flags[0] == "--xla_backend_optimization_level=0"  # what was there stays, first
+    assert "--xla_gpu_enable_llvm_module_compilation_parallelism=true" in flags
+    threads = [f for f in flags if f.startswith("--xla_gpu_force_compilation_parallelism=")]
+    assert len(threads) == 1 and int(threads[0].split("=")[1]) >= 1
+    assert use_parallel_gpu_compile(environ) == [] and environ["XLA_FLAGS"].split() == flags  # idempotent
+    # A flag the user set wins, and only the other is added.
+    mine = {"XLA_FLAGS": "--xla_gpu_enable_llvm_module_compilation_parallelism=false"}
+    assert use_parallel_gpu_compile(mine) == [threads[0]]
+    assert mine["XLA_FLAGS"].count("module_compilation_parallelism") == 1
+
+
 def test_rejects_unknown_choices():
     with pytest.raises(RunError, match="--strategy"):
         resolve_runtime("parameter_server", gpus=0, environ={})
@@ -73,7 +95,10 @@ def test_cpu_precision_is_bfloat16_only_for_wide_models_on_native_bfloat16():
     # An explicit choice and the GPU default do not depend on the CPU.
     assert resolve_runtime("auto", "float32", gpus=0, environ={}, hidden_size=768,
                            native_bfloat16=True).precision == "float32"
-    assert resolve_runtime(gpus=1, environ={}, hidden_size=768, native_bfloat16=True).precision == "mixed_float16"
+    assert resolve_runtime(gpus=1, environ={}, hidden_size=768, native_bfloat16=True,
+                           gpu_capabilities=[(7, 0)]).precision == "mixed_float16"
+    assert resolve_runtime(gpus=1, environ={}, hidden_size=128, native_bfloat16=False,
+                           gpu_capabilities=[(9, 0)]).precision == "mixed_bfloat16"
 
 
 def test_native_bfloat16_is_read_from_the_cpu_flags(tmp_path):
