@@ -173,10 +173,12 @@ def parallel_gpu_compile_flags(cpus: int | None = None) -> dict[str, str]:
     hands it one or `--xla_gpu_force_compilation_parallelism` asks for N threads, and splits the
     program into modules only with `--xla_gpu_enable_llvm_module_compilation_parallelism`
     (XLA's `GpuLLVMCompiler::CompileAndLink`; JAX turns it on with its kernel cache).
-    TensorFlow's JIT does neither, so every kernel of the step was compiled on one core:
-    most of the 183 s that ELECTRA-Small's first step took on one H100, where Triton's GEMMs off
-    and less autotuning still left 148 s. The split modules are linked afterwards (nvJitLink
-    or the driver), as JAX links them. They only apply to GPU programs; the CPU backend ignores them.
+    TensorFlow's JIT does neither, so every kernel of the step was compiled on one core
+    (ELECTRA-Small's first step: 183 s on one H100; 148 s with Triton's GEMMs off and less
+    autotuning). The split modules are linked afterwards (nvJitLink or the driver), as JAX
+    links them. With these flags the same first step took 125.2 s on one H200 with 16 cores;
+    the one-core compile was not rerun on that host, so the gain is not yet measured on one
+    machine (benchmarks/gpu_checks.sh baseline). The CPU backend ignores them.
     """
     return {"--xla_gpu_enable_llvm_module_compilation_parallelism": "true",
             "--xla_gpu_force_compilation_parallelism": str(cpus or os.cpu_count() or 1)}
