@@ -165,7 +165,7 @@ def use_compile_cache(environ=None) -> Path | None:
     return directory
 
 
-def parallel_gpu_compile_flags(cpus: int | None = None) -> dict[str, str]:
+def parallel_gpu_compile_flags() -> dict[str, str]:
     """The XLA_FLAGS that let XLA compile a GPU program on every core (flag -> value).
 
     XLA's GPU backend turns the program's fusions into LLVM modules and each into GPU code
@@ -181,7 +181,7 @@ def parallel_gpu_compile_flags(cpus: int | None = None) -> dict[str, str]:
     machine (benchmarks/gpu_checks.sh baseline). The CPU backend ignores them.
     """
     return {"--xla_gpu_enable_llvm_module_compilation_parallelism": "true",
-            "--xla_gpu_force_compilation_parallelism": str(cpus or os.cpu_count() or 1)}
+            "--xla_gpu_force_compilation_parallelism": str(os.cpu_count() or 1)}
 
 
 def use_parallel_gpu_compile(environ=None) -> list[str]:

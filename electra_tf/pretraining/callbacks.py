@@ -35,9 +35,9 @@ from electra_tf.progress import format_duration
 
 CONSOLE_METRICS = ("loss", "masked_lm_accuracy", "disc_auc")
 # Dynamic loss scaling starts at 2^15 and halves the scale at each overflowing batch; a healthy
-# float16 run skips a few at its start (4 on the tiny preset). After 40 in a row the scale is
-# 2^-25, where float16 gradients underflow to zero: an overflow left then does not come from the
-# scale (measured on one H200: ELECTRA-Small's synthetic benchmark step skipped all of 35).
+# float16 run skips a few at its start (4 on the tiny preset). 40 in a row divide the scale by
+# 2^40 (from the initial 2^15: 2^-25), where float16 gradients underflow to zero: an overflow left
+# then does not come from the scale (measured on one H200: ELECTRA-Small's synthetic benchmark step skipped all of 35).
 MAX_CONSECUTIVE_SKIPS = 40
 
 
