@@ -30,6 +30,7 @@ XLA_FLAGS already set.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shlex
@@ -79,6 +80,16 @@ def run_child(args, flags: str, cache: Path) -> dict:
     return {**json.loads(lines[-1]), "process_s": time.monotonic() - started}
 
 
+def empty_cache_folder(cache_root: Path | None, number: int):
+    """A context holding an empty cache folder for flag set `number`: kept as
+    cache_root/set-N, or temporary without a root (a fresh compile needs an empty folder)."""
+    if cache_root is None:
+        return tempfile.TemporaryDirectory(prefix="xla_cache_")
+    folder = cache_root / f"set-{number}"
+    folder.mkdir(parents=True, exist_ok=False)
+    return contextlib.nullcontext(str(folder))
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--size", default="small", choices=("tiny", "small", "base"))
@@ -86,7 +97,7 @@ def main(argv=None) -> int:
     parser.add_argument("--batch", type=int, default=128, help="examples of 128 tokens per step (the paper's Small: 128)")
     parser.add_argument("--flag_set", action="append", dest="flag_sets", metavar="FLAGS",
                         help='XLA_FLAGS to compare, once per set, written with "=": --flag_set= (the default '
-                             'flags), --flag_set="--xla_gpu_autotune_level=1" (default: the four GPU sets above)')
+                             'flags), --flag_set="--xla_gpu_autotune_level=1" (default: the five GPU sets above)')
     parser.add_argument("--steps", type=int, default=20, help="timed steps after warm-up")
     parser.add_argument("--warmup", type=int, default=5, help="untimed steps (float16's skipped first steps fall here)")
     parser.add_argument("--timeout", type=int, default=900, help="seconds per process")
@@ -107,10 +118,7 @@ def main(argv=None) -> int:
     results, base = [], None
     for number, flags in enumerate(args.flag_sets):
         try:
-            with tempfile.TemporaryDirectory(prefix="xla_cache_") as folder:
-                if args.cache_root:
-                    folder = args.cache_root / f"set-{number}"
-                    folder.mkdir(parents=True, exist_ok=False)  # a fresh compile needs an empty folder
+            with empty_cache_folder(args.cache_root, number) as folder:
                 fresh = run_child(args, flags, Path(folder))
                 rerun = run_child(args, flags, Path(folder))
         except (RuntimeError, subprocess.TimeoutExpired) as failed:

@@ -22,7 +22,8 @@ so the decisions are visible in the run summary and testable without the hardwar
   with XLA (`compile(jit_compile=True)`); under MirroredStrategy, one replica or several, XLA
   compiles each replica's forward and backward pass, and the gradients' all-reduce and the
   update run outside it (`compiled_gradients.py`). Compiled programs are cached on disk across
-  processes (`use_compile_cache`).
+  processes, and GPU programs are compiled on every core (`use_compile_cache`, which sets both
+  before TensorFlow starts; `use_parallel_gpu_compile`).
 """
 
 from __future__ import annotations
