@@ -30,6 +30,19 @@ Only the default strategy and OneDeviceStrategy, which reduce nothing, compile t
 
 `jit_compile=True` guarantees compilation: a function XLA cannot compile raises instead of
 running uncompiled, so a step that trains in this mode did run its gradients through XLA.
+
+One more change under XLA, to the loop rather than the step: Keras' `fit` and `evaluate` take
+each batch from a tf.data iterator inside an outer `tf.function` that then calls the step. When
+that outer graph first runs, TensorFlow's graph optimizer (grappler) and function runtime
+process it with every function it calls, the XLA step's whole body included (17,686 ops for
+ELECTRA-Small), although XLA optimizes its own program afterwards: 5.0-5.4 s before XLA started,
+measured on the 2 CPU cores. When Keras compiles the whole step (no reducing strategy), the
+models here call the compiled step from Python instead, one batch a call (`XlaStepLoop`): that
+wait fell to about 1 s, and the rerun's first step (ELECTRA-Small, 32 x 128, float32, warm
+compile cache) from a median of 25.9 s (24.3-30.3, nine processes) to 23.4 s (20.8-28.1, eight)
+on that noisy host; later steps unchanged (docs/results.md). Under MirroredStrategy Keras' loop
+stays (its distributed batches are Keras' to handle). The step's HLO differs slightly (grappler
+no longer rewrites it first), so a cache filled before this change compiles the step once more.
 """
 
 from __future__ import annotations
@@ -73,6 +86,24 @@ class CompiledGradients:
         self._compiled_gradients = None
         super().compile(*args, jit_compile=False if self.compiles_gradients_only else jit_compile, **kwargs)
 
+    def make_train_function(self, force=False):
+        if self.train_function is None or force:
+            super().make_train_function(force=True)
+            if self._compiles_whole_step():
+                self.train_function = XlaStepLoop(self.distribute_strategy, self.train_step, self.train_function)
+        return self.train_function
+
+    def make_test_function(self, force=False):
+        if self.test_function is None or force:
+            super().make_test_function(force=True)
+            if self._compiles_whole_step():
+                self.test_function = XlaStepLoop(self.distribute_strategy, self.test_step, self.test_function)
+        return self.test_function
+
+    def _compiles_whole_step(self) -> bool:
+        """Whether Keras compiles the whole step with XLA (no reducing strategy), one batch a call."""
+        return self.jit_compile is True and not self.run_eagerly and self.steps_per_execution == 1
+
     def gradient_function(self, function):
         """`function` (the model's loss-and-gradients) compiled on its own when
         `compiles_gradients_only`, else as it is (inside a step Keras compiles whole, or none)."""
@@ -99,6 +130,40 @@ class CompiledGradients:
             scaled_loss = self.optimizer.scale_loss(loss)
         gradients = dense_gradients(tape.gradient(scaled_loss, self.trainable_weights))
         return y_pred, loss, gradients
+
+
+class XlaStepLoop:
+    """What `fit` / `evaluate` call per batch when XLA compiles the whole step: the step as Keras
+    compiles it (`strategy.run(step)` in a `tf.function(jit_compile=True)`), fed from Python
+    (module docstring).
+
+    The step is traced from the iterator's element spec before any batch is read, right after
+    `runtime.align_function_names`: the compile cache keys the program by its function's name,
+    which carries TensorFlow's process-wide counter, and reading a batch first would let the
+    input pipeline's threads move that counter differently in a fresh run and in its resume
+    (measured: a resumed run's step was named 6 lower and compiled again). Iterators other than
+    a local tf.data one (train_on_batch's generator, a distributed dataset's) go to Keras' own
+    function. The end of the data is the StopIteration Keras' epoch loop expects.
+    """
+
+    def __init__(self, strategy, step_function, keras_function):
+        def one_step_on_data(data):
+            return strategy.run(step_function, args=(data,))
+
+        self.step = tf.function(one_step_on_data, jit_compile=True, reduce_retracing=True)
+        self.keras_function = keras_function
+        self.traced = False
+
+    def __call__(self, iterator):
+        if not isinstance(iterator, tf.data.Iterator) or isinstance(iterator, tf.distribute.DistributedIterator):
+            return self.keras_function(iterator)
+        if not self.traced:
+            from electra_tf.runtime import align_function_names
+
+            align_function_names()
+            self.step.get_concrete_function(iterator.element_spec)
+            self.traced = True
+        return self.step(next(iterator))
 
 
 def apply_gradients(optimizer, gradients, variables):

@@ -74,6 +74,10 @@ def check_compiled_as_asked(model, strategy, xla):
     assert bool(model.jit_compile) == (xla and not mirrored)
     if xla and mirrored:
         assert model._compiled_gradients is not None  # the gradients' function was built and ran
+    # With the whole step compiled, the loop feeds it batch by batch from Python (no outer tf.function).
+    from electra_tf.compiled_gradients import XlaStepLoop
+
+    assert isinstance(model.train_function, XlaStepLoop) == (xla and not mirrored)
 
 
 @pytest.mark.parametrize("strategy_name,precision,xla", CELLS, ids=IDS)
@@ -174,3 +178,26 @@ def test_the_h100_failures_reproduce_when_the_whole_step_is_compiled(precision, 
     batches = tf.data.Dataset.from_tensors(masked_batch(config, 8, seed=1)).repeat()
     with pytest.raises((tf.errors.InvalidArgumentError, RuntimeError), match=error):
         pretrainer.fit(batches, steps_per_epoch=2, verbose=0)
+
+
+def test_evaluate_under_xla_reads_every_batch_once():
+    """`evaluate` through `XlaStepLoop`: the same loss as without XLA, over all batches
+    of a finite dataset (the last one shorter), and the loop ends with the data."""
+    from electra_tf.compiled_gradients import XlaStepLoop
+    from electra_tf.finetuning.text.classifiers import ElectraClassifier
+    from electra_tf.models.embeddings import ElectraEmbeddings
+    from electra_tf.models.encoders import Discriminator
+
+    config = small_config()
+    batch = masked_batch(config, 7, seed=4)
+    inputs = {key: batch[key] for key in ("token_ids", "segment_ids", "padding_mask")}
+    data = tf.data.Dataset.from_tensor_slices((inputs, np.arange(7) % 2)).batch(3)  # 3 + 3 + 1
+    losses = []
+    for xla in (False, True):
+        keras.utils.set_random_seed(0)
+        backbone = Discriminator.from_electra_config(config, ElectraEmbeddings.from_electra_config(config))
+        classifier = ElectraClassifier(backbone, num_classes=2)
+        classifier.compile(optimizer=create_finetuning_optimizer(1e-3, 10, config.num_layers), jit_compile=xla)
+        losses.append(classifier.evaluate(data, verbose=0, return_dict=True)["loss"])
+        assert isinstance(classifier.test_function, XlaStepLoop) == xla
+    np.testing.assert_allclose(losses[1], losses[0], rtol=1e-5)
