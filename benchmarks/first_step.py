@@ -113,8 +113,9 @@ def main(argv=None) -> int:
 
     print(f"{args.size}, batch {args.batch}, {args.precision}, XLA on; each set in two fresh processes over one "
           "empty cache folder\n")
-    print("| XLA_FLAGS | fresh first step (s) | rerun first step (s) | cache files added (fresh / rerun) "
-          "| step (ms) | step vs first set |\n|---|---|---|---|---|---|", flush=True)
+    print("| XLA_FLAGS | fresh first step (s) | rerun first step (s) | rerun: build / trace / rest (s) "
+          "| cache files added (fresh / rerun) | step (ms) | step vs first set |\n|---|---|---|---|---|---|---|",
+          flush=True)
     results, base = [], None
     for number, flags in enumerate(args.flag_sets):
         try:
@@ -123,12 +124,13 @@ def main(argv=None) -> int:
                 rerun = run_child(args, flags, Path(folder))
         except (RuntimeError, subprocess.TimeoutExpired) as failed:
             results.append({"xla_flags": flags, "failure": str(failed)})
-            print(f"| {shlex.quote(flags) if flags else '(default)'} | fails: {str(failed)[:300]} | | | | |", flush=True)
+            print(f"| {shlex.quote(flags) if flags else '(default)'} | fails: {str(failed)[:300]} | | | | | |", flush=True)
             continue
         base = base or fresh["step_s"]
         results.append({"xla_flags": flags, "fresh": fresh, "rerun": rerun})
         print(f"| {shlex.quote(flags) if flags else '(default)'} | {fresh['first_step_s']:.1f} | "
-              f"{rerun['first_step_s']:.1f} | {fresh['cache_files_added']} / {rerun['cache_files_added']} | "
+              f"{rerun['first_step_s']:.1f} | {rerun['build_s']:.1f} / {rerun['trace_s']:.1f} / {rerun['rest_s']:.1f} | "
+              f"{fresh['cache_files_added']} / {rerun['cache_files_added']} | "
               f"{1000 * fresh['step_s']:.1f} | {fresh['step_s'] / base:.2f}x |", flush=True)
     if args.output:
         from electra_tf.files import atomic_write_text

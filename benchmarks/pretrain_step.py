@@ -155,6 +155,18 @@ def measure(size: str, precision: str, xla: bool, steps: int, warmup: int, batch
     align_function_names()
     started = time.perf_counter()
     pretrainer = compiled_pretrainer(config, xla)
+    built = time.perf_counter()
+    # Python runs the step only while TensorFlow traces it: its time there is the tracing.
+    tracing = []
+    traced_step = pretrainer.train_step
+
+    def train_step(data):
+        begun = time.perf_counter()
+        outputs = traced_step(data)
+        tracing.append(time.perf_counter() - begun)
+        return outputs
+
+    pretrainer.train_step = train_step  # Keras builds its step function from this attribute
 
     times = []
 
@@ -168,7 +180,11 @@ def measure(size: str, precision: str, xla: bool, steps: int, warmup: int, batch
     first = times[0] - started
     timed = (times[-1] - times[warmup]) / (steps - 1) if steps > 1 else float("nan")
     flops = training_flops(config, batch_size)
-    return {"first_step_s": first, "step_s": timed, "tokens_per_s": batch_size * config.max_seq_length / timed,
+    # The first step in three parts: building the networks and the optimizer's slots; tracing the
+    # step; the rest (Keras' set-up, graph optimization, XLA's lowering and compile or cache load,
+    # the step's first run).
+    parts = {"build_s": built - started, "trace_s": sum(tracing), "rest_s": first - (built - started) - sum(tracing)}
+    return {"first_step_s": first, **parts, "step_s": timed, "tokens_per_s": batch_size * config.max_seq_length / timed,
             "gflops_per_step": flops / 1e9, "gflops_per_s": flops / timed / 1e9, "batch": batch_size,
             "skipped": warmup + steps - int(pretrainer.optimizer.iterations.numpy())}
 
@@ -258,6 +274,9 @@ def main(argv=None) -> int:
                     skipped = "  (EVERY step skipped by loss scaling: no update made, not a training step's time)"
                 ratio = f"  {peer['step_s'] / result['step_s']:5.2f}" if peer else ""
                 row("electra_tf", size, precision, xla, result, result["gflops_per_step"] * 1e9, ratio + skipped)
+                print(f"{'':12} first step: build {result['build_s']:.1f} s, trace {result['trace_s']:.1f} s, the rest "
+                      f"(graph optimization, {'XLA lowering, compile or cache load, ' if xla == 'on' else ''}"
+                      f"the first run) {result['rest_s']:.1f} s", flush=True)
     return 0
 
 

@@ -2,6 +2,7 @@
 
     python benchmarks/startup.py                        # ELECTRA-Small, batch 32 x 128, float32
     python benchmarks/startup.py --preset electra_tiny --batch 128
+    ELECTRA_TF_COMPILE_CACHE=/tmp/cache python benchmarks/startup.py --xla   # twice: a rerun's stages
 
 `benchmarks/pretrain_step.py` prints the first step's time as a whole, as `fit` runs it. This
 script takes the same work apart, timing each stage in order in one fresh process:
@@ -11,12 +12,14 @@ script takes the same work apart, timing each stage in order in one fresh proces
 2. tracing the train step into a graph (Python: Keras layer calls, autodiff, the optimizer's
    update), with the number of ops in the traced graph, nested functions included;
 3. the first call of the traced graph: TensorFlow's graph optimization (grappler, oneDNN
-   rewrites), kernel creation and the first step itself;
+   rewrites), kernel creation and the first step itself; with `--xla`, XLA's lowering of the
+   graph to HLO (which runs on every call that is not already compiled in this process: the
+   compile cache keys a program by its HLO), then the compile, or the cached program's load;
 4. a second call, the steady-state step, to show how much of stage 3 is the step.
 
-The step is `ElectraPretrainer.train_step` in a `tf.function`, under the default strategy, on a
-synthetic batch in memory: `fit` wraps the same function in a loop over an iterator, so its
-first step costs these stages plus a little.
+The step is `ElectraPretrainer.train_step` in a `tf.function` (without AutoGraph, as Keras
+traces it), under the default strategy, on a synthetic batch in memory: `fit` wraps the same
+function in a loop over an iterator, so its first step costs these stages plus a little.
 """
 
 from __future__ import annotations
@@ -45,13 +48,24 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--preset", default="electra_small")
     parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--precision", default="float32", choices=["float32", "mixed_bfloat16", "mixed_float16"])
+    parser.add_argument("--xla", action="store_true",
+                        help="compile the step with XLA, through the run's compile cache (ELECTRA_TF_COMPILE_CACHE "
+                             "names its folder): run twice to see a rerun's stages")
     args = parser.parse_args(argv)
 
+    from electra_tf.runtime import align_function_names, cached_programs, use_compile_cache
+
+    cache = use_compile_cache() if args.xla else None
+    import keras
     import tensorflow as tf
 
     from pretrain_step import benchmark_inputs, compiled_pretrainer
 
+    keras.config.set_dtype_policy(args.precision)
     config, batch = benchmark_inputs(args.preset, args.batch)
+    programs_before = cached_programs(cache)
+    align_function_names()  # the name the cache keys the program by, as in a run
     stages = []
     started = time.perf_counter()
 
@@ -63,16 +77,21 @@ def main(argv=None) -> int:
 
     pretrainer = compiled_pretrainer(config)
     stage("build the networks and the optimizer's slots")
-    step = tf.function(pretrainer.train_step)
+    # As Keras traces it: `fit` wraps the step in do_not_convert, so AutoGraph does not rewrite it.
+    step = tf.function(pretrainer.train_step, jit_compile=args.xla, autograph=False)
     concrete = step.get_concrete_function(batch)
     stage("trace the train step (Python)")
     step(batch)
-    stage("first call: graph optimization, kernels, the step")
+    stage("first call: XLA's lowering and compile or cache load, the step" if args.xla
+          else "first call: graph optimization, kernels, the step")
     step(batch)
     stage("second call: the step alone")
 
-    print(f"{args.preset}, batch {args.batch} x {config.max_seq_length}, float32, TensorFlow {tf.__version__}, "
-          f"{os.cpu_count()} CPU(s); {graph_op_count(concrete.graph):,} ops in the traced step")
+    print(f"{args.preset}, batch {args.batch} x {config.max_seq_length}, {args.precision}, XLA "
+          f"{'on' if args.xla else 'off'}, TensorFlow {tf.__version__}, {os.cpu_count()} CPU(s); "
+          f"{graph_op_count(concrete.graph):,} ops in the traced step")
+    if cache is not None:
+        print(f"compile cache {cache}: {cached_programs(cache) - programs_before} program(s) added")
     for name, seconds in stages:
         print(f"{name:55} {seconds:7.1f} s")
     ready = sum(seconds for _, seconds in stages[:3])

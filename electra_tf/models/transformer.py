@@ -17,8 +17,15 @@ body once, not once per layer. In inference (evaluation, prediction, the exporte
 graph) the calls are inlined (`_BLOCK_INLINED`), so the graph is optimized whole as before the
 rewrite: with the calls kept, ELECTRA-Small-sized serving was slower at batch 1 and 8 in two
 runs out of two. Under XLA (`jit_compile`) the block is plain Python again, traced per layer
-as keras-hub's: with a `tf.function` per layer inside the compiled step, inlined or not,
-ELECTRA-Small's XLA step took 20 s instead of 1.6 s.
+as keras-hub's. With the shared `tf.function` inside the compiled step, inlined or not, every
+ELECTRA-Small step took 20 s instead of 1.6 s: it compiled again each time. The gradient of a
+function call takes the forward's transpose permutations (Keras' einsum lowers to transposes) as
+inputs, XLA needs those as compile-time constants, and TensorFlow then marks everything the
+forward call reads as one, the weights included, so each update meant a new program. With
+TensorFlow's own `tf.einsum` in the shared function the step compiles once, but lowering its 48
+calls to XLA's HLO costs what tracing them saves (2 CPU cores, the first step of a rerun: tracing
+3.4 s against 6.1 s, lowering 4.1-4.6 s against 1.8 s, or 3.1-3.5 s with the calls inlined;
+docs/results.md), so it was not taken.
 
 The arithmetic is the Keras ops keras-hub's sublayers call, in the same order (the same
 einsum equations, masked softmax, LayerNorm, dropout drawn from the same seed generators):
