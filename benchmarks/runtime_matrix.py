@@ -169,10 +169,26 @@ def table_row(name: str, result: dict) -> str:
     return f"| {name} | {trained} | {steps} | {first} | {step_ms} | {result.get('metric', '')} | {result['seconds']} |"
 
 
+def may_build_shards(pretrain_args: list[str]) -> bool:
+    """Whether a pre-training cell may build the bundled sample's shards: not when `--data` names
+    the text, nor when the default preset's shards are built already (carried to a GPU host, or
+    left by an earlier run), which saves a cell's time of a short GPU lease. Any other preset or
+    `--set` may need its own shards, so then: yes."""
+    if "--data" in pretrain_args:
+        return False
+    if any(arg in pretrain_args for arg in ("--config", "--set")):
+        return True
+    from electra_tf.config import ElectraConfig
+    from electra_tf.pretrain import DEFAULT_CONFIG
+    from electra_tf.run_dir import bundled_data_dir
+
+    return not (bundled_data_dir(ElectraConfig.load(DEFAULT_CONFIG).max_seq_length) / "metadata.json").is_file()
+
+
 def run_cells(command: str, pending: list, make_command, args, environ: dict, results: dict) -> None:
     """Run the pending cells of one command, `args.jobs` at a time, each row printed as its cell
-    ends. With several jobs the first pre-training cell runs alone: it may build the bundled
-    sample's shards, which the others then read."""
+    ends. With several jobs the first pre-training cell runs alone when it may build the bundled
+    sample's shards, which the others then read (`may_build_shards`)."""
     def run(cell):
         name = cell_name(command, *cell)
         folder = args.output / name
@@ -183,7 +199,7 @@ def run_cells(command: str, pending: list, make_command, args, environ: dict, re
         results[name] = result
         print(table_row(name, result), flush=True)
 
-    alone = pending[:1] if command == "pretrain" and args.jobs > 1 else []
+    alone = pending[:1] if command == "pretrain" and args.jobs > 1 and may_build_shards(args.pretrain_args) else []
     for cell in alone:
         run(cell)
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:

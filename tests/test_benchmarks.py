@@ -64,8 +64,22 @@ def test_runtime_matrix_names_a_failure_by_its_error_line():
     assert row == "| pretrain-mirrored-mixed_float16-xla | trains | 40 (4 skipped) | 12.3 | 5.6 | disc AUC 0.612 | 30.0 |"
 
 
+def test_runtime_matrix_runs_the_first_cell_alone_only_when_it_may_build_shards(tmp_path, monkeypatch):
+    matrix = load_benchmark("runtime_matrix")
+    from electra_tf import run_dir
+
+    monkeypatch.setattr(run_dir, "DATA_CACHE", tmp_path)
+    assert matrix.may_build_shards([])  # the bundled sample's shards are not built yet
+    (tmp_path / "wiki_sample_seq128").mkdir()
+    (tmp_path / "wiki_sample_seq128" / "metadata.json").write_text("{}")
+    assert not matrix.may_build_shards([])  # built (or carried to a GPU host): no cell waits
+    assert matrix.may_build_shards(["--config", "electra_small"])  # another preset may need its own
+    assert not matrix.may_build_shards(["--data", "corpus.txt"])
+
+
 def test_runtime_matrix_runs_cells_at_once_after_the_first_and_keeps_them(tmp_path, monkeypatch, capsys):
     matrix = load_benchmark("runtime_matrix")
+    monkeypatch.setattr(matrix, "may_build_shards", lambda pretrain_args: True)
     log = tmp_path / "ran.jsonl"
     monkeypatch.setattr(matrix, "pretrain_command",
                         lambda args, folder, cell: [sys.executable, "-c", STAND_IN, str(folder / "model"), str(log),
