@@ -174,9 +174,12 @@ def may_build_shards(pretrain_args: list[str]) -> bool:
     the text, nor when the default preset's shards are built already (carried to a GPU host, or
     left by an earlier run), which saves a cell's time of a short GPU lease. Any other preset or
     `--set` may need its own shards, so then: yes."""
-    if "--data" in pretrain_args:
+    def names(flag):
+        return any(arg == flag or arg.startswith(flag + "=") for arg in pretrain_args)
+
+    if names("--data"):
         return False
-    if any(arg in pretrain_args for arg in ("--config", "--set")):
+    if names("--config") or names("--set"):
         return True
     from electra_tf.config import ElectraConfig
     from electra_tf.pretrain import DEFAULT_CONFIG

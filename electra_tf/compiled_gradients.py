@@ -52,6 +52,8 @@ import tensorflow as tf
 # Private (keras>=3.15,<4 is pinned): Keras' own train_step reports the loss with it.
 from keras.src.losses.loss import unscale_loss_for_distribution
 
+from electra_tf.runtime import align_function_names
+
 
 def strategy_reduces_across_replicas() -> bool:
     """Whether the strategy in scope sums gradients across replicas (any strategy but the default
@@ -89,20 +91,21 @@ class CompiledGradients:
     def make_train_function(self, force=False):
         if self.train_function is None or force:
             super().make_train_function(force=True)
-            if self._compiles_whole_step():
-                self.train_function = XlaStepLoop(self.distribute_strategy, self.train_step, self.train_function)
+            self.train_function = self._loop(self.train_step, self.train_function)
         return self.train_function
 
     def make_test_function(self, force=False):
         if self.test_function is None or force:
             super().make_test_function(force=True)
-            if self._compiles_whole_step():
-                self.test_function = XlaStepLoop(self.distribute_strategy, self.test_step, self.test_function)
+            self.test_function = self._loop(self.test_step, self.test_function)
         return self.test_function
 
-    def _compiles_whole_step(self) -> bool:
-        """Whether Keras compiles the whole step with XLA (no reducing strategy), one batch a call."""
-        return self.jit_compile is True and not self.run_eagerly and self.steps_per_execution == 1
+    def _loop(self, step_function, keras_function):
+        """Keras' loop function, or `XlaStepLoop` when Keras compiles the whole step with XLA (no
+        reducing strategy) and runs one batch a call."""
+        if self.jit_compile is True and not self.run_eagerly and self.steps_per_execution == 1:
+            return XlaStepLoop(self.distribute_strategy, step_function, keras_function)
+        return keras_function
 
     def gradient_function(self, function):
         """`function` (the model's loss-and-gradients) compiled on its own when
@@ -155,11 +158,9 @@ class XlaStepLoop:
         self.traced = False
 
     def __call__(self, iterator):
-        if not isinstance(iterator, tf.data.Iterator) or isinstance(iterator, tf.distribute.DistributedIterator):
+        if not isinstance(iterator, tf.data.Iterator):  # a distributed dataset's iterator is not one
             return self.keras_function(iterator)
         if not self.traced:
-            from electra_tf.runtime import align_function_names
-
             align_function_names()
             self.step.get_concrete_function(iterator.element_spec)
             self.traced = True

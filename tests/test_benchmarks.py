@@ -75,6 +75,7 @@ def test_runtime_matrix_runs_the_first_cell_alone_only_when_it_may_build_shards(
     assert not matrix.may_build_shards([])  # built (or carried to a GPU host): no cell waits
     assert matrix.may_build_shards(["--config", "electra_small"])  # another preset may need its own
     assert not matrix.may_build_shards(["--data", "corpus.txt"])
+    assert matrix.may_build_shards(["--set=max_seq_length=64"]) and not matrix.may_build_shards(["--data=corpus.txt"])
 
 
 def test_runtime_matrix_runs_cells_at_once_after_the_first_and_keeps_them(tmp_path, monkeypatch, capsys):
