@@ -108,3 +108,64 @@ def test_runtime_matrix_runs_cells_at_once_after_the_first_and_keeps_them(tmp_pa
     assert matrix.main(argv) == 0  # finished cells are kept, not run again
     assert len(log.read_text().splitlines()) == 8
     assert "8 of 8 cells trained" in capsys.readouterr().out
+
+
+class _Parsed(Exception):
+    """Raised in place of running a script once its arguments parsed."""
+
+
+def _parses(argv: list[str], monkeypatch) -> bool:
+    """Whether a command of benchmarks/gpu_checks.sh (the Python arguments after `python3`) parses:
+    the script's own `main`, stopped right after `parse_args` (argparse exits 2 on a bad option)."""
+    import argparse
+
+    from electra_tf import pretrain
+
+    parse_args = argparse.ArgumentParser.parse_args
+
+    def parse_then_stop(self, args=None, namespace=None):
+        parse_args(self, args, namespace)
+        raise _Parsed
+
+    monkeypatch.setattr(argparse.ArgumentParser, "parse_args", parse_then_stop)
+    if argv[:2] == ["-m", "electra_tf"]:
+        return argv[2:] == ["--check"]
+    main = pretrain.main if argv[:2] == ["-m", "electra_tf.pretrain"] else \
+        load_script(argv[0].split("/")[-1].removesuffix(".py"), "benchmarks").main
+    try:
+        main(argv[2:] if argv[0] == "-m" else argv[1:])
+    except _Parsed:
+        return True
+    except SystemExit:
+        return False
+    return False
+
+
+def test_every_command_of_the_gpu_checks_parses(tmp_path, monkeypatch):
+    """A GPU session has 15 device minutes: a renamed option in one of the checks' commands must
+    fail here, not there. Each part runs with a stand-in Python that records its arguments."""
+    import os
+    import subprocess
+
+    from tests.scripts import REPO
+
+    recorder = tmp_path / "python"
+    recorder.write_text(f"#!{sys.executable}\nimport json, os, sys\n"
+                        "open(os.environ['ARGV_LOG'], 'a').write(json.dumps(sys.argv[1:]) + '\\n')\n")
+    recorder.chmod(0o755)
+    log = tmp_path / "argv.jsonl"
+    env = {**os.environ, "PYTHON": str(recorder), "PEER_PYTHON": str(recorder), "ARGV_LOG": str(log),
+           "OUT": str(tmp_path / "out")}
+    expected = {"all": {"electra_tf", "electra_tf.pretrain", "runtime_matrix.py", "pretrain_step.py"},
+                "float16": {"float16_overflow.py"}, "baseline": {"first_step.py"},
+                "checkpoints": {"electra_tf.pretrain"}}
+    for part, scripts in expected.items():
+        log.unlink(missing_ok=True)
+        subprocess.run(["bash", str(REPO / "benchmarks" / "gpu_checks.sh"), part], cwd=tmp_path, env=env,
+                       capture_output=True, text=True, timeout=120)
+        commands = [json.loads(line) for line in log.read_text().splitlines()]
+        assert {c[1] if c[0] == "-m" else c[0].split("/")[-1] for c in commands} == scripts, part
+        for argv in commands:
+            assert _parses(argv, monkeypatch), (part, argv)
+    assert subprocess.run(["bash", str(REPO / "benchmarks" / "gpu_checks.sh"), "nonsense"], cwd=tmp_path, env=env,
+                          capture_output=True).returncode == 2
