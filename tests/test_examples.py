@@ -227,6 +227,10 @@ def test_gpu_payoff_commands_budget_and_row(tmp_path):
     squad = payoff.finetune_command(payoff.argparse.Namespace(**{**vars(args), "arm": "random"}),
                                     "squad", tmp_path / "m", tmp_path / "o", seed=0)
     assert squad[squad.index("--eval") + 1].endswith("dev-v1.1.json") and squad[-1] == "--random_init"
+    from electra_tf import finetune as finetune_cli, pretrain as pretrain_cli  # the CLIs take each command
+    pretrain_cli.build_parser().parse_args(pretrain[3:])
+    for command in (conll, squad):
+        finetune_cli.build_parser().parse_args(command[3:])
     row = payoff.table_row({
         "arm": "electra", "epochs": 3.25,
         "pretraining": {"step": 23437, "train_seconds": 903.0, "tokens_seen": 383_991_808,
