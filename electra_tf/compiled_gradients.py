@@ -113,7 +113,8 @@ class CompiledGradients:
         if not self.compiles_gradients_only:
             return function
         if self._compiled_gradients is None:
-            self._compiled_gradients = tf.function(function, jit_compile=True, reduce_retracing=True)
+            # Without AutoGraph, as Keras traces a step (see XlaStepLoop).
+            self._compiled_gradients = tf.function(function, jit_compile=True, reduce_retracing=True, autograph=False)
         return self._compiled_gradients
 
     def train_step(self, data):
