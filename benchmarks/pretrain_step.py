@@ -15,6 +15,12 @@ in float32 and in bfloat16, on the GPU when there is one) in the same process: e
 compared with the peak of its own precision (float16 rows with the bfloat16 peak: the same
 tensor-core rate). Ratios, not absolute times, are comparable between machines.
 
+Under each row, the same steps timed without a sync after each step: the row's loop (as the
+run's) copies every step's logs to the host before dispatching the next, so on a GPU the
+host's per-step work (Python, the call of a step that reads every variable) adds to the GPU's;
+without the sync it can overlap the previous step. On a CPU the two agree: there the call
+returns when the step has run.
+
 `--peer` adds transformers' PyTorch ELECTRA taking the same step on the same batch and device
 (benchmarks/transformers_step.py, in a subprocess: needs the `.[reference]` extra, or
 `--peer_python` naming an interpreter that has torch and transformers), one row per precision,
@@ -176,17 +182,35 @@ def measure(size: str, precision: str, xla: bool, steps: int, warmup: int, batch
 
     pretrainer.fit(dataset, steps_per_epoch=warmup + steps, epochs=1, verbose=0, shuffle=False,
                    callbacks=[StepTimes()])
-    keras.config.set_dtype_policy("float32")
     first = times[0] - started
     timed = (times[-1] - times[warmup]) / (steps - 1) if steps > 1 else float("nan")
+
+    # The same steps without a sync after each: the callback above, like the run's own (its
+    # monitor reads the step and the loss every step), makes Keras copy every step's logs to the
+    # host before the next step is dispatched, so a GPU idles while Python works. Marked
+    # `async_safe`, a callback runs in Keras' thread pool and the loop dispatches on; its time,
+    # taken once a step's logs are on the host, is that step's end.
+    ends = []
+
+    class StepEnds(keras.callbacks.Callback):
+        async_safe = True
+
+        def on_train_batch_end(self, step, logs=None):
+            ends.append(time.perf_counter())
+
+    pretrainer.fit(dataset, steps_per_epoch=steps, epochs=1, verbose=0, shuffle=False, callbacks=[StepEnds()])
+    ends.sort()
+    unsynced = (ends[-1] - ends[0]) / (steps - 1) if steps > 1 else float("nan")
+    keras.config.set_dtype_policy("float32")
     flops = training_flops(config, batch_size)
     # The first step in three parts: building the networks and the optimizer's slots; tracing the
     # step; the rest (Keras' set-up, graph optimization, XLA's lowering and compile or cache load,
     # the step's first run).
     parts = {"build_s": built - started, "trace_s": sum(tracing), "rest_s": first - (built - started) - sum(tracing)}
-    return {"first_step_s": first, **parts, "step_s": timed, "tokens_per_s": batch_size * config.max_seq_length / timed,
+    return {"first_step_s": first, **parts, "step_s": timed, "unsynced_step_s": unsynced,
+            "tokens_per_s": batch_size * config.max_seq_length / timed,
             "gflops_per_step": flops / 1e9, "gflops_per_s": flops / timed / 1e9, "batch": batch_size,
-            "skipped": warmup + steps - int(pretrainer.optimizer.iterations.numpy())}
+            "skipped": 2 * steps + warmup - int(pretrainer.optimizer.iterations.numpy())}
 
 
 def peer_step(size: str, precision: str, steps: int, warmup: int, batch_size: int | None = None,
@@ -270,13 +294,16 @@ def main(argv=None) -> int:
             for xla in args.xla:
                 result = measure(size, precision, xla == "on", args.steps, args.warmup, args.batch)
                 skipped = f"  ({result['skipped']} steps skipped by loss scaling)" if result["skipped"] else ""
-                if result["skipped"] >= args.warmup + args.steps:  # seen on one H200 (float16_overflow.py)
+                if result["skipped"] >= args.warmup + 2 * args.steps:  # seen on one H200 (float16_overflow.py)
                     skipped = "  (EVERY step skipped by loss scaling: no update made, not a training step's time)"
                 ratio = f"  {peer['step_s'] / result['step_s']:5.2f}" if peer else ""
                 row("electra_tf", size, precision, xla, result, result["gflops_per_step"] * 1e9, ratio + skipped)
                 print(f"{'':12} first step: build {result['build_s']:.1f} s, trace {result['trace_s']:.1f} s, the rest "
                       f"(graph optimization, {'XLA lowering, compile or cache load, ' if xla == 'on' else ''}"
                       f"the first run) {result['rest_s']:.1f} s", flush=True)
+                print(f"{'':12} without a sync after each step: {1000 * result['unsynced_step_s']:.1f} ms/step "
+                      f"({result['step_s'] / result['unsynced_step_s']:.2f}x the row's; the row syncs every step, "
+                      "as the run's loop does)", flush=True)
     return 0
 
 
