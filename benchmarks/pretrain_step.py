@@ -189,7 +189,8 @@ def measure(size: str, precision: str, xla: bool, steps: int, warmup: int, batch
     # monitor reads the step and the loss every step), makes Keras copy every step's logs to the
     # host before the next step is dispatched, so a GPU idles while Python works. Marked
     # `async_safe`, a callback runs in Keras' thread pool and the loop dispatches on; its time,
-    # taken once a step's logs are on the host, is that step's end.
+    # taken once a step's logs are on the host, is that step's end. (Were Keras to stop
+    # dispatching callbacks asynchronously, the two timings would simply agree.)
     ends = []
 
     class StepEnds(keras.callbacks.Callback):
@@ -203,6 +204,7 @@ def measure(size: str, precision: str, xla: bool, steps: int, warmup: int, batch
     unsynced = (ends[-1] - ends[0]) / (steps - 1) if steps > 1 else float("nan")
     keras.config.set_dtype_policy("float32")
     flops = training_flops(config, batch_size)
+    batches = warmup + 2 * steps  # both fits' batches
     # The first step in three parts: building the networks and the optimizer's slots; tracing the
     # step; the rest (Keras' set-up, graph optimization, XLA's lowering and compile or cache load,
     # the step's first run).
@@ -210,7 +212,7 @@ def measure(size: str, precision: str, xla: bool, steps: int, warmup: int, batch
     return {"first_step_s": first, **parts, "step_s": timed, "unsynced_step_s": unsynced,
             "tokens_per_s": batch_size * config.max_seq_length / timed,
             "gflops_per_step": flops / 1e9, "gflops_per_s": flops / timed / 1e9, "batch": batch_size,
-            "skipped": 2 * steps + warmup - int(pretrainer.optimizer.iterations.numpy())}
+            "batches": batches, "skipped": batches - int(pretrainer.optimizer.iterations.numpy())}
 
 
 def peer_step(size: str, precision: str, steps: int, warmup: int, batch_size: int | None = None,
@@ -294,7 +296,7 @@ def main(argv=None) -> int:
             for xla in args.xla:
                 result = measure(size, precision, xla == "on", args.steps, args.warmup, args.batch)
                 skipped = f"  ({result['skipped']} steps skipped by loss scaling)" if result["skipped"] else ""
-                if result["skipped"] >= args.warmup + 2 * args.steps:  # seen on one H200 (float16_overflow.py)
+                if result["skipped"] >= result["batches"]:  # seen on one H200 (float16_overflow.py)
                     skipped = "  (EVERY step skipped by loss scaling: no update made, not a training step's time)"
                 ratio = f"  {peer['step_s'] / result['step_s']:5.2f}" if peer else ""
                 row("electra_tf", size, precision, xla, result, result["gflops_per_step"] * 1e9, ratio + skipped)

@@ -114,20 +114,12 @@ class _Parsed(Exception):
     """Raised in place of running a script once its arguments parsed."""
 
 
-def _parses(argv: list[str], monkeypatch) -> bool:
+def _parses(argv: list[str]) -> bool:
     """Whether a command of benchmarks/gpu_checks.sh (the Python arguments after `python3`) parses:
-    the script's own `main`, stopped right after `parse_args` (argparse exits 2 on a bad option)."""
-    import argparse
-
+    the script's own `main`, which raises `_Parsed` once `parse_args` has returned (the test
+    patches it) and SystemExit on a bad option."""
     from electra_tf import pretrain
 
-    parse_args = argparse.ArgumentParser.parse_args
-
-    def parse_then_stop(self, args=None, namespace=None):
-        parse_args(self, args, namespace)
-        raise _Parsed
-
-    monkeypatch.setattr(argparse.ArgumentParser, "parse_args", parse_then_stop)
     if argv[:2] == ["-m", "electra_tf"]:
         return argv[2:] == ["--check"]
     main = pretrain.main if argv[:2] == ["-m", "electra_tf.pretrain"] else \
@@ -138,16 +130,25 @@ def _parses(argv: list[str], monkeypatch) -> bool:
         return True
     except SystemExit:
         return False
-    return False
+    return False  # main returned without parsing its arguments
 
 
 def test_every_command_of_the_gpu_checks_parses(tmp_path, monkeypatch):
     """A GPU session has 15 device minutes: a renamed option in one of the checks' commands must
     fail here, not there. Each part runs with a stand-in Python that records its arguments."""
+    import argparse
     import os
     import subprocess
 
     from tests.scripts import REPO
+
+    parse_args = argparse.ArgumentParser.parse_args
+
+    def parse_then_stop(self, args=None, namespace=None):
+        parse_args(self, args, namespace)
+        raise _Parsed
+
+    monkeypatch.setattr(argparse.ArgumentParser, "parse_args", parse_then_stop)
 
     recorder = tmp_path / "python"
     recorder.write_text(f"#!{sys.executable}\nimport json, os, sys\n"
@@ -166,6 +167,6 @@ def test_every_command_of_the_gpu_checks_parses(tmp_path, monkeypatch):
         commands = [json.loads(line) for line in log.read_text().splitlines()]
         assert {c[1] if c[0] == "-m" else c[0].split("/")[-1] for c in commands} == scripts, part
         for argv in commands:
-            assert _parses(argv, monkeypatch), (part, argv)
+            assert _parses(argv), (part, argv)
     assert subprocess.run(["bash", str(REPO / "benchmarks" / "gpu_checks.sh"), "nonsense"], cwd=tmp_path, env=env,
                           capture_output=True).returncode == 2
