@@ -42,6 +42,7 @@ are the memory-bound part the fraction below 1 is made of.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import subprocess
@@ -158,7 +159,7 @@ def measure(size: str, precision: str, xla: bool, steps: int, warmup: int, batch
 
     # The compile cache keys a program by its function's name: aligned, the step is named alike
     # in this script, first_step.py's processes and a rerun, whatever ran before it here.
-    align_function_names()
+    names_from = align_function_names()
     started = time.perf_counter()
     pretrainer = compiled_pretrainer(config, xla)
     built = time.perf_counter()
@@ -205,6 +206,9 @@ def measure(size: str, precision: str, xla: bool, steps: int, warmup: int, batch
     keras.config.set_dtype_policy("float32")
     flops = training_flops(config, batch_size)
     batches = warmup + 2 * steps  # both fits' batches
+    from tensorflow.python.eager import context  # private: the session config a function call carries
+
+    session_config = hashlib.sha1(context.context().function_call_options.config_proto_serialized).hexdigest()[:12]
     # The first step in three parts: building the networks and the optimizer's slots; tracing the
     # step; the rest (Keras' set-up, graph optimization, XLA's lowering and compile or cache load,
     # the step's first run).
@@ -212,7 +216,8 @@ def measure(size: str, precision: str, xla: bool, steps: int, warmup: int, batch
     return {"first_step_s": first, **parts, "step_s": timed, "unsynced_step_s": unsynced,
             "tokens_per_s": batch_size * config.max_seq_length / timed,
             "gflops_per_step": flops / 1e9, "gflops_per_s": flops / timed / 1e9, "batch": batch_size,
-            "batches": batches, "skipped": batches - int(pretrainer.optimizer.iterations.numpy())}
+            "batches": batches, "skipped": batches - int(pretrainer.optimizer.iterations.numpy()),
+            "names_from": names_from, "session_config": session_config}
 
 
 def peer_step(size: str, precision: str, steps: int, warmup: int, batch_size: int | None = None,
@@ -262,9 +267,12 @@ def main(argv=None) -> int:
 
     cache = use_compile_cache()
     gpus = tf.config.list_physical_devices("GPU")
-    if args.peer:  # TensorFlow would otherwise reserve nearly all GPU memory before the peer starts
-        for gpu in gpus:
-            tf.config.experimental.set_memory_growth(gpu, True)
+    # Memory growth on every GPU, with or without --peer (which needs it: TensorFlow would otherwise
+    # reserve nearly all GPU memory before the peer starts). The compile cache's key holds TensorFlow's
+    # session config, memory growth included: set only with --peer, a rerun without it missed the fresh
+    # process's program and compiled again (one H200, 2026-11-26; docs/results.md).
+    for gpu in gpus:
+        tf.config.experimental.set_memory_growth(gpu, True)
     where = ", ".join(tf.config.experimental.get_device_details(gpu).get("device_name", gpu.name) for gpu in gpus)
     print(f"TensorFlow {tf.__version__}, {os.cpu_count()} CPU(s), {where or 'no GPU'}, intra-op threads "
           f"{tf.config.threading.get_intra_op_parallelism_threads() or 'default'}; XLA compile cache: {cache or 'off'}")
@@ -306,6 +314,9 @@ def main(argv=None) -> int:
                 print(f"{'':12} without a sync after each step: {1000 * result['unsynced_step_s']:.1f} ms/step "
                       f"({result['step_s'] / result['unsynced_step_s']:.2f}x the row's; the row syncs every step, "
                       "as the run's loop does)", flush=True)
+                if xla == "on":  # what the compile cache's key is made of, besides the step's HLO
+                    print(f"{'':12} compile cache key: function-name counter aligned at {result['names_from']:,}, "
+                          f"session config {result['session_config']}", flush=True)
     return 0
 
 

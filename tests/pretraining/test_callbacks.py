@@ -9,8 +9,11 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from electra_tf.pretraining.callbacks import CheckpointSaver, TrainingMonitor
+from electra_tf.config import ElectraConfig
+from electra_tf.pretraining.callbacks import CheckpointSaver, ReplacementSamples, TrainingMonitor, render_replacements
 from electra_tf.pretraining.checkpointing import InputTracker, ResumableInput
+from electra_tf.pretraining.pretrainer import ElectraPretrainer
+from electra_tf.pretraining.synthetic import masked_batch
 
 
 class FakePretrainer:
@@ -126,3 +129,28 @@ def test_saver_saves_on_schedule_and_after_a_signal_then_restores_handlers():
     assert saver.received == signal.SIGUSR1 and model.stop_training
     assert saver.saved_paths == ["ckpt-2", "ckpt-3"]
     assert signal.getsignal(signal.SIGUSR1) == previous
+
+
+class TokenNames:
+    def id_to_token(self, token_id):
+        return f"t{token_id}"
+
+
+def test_replacement_panels_are_traced_from_the_second_on_and_read_as_eager_ones(tmp_path):
+    config = ElectraConfig.load("electra_tiny", {"vocab_size": 100, "num_layers": 1, "max_seq_length": 16})
+    pretrainer = ElectraPretrainer.from_electra_config(config)
+    model = FakePretrainer()
+    model.compute_pretraining_outputs = pretrainer.compute_pretraining_outputs
+    panels = ReplacementSamples(tf.summary.create_file_writer(str(tmp_path)), masked_batch(config, 2, seed=3),
+                                TokenNames(), every=2)
+    panels.set_model(model)
+    panels.on_train_begin()  # the first panel: eager, so a run's first step pays no tracing
+    assert panels.pause.count == 1 and panels._traced_outputs is None
+    for batch in range(6):
+        model.optimizer.iterations.assign_add(1)
+        panels.on_train_batch_end(batch)
+    assert panels.pause.count == 4
+    assert panels._traced_outputs.experimental_get_tracing_count() == 1  # traced once, at the second panel
+    eager = render_replacements(pretrainer, panels.probe, TokenNames())
+    assert "~~" in eager and render_replacements(pretrainer, panels.probe, TokenNames(),
+                                                 outputs_of=panels._traced_outputs) == eager
