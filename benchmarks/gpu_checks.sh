@@ -2,6 +2,8 @@
 # The GPU issue's checks on a GPU host, sized for one 10-minute command:
 #
 #   bash benchmarks/gpu_checks.sh all          # matrix, then first_step (about 9 minutes)
+#   bash benchmarks/gpu_checks.sh next         # what no GPU session has measured yet, in one command (about
+#                                              # 8 minutes): first_step, checkpoints, float16 with XLA only
 #   bash benchmarks/gpu_checks.sh matrix       # `--check`, then every runtime cell of both commands
 #                                              # (runtime_matrix.py --jobs 8) beside the main job
 #   bash benchmarks/gpu_checks.sh first_step   # ELECTRA-Small 128 x 128 in $PRECISION (default mixed_bfloat16,
@@ -19,7 +21,7 @@
 # it finished and a rerun continues it), so a slow compile costs its step, not the rest.
 # What was measured, and how it reads: docs/results.md.
 set -u
-part=${1:?"which part: all, matrix, first_step, float16, baseline or checkpoints"}
+part=${1:?"which part: all, next, matrix, first_step, float16, baseline or checkpoints"}
 out=${OUT:-runs/gpu_checks}
 mkdir -p "$out"
 py=${PYTHON:-python3}
@@ -70,25 +72,35 @@ first_step() {
   echo "cache after the rerun: $(find "$cache" -type f | wc -l) file(s)"
 }
 
+float16() {
+  # XLA off first (seconds): if the overflow shows there, the compiled run is not needed to find it.
+  local xla
+  for xla in ${FLOAT16_XLA:-off on}; do
+    timeout "$([ "$xla" = off ] && echo 120 || echo 400)" $py benchmarks/float16_overflow.py --xla "$xla" 2>&1 \
+      | tee -a "$out/float16.txt"
+  done
+}
+
+checkpoints() {
+  timeout 300 $py -m electra_tf.pretrain --model_dir runs/gpu_checkpoints --steps 600 --checkpoint_every 100 \
+    --log_every 100 2>&1 | tee "$out/checkpoints.txt"
+  cp runs/gpu_checkpoints/metrics.json "$out/checkpoints_metrics.json"
+}
+
 case $part in
 all) matrix; first_step ;;
 matrix) matrix ;;
 first_step) first_step ;;
-float16)
-  # XLA off first (seconds): if the overflow shows there, the compiled run is not needed to find it.
-  timeout 120 $py benchmarks/float16_overflow.py --xla off 2>&1 | tee "$out/float16.txt"
-  timeout 400 $py benchmarks/float16_overflow.py --xla on 2>&1 | tee -a "$out/float16.txt"
-  ;;
+float16) float16 ;;
+next)
+  # Measured on one H200 (2026-11-26): the matrix (all 24 cells) and float16 without XLA (as on CPU).
+  first_step; checkpoints; FLOAT16_XLA=on float16 ;;
 baseline)
   timeout 560 $py benchmarks/first_step.py --size small --batch 128 --precision "$precision" --steps 30 \
     --warmup 5 --flag_set="--xla_gpu_enable_llvm_module_compilation_parallelism=false" \
     --output "$out/baseline.json" --timeout 520 2>&1 | tee "$out/baseline.txt"
   ;;
-checkpoints)
-  timeout 300 $py -m electra_tf.pretrain --model_dir runs/gpu_checkpoints --steps 600 --checkpoint_every 100 \
-    --log_every 100 2>&1 | tee "$out/checkpoints.txt"
-  cp runs/gpu_checkpoints/metrics.json "$out/checkpoints_metrics.json"
-  ;;
+checkpoints) checkpoints ;;
 *)
-  echo "unknown part $part: all, matrix, first_step, float16, baseline or checkpoints" >&2; exit 2 ;;
+  echo "unknown part $part: all, next, matrix, first_step, float16, baseline or checkpoints" >&2; exit 2 ;;
 esac
