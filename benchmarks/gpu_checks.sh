@@ -74,10 +74,10 @@ first_step() {
 
 float16() {
   # XLA off first (seconds): if the overflow shows there, the compiled run is not needed to find it.
-  local xla
+  local xla seconds
   for xla in ${FLOAT16_XLA:-off on}; do
-    timeout "$([ "$xla" = off ] && echo 120 || echo 400)" $py benchmarks/float16_overflow.py --xla "$xla" 2>&1 \
-      | tee -a "$out/float16.txt"
+    seconds=400; [ "$xla" = off ] && seconds=120
+    timeout "$seconds" $py benchmarks/float16_overflow.py --xla "$xla" 2>&1 | tee -a "$out/float16.txt"
   done
 }
 

@@ -206,9 +206,6 @@ def measure(size: str, precision: str, xla: bool, steps: int, warmup: int, batch
     keras.config.set_dtype_policy("float32")
     flops = training_flops(config, batch_size)
     batches = warmup + 2 * steps  # both fits' batches
-    from tensorflow.python.eager import context  # private: the session config a function call carries
-
-    session_config = hashlib.sha1(context.context().function_call_options.config_proto_serialized).hexdigest()[:12]
     # The first step in three parts: building the networks and the optimizer's slots; tracing the
     # step; the rest (Keras' set-up, graph optimization, XLA's lowering and compile or cache load,
     # the step's first run).
@@ -217,7 +214,16 @@ def measure(size: str, precision: str, xla: bool, steps: int, warmup: int, batch
             "tokens_per_s": batch_size * config.max_seq_length / timed,
             "gflops_per_step": flops / 1e9, "gflops_per_s": flops / timed / 1e9, "batch": batch_size,
             "batches": batches, "skipped": batches - int(pretrainer.optimizer.iterations.numpy()),
-            "names_from": names_from, "session_config": session_config}
+            "names_from": names_from, "session_config": session_config_hash()}
+
+
+def session_config_hash() -> str:
+    """A short hash of the TensorFlow session config that function calls carry (`config_proto`
+    in a compiled program's cache key: thread counts, GPU memory growth): two processes whose
+    hashes differ do not share compiled programs."""
+    from tensorflow.python.eager import context  # private: no public reader of the call's config
+
+    return hashlib.sha1(context.context().function_call_options.config_proto_serialized).hexdigest()[:12]
 
 
 def peer_step(size: str, precision: str, steps: int, warmup: int, batch_size: int | None = None,

@@ -225,22 +225,23 @@ class ReplacementSamples(keras.callbacks.Callback):
         eagerly, on a whole ELECTRA-Small batch of 128, a panel took 2.8 s on 2 CPU cores
         (0.13 s for the one row), a pause in the run every `every` steps.
 
-        The first panel runs the networks eagerly; later ones through a `tf.function` traced
-        at the second panel. Eagerly, each panel dispatched the networks' ops one by one: on
-        one H200 the tiny preset's panel paused the run 0.55 s every 200 steps (a 50-step
-        window there is 0.65 s); traced, it is one graph call. Tracing waits for the second
-        panel so that a run's (and a rerun's) first step does not pay for it."""
+        The first panel runs the networks eagerly, later ones through a `tf.function` (traced
+        at its first call, the second panel, so a run's and a rerun's first step pay no
+        tracing). Eagerly, each panel dispatched the networks' ops one by one: on one H200 the
+        tiny preset's panel paused the run 0.55 s every 200 steps (a 50-step window there is
+        0.65 s); traced, it is one graph call."""
         super().__init__()
         self.writer = writer
         self.probe = {key: tf.constant(value[:1]) for key, value in probe_batch.items()}
         self.tokenizer = tokenizer
         self.every = every
         self.pause = Pause()
-        self._traced_outputs = None
 
     def on_train_begin(self, logs=None):
         self._last = optimizer_step(self.model)
+        self._outputs_of = self.model.compute_pretraining_outputs
         self._write(self._last)
+        self._outputs_of = tf.function(self.model.compute_pretraining_outputs, autograph=False)
 
     def on_train_batch_end(self, batch, logs=None):
         step = optimizer_step(self.model)
@@ -250,19 +251,17 @@ class ReplacementSamples(keras.callbacks.Callback):
 
     def _write(self, step):
         with self.pause:
-            if self._traced_outputs is None and self.pause.count > 0:
-                self._traced_outputs = tf.function(self.model.compute_pretraining_outputs, autograph=False)
-            text = render_replacements(self.model, self.probe, self.tokenizer, outputs_of=self._traced_outputs)
+            text = render_replacements(self._outputs_of, self.probe, self.tokenizer)
             with self.writer.as_default(step=step):
                 tf.summary.text("samples/replaced_token_detection", text)
             self.writer.flush()
 
 
-def render_replacements(pretrainer, batch, tokenizer, row: int = 0, outputs_of=None) -> str:
+def render_replacements(outputs_of, batch, tokenizer, row: int = 0) -> str:
     """Markdown for one example: ~~original~~ **sample** for replaced tokens, and a verdict
-    mark after every token the discriminator calls replaced (p > 0.5). `outputs_of`: a traced
-    `pretrainer.compute_pretraining_outputs` (default: the method itself, run eagerly)."""
-    outputs = (outputs_of or pretrainer.compute_pretraining_outputs)(batch, tf.constant([7, 7], tf.int64))
+    mark after every token the discriminator calls replaced (p > 0.5). `outputs_of`: the
+    pre-trainer's `compute_pretraining_outputs`, eager or traced."""
+    outputs = outputs_of(batch, tf.constant([7, 7], tf.int64))
     length = int(np.sum(batch["padding_mask"][row]))
     original = np.array(batch["token_ids"][row])
     positions = np.array(batch["mask_positions"][row])[np.array(batch["mask_weights"][row]) > 0]

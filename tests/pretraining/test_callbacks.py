@@ -145,12 +145,11 @@ def test_replacement_panels_are_traced_from_the_second_on_and_read_as_eager_ones
                                 TokenNames(), every=2)
     panels.set_model(model)
     panels.on_train_begin()  # the first panel: eager, so a run's first step pays no tracing
-    assert panels.pause.count == 1 and panels._traced_outputs is None
+    assert panels.pause.count == 1 and panels._outputs_of.experimental_get_tracing_count() == 0
     for batch in range(6):
         model.optimizer.iterations.assign_add(1)
         panels.on_train_batch_end(batch)
     assert panels.pause.count == 4
-    assert panels._traced_outputs.experimental_get_tracing_count() == 1  # traced once, at the second panel
-    eager = render_replacements(pretrainer, panels.probe, TokenNames())
-    assert "~~" in eager and render_replacements(pretrainer, panels.probe, TokenNames(),
-                                                 outputs_of=panels._traced_outputs) == eager
+    assert panels._outputs_of.experimental_get_tracing_count() == 1  # traced once, at the second panel
+    eager = render_replacements(pretrainer.compute_pretraining_outputs, panels.probe, TokenNames())
+    assert "~~" in eager and render_replacements(panels._outputs_of, panels.probe, TokenNames()) == eager
