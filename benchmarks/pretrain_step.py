@@ -175,14 +175,19 @@ def measure(size: str, precision: str, xla: bool, steps: int, warmup: int, batch
 
     pretrainer.train_step = train_step  # Keras builds its step function from this attribute
 
-    times = []
-
     class StepTimes(keras.callbacks.Callback):
-        def on_train_batch_end(self, step, logs=None):
-            times.append(time.perf_counter())
+        """The time at each step's end (its logs on the host)."""
 
-    pretrainer.fit(dataset, steps_per_epoch=warmup + steps, epochs=1, verbose=0, shuffle=False,
-                   callbacks=[StepTimes()])
+        def __init__(self):
+            super().__init__()
+            self.times = []
+
+        def on_train_batch_end(self, step, logs=None):
+            self.times.append(time.perf_counter())
+
+    synced = StepTimes()
+    pretrainer.fit(dataset, steps_per_epoch=warmup + steps, epochs=1, verbose=0, shuffle=False, callbacks=[synced])
+    times = synced.times
     first = times[0] - started
     timed = (times[-1] - times[warmup]) / (steps - 1) if steps > 1 else float("nan")
 
@@ -192,16 +197,12 @@ def measure(size: str, precision: str, xla: bool, steps: int, warmup: int, batch
     # `async_safe`, a callback runs in Keras' thread pool and the loop dispatches on; its time,
     # taken once a step's logs are on the host, is that step's end. (Were Keras to stop
     # dispatching callbacks asynchronously, the two timings would simply agree.)
-    ends = []
-
-    class StepEnds(keras.callbacks.Callback):
+    class UnsyncedStepTimes(StepTimes):
         async_safe = True
 
-        def on_train_batch_end(self, step, logs=None):
-            ends.append(time.perf_counter())
-
-    pretrainer.fit(dataset, steps_per_epoch=steps, epochs=1, verbose=0, shuffle=False, callbacks=[StepEnds()])
-    ends.sort()
+    unsynced_run = UnsyncedStepTimes()
+    pretrainer.fit(dataset, steps_per_epoch=steps, epochs=1, verbose=0, shuffle=False, callbacks=[unsynced_run])
+    ends = sorted(unsynced_run.times)  # appended from a thread pool: not necessarily in order
     unsynced = (ends[-1] - ends[0]) / (steps - 1) if steps > 1 else float("nan")
     keras.config.set_dtype_policy("float32")
     flops = training_flops(config, batch_size)
