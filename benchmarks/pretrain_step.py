@@ -4,6 +4,8 @@
     python benchmarks/pretrain_step.py --sizes small --precisions float32 --xla off --steps 20
     python benchmarks/pretrain_step.py --sizes small --batch 128 --precisions mixed_float16 mixed_bfloat16 \
         --xla on --steps 50 --peer                             # on a GPU: the paper's Small batch, and PyTorch
+    python benchmarks/pretrain_step.py --sizes small --batch 128 --precisions mixed_bfloat16 --xla on \
+        --profile 5                                            # and where the GPU's time goes (step_profile.py)
 
 For each model size, precision and XLA setting the project's own step (`ElectraPretrainer`,
 compiled with `create_optimizer` and driven by `fit`, as `python -m electra_tf.pretrain` drives
@@ -145,7 +147,10 @@ def compiled_pretrainer(config, xla: bool = False):
     return pretrainer
 
 
-def measure(size: str, precision: str, xla: bool, steps: int, warmup: int, batch_size: int | None = None) -> dict:
+def measure(size: str, precision: str, xla: bool, steps: int, warmup: int, batch_size: int | None = None,
+            profile: int = 0) -> dict:
+    """One row: the first step and its parts, the timed steps synced and unsynced, and with
+    `profile` that many more steps traced (`step_profile.profiled_steps`'s lines)."""
     import keras
     import tensorflow as tf
 
@@ -204,9 +209,15 @@ def measure(size: str, precision: str, xla: bool, steps: int, warmup: int, batch
     pretrainer.fit(dataset, steps_per_epoch=steps, epochs=1, verbose=0, shuffle=False, callbacks=[unsynced_run])
     ends = sorted(unsynced_run.times)  # appended from a thread pool: not necessarily in order
     unsynced = (ends[-1] - ends[0]) / (steps - 1) if steps > 1 else float("nan")
+    profiled = []
+    if profile:
+        import step_profile  # beside this script (its directory is on sys.path when it runs)
+
+        profiled = step_profile.profiled_steps(pretrainer, dataset, profile,
+                                               tempfile.mkdtemp(prefix="electra_profile_"))
     keras.config.set_dtype_policy("float32")
     flops = training_flops(config, batch_size)
-    batches = warmup + 2 * steps  # both fits' batches
+    batches = warmup + 2 * steps + profile  # every fit's batches
     # The first step in three parts: building the networks and the optimizer's slots; tracing the
     # step; the rest (Keras' set-up, graph optimization, XLA's lowering and compile or cache load,
     # the step's first run).
@@ -215,7 +226,7 @@ def measure(size: str, precision: str, xla: bool, steps: int, warmup: int, batch
             "tokens_per_s": batch_size * config.max_seq_length / timed,
             "gflops_per_step": flops / 1e9, "gflops_per_s": flops / timed / 1e9, "batch": batch_size,
             "batches": batches, "skipped": batches - int(pretrainer.optimizer.iterations.numpy()),
-            "names_from": names_from, "session_config": session_config_hash()}
+            "names_from": names_from, "session_config": session_config_hash(), "profile": profiled}
 
 
 def session_config_hash() -> str:
@@ -267,6 +278,10 @@ def main(argv=None) -> int:
     parser.add_argument("--peer_python", default=None, metavar="PYTHON",
                         help="the interpreter that has torch and transformers (default: this one)")
     parser.add_argument("--peer_compile", action="store_true", help="the peer runs torch.compile'd (default: eager)")
+    parser.add_argument("--profile", type=int, default=0, metavar="STEPS",
+                        help="after each row's timed steps, trace STEPS more with the TensorFlow profiler and print "
+                             "where the GPU's time went (step_profile.kernel_summary; the trace stays in a temporary "
+                             "folder, printed)")
     args = parser.parse_args(argv)
     import tensorflow as tf
 
@@ -309,7 +324,7 @@ def main(argv=None) -> int:
                 row("transformers", size, precision, "-", peer, flops,
                     f"  1.00  (torch {peer['torch']}, transformers {peer['transformers']}, {how}, {peer['device']})")
             for xla in args.xla:
-                result = measure(size, precision, xla == "on", args.steps, args.warmup, args.batch)
+                result = measure(size, precision, xla == "on", args.steps, args.warmup, args.batch, args.profile)
                 skipped = f"  ({result['skipped']} steps skipped by loss scaling)" if result["skipped"] else ""
                 if result["skipped"] >= result["batches"]:  # seen on one H200 (float16_overflow.py)
                     skipped = "  (EVERY step skipped by loss scaling: no update made, not a training step's time)"
@@ -324,6 +339,8 @@ def main(argv=None) -> int:
                 if xla == "on":  # what the compile cache's key is made of, besides the step's HLO
                     print(f"{'':12} compile cache key: function-name counter aligned at {result['names_from']:,}, "
                           f"session config {result['session_config']}", flush=True)
+                for line in result["profile"]:
+                    print(f"{'':12} {line}", flush=True)
     return 0
 
 

@@ -2,6 +2,7 @@
 
     python benchmarks/step_profile.py                       # ELECTRA-Small, batch 32 x 128, float32
     python benchmarks/step_profile.py --preset electra_tiny --batch 32 --steps 3 --logdir runs/profile
+    python benchmarks/step_profile.py --batch 128 --precision mixed_bfloat16 --xla on --steps 5   # on a GPU
 
 The project's step (`ElectraPretrainer` compiled with `create_optimizer`, driven by `fit`, on
 synthetic batches in memory) is warmed up, then `--steps` steps are traced with
@@ -20,7 +21,17 @@ synthetic batches in memory) is warmed up, then `--steps` steps are traced with
 Op times are wall time on the executor's threads: two ops running at once both count, so the
 kinds can add up to more than the busy time. The profiler adds a little overhead of its own.
 
-Last, the ceiling the matrix multiplies themselves set: every matmul shape of the step (dense
+With `--xla on` the step is one compiled program, one TensorFlow op: on a GPU the script reads
+the trace's GPU planes instead (`kernel_summary`): kernels per step, how much of the step the GPU
+was busy, its idle time split into gaps between kernels (launch overhead) and longer ones (the
+host between steps), how many kernels are shorter than a launch, and the time by kind (matrix
+multiplies, reductions, transposes and copies, elementwise fusions, ...) and by kernel. At 256
+wide, ELECTRA-Small's step is thousands of small kernels: this says whether their launches, the
+memory-bound fusions or the matmuls set its time. The program comes from the compile cache
+when `pretrain_step.py` compiled it in this environment (`pretrain_step.py --profile` traces
+its own rows the same way).
+
+Last (XLA off), the ceiling the matrix multiplies themselves set: every matmul shape of the step (dense
 layers of both networks, the attention's batched products, the embedding projection, the tied
 vocabulary layer at the masked positions) timed alone, against the 2048^3 fp32 GEMM peak measured
 in the same run, and the step's fraction of peak if it did nothing but those matmuls at those
@@ -65,15 +76,9 @@ def kind_of(op_name: str, op_type: str, optimizer_scope: str) -> str:
 
 
 def read_trace(logdir: str):
-    """(op events [(name, type, start_ps, end_ps)], first and last step boundaries in ps) from the
-    newest trace in `logdir`."""
-    from tensorflow.tsl.profiler.protobuf import xplane_pb2
-
-    paths = sorted(glob.glob(os.path.join(logdir, "plugins", "profile", "*", "*.xplane.pb")), key=os.path.getmtime)
-    if not paths:
-        raise SystemExit(f"no profiler trace under {logdir}")
-    space = xplane_pb2.XSpace()
-    space.ParseFromString(Path(paths[-1]).read_bytes())
+    """(op events [(name, type, start_ps, end_ps)], first and last step boundaries in ps, the
+    trace's GPU kernels as `device_kernels` gives them) from the newest trace in `logdir`."""
+    space = read_space(logdir)
     host = next(plane for plane in space.planes if plane.name == "/host:CPU")
     ops, steps = [], []
     for line in host.lines:
@@ -86,7 +91,111 @@ def read_trace(logdir: str):
             elif line.name.startswith("tf_Compute") and ":" in name and "::" not in name:
                 op_name, op_type = name.rsplit(":", 1)
                 ops.append((op_name, op_type, start, start + event.duration_ps))
-    return ops, sorted(steps)
+    return ops, sorted(steps), device_kernels(space)
+
+
+# --- GPU kernels -------------------------------------------------------------------------------
+# Under XLA the step is one TensorFlow op (the compiled program's launch): the host plane above
+# says nothing of what runs inside it. The trace's GPU planes hold every kernel the program
+# launched (CUPTI), one line per CUDA stream, beside lines the profiler derives from those same
+# kernels (grouped by XLA op, module, step): those are left out, or every kernel counts twice.
+DERIVED_LINES = {"XLA Ops", "XLA Modules", "Steps", "TensorFlow Ops", "TensorFlow Name Scope", "Framework Ops",
+                 "Source code", "XLA TraceMe", "Launch Stats", "Async XLA Ops", "SparseCore XLA Ops"}
+KERNEL_KINDS = ("matrix multiplies (cuBLAS, cuBLASLt, Triton GEMMs)", "fused attention (cuDNN)",
+                "reductions (softmax, LayerNorm, losses, sums)", "gathers and scatters (embeddings, masked slots)",
+                "transposes and copies", "collectives (NCCL)", "elementwise fusions (the rest)")
+SHORT_KERNEL_PS = 10 * 10**6  # 10 us: about what launching a kernel costs; shorter ones are launch-bound
+LONG_GAP_PS = 100 * 10**6  # 100 us of an idle GPU: the host between steps, not between kernels
+
+
+def kernel_kind(name: str) -> str:
+    """The kind a kernel's time counts under, from its name: XLA names a fusion by what it does
+    (`loop_add_fusion`, `input_reduce_fusion`, `gemm_fusion_dot`, `transpose_fusion`), and the
+    libraries' kernels carry theirs (`sm90_xmma_gemm_...`, `nvjet_...`, `cutlass_...`, `ncclDevKernel_...`)."""
+    lower = name.lower()
+    keys = (("nccl",), ("gemm", "xmma", "cutlass", "nvjet", "cublas", "matmul", "dot"), ("fmha", "flash"),
+            ("reduce", "reduction", "softmax", "norm"), ("scatter", "gather"), ("transpose", "copy", "memcpy", "memset"))
+    for kind, names in zip((KERNEL_KINDS[5], *KERNEL_KINDS[:5]), keys):
+        if any(key in lower for key in names):
+            return kind
+    return KERNEL_KINDS[6]
+
+
+def device_kernels(space):
+    """[(name, start_ps, end_ps)] of every kernel and copy on the trace's GPUs, from their stream
+    lines (every line of a GPU plane but the derived ones), in start order."""
+    kernels = []
+    for plane in space.planes:
+        if not plane.name.startswith("/device:GPU:"):
+            continue
+        for line in plane.lines:
+            if line.name in DERIVED_LINES or line.display_name in DERIVED_LINES:
+                continue
+            base = line.timestamp_ns * 1000
+            for event in line.events:
+                metadata = plane.event_metadata[event.metadata_id]
+                start = base + event.offset_ps
+                kernels.append((metadata.display_name or metadata.name, start, start + event.duration_ps))
+    return sorted(kernels, key=lambda kernel: kernel[1])
+
+
+def kernel_summary(kernels, steps: int, top: int = 15) -> list[str]:
+    """What the GPU did per step, as lines to print: kernels, busy time against the window they
+    span (first kernel's start to last kernel's end), the idle rest split into short gaps (between
+    kernels: launch overhead) and long ones (the host between steps), kernels shorter than a
+    launch, time by kind, and the `top` kernels by time."""
+    if not kernels:
+        return ["no GPU kernels in the trace: the profiler could not load CUPTI (libcupti.so.12, from the "
+                "nvidia-cuda-cupti-cu12 wheel that tensorflow[and-cuda] installs; on LD_LIBRARY_PATH)"]
+    window = max(end for _, _, end in kernels) - kernels[0][1]
+    busy = busy_time([(start, end) for _, start, end in kernels])
+    gaps, reach = [], kernels[0][2]
+    for _, start, end in kernels[1:]:
+        if start > reach:
+            gaps.append(start - reach)
+        reach = max(reach, end)
+    long_gaps = [gap for gap in gaps if gap >= LONG_GAP_PS]
+    durations = sorted(end - start for _, start, end in kernels)
+    short = [d for d in durations if d < SHORT_KERNEL_PS]
+    by_kind, by_name, count_by_name = collections.Counter(), collections.Counter(), collections.Counter()
+    for name, start, end in kernels:
+        by_kind[kernel_kind(name)] += end - start
+        by_name[name] += end - start
+        count_by_name[name] += 1
+    total = sum(durations)
+
+    def ms(ps):
+        return ps / steps / 1e9
+
+    lines = [
+        f"GPU, per step ({steps} traced): {len(kernels) / steps:.0f} kernels and copies, busy {ms(busy):.2f} ms of "
+        f"the {ms(window):.2f} ms they span ({busy / window:.0%}); idle {ms(window - busy):.2f} ms: "
+        f"{ms(sum(gaps) - sum(long_gaps)):.2f} ms in {(len(gaps) - len(long_gaps)) / steps:.1f} gaps under 100 us "
+        f"(between kernels), {ms(sum(long_gaps)):.2f} ms in {len(long_gaps) / steps:.1f} longer ones (the host)",
+        f"  median kernel {durations[len(durations) // 2] / 1e6:.1f} us; {len(short) / steps:.0f} kernels per step "
+        f"under 10 us, {ms(sum(short)):.2f} ms of them",
+        f"  {'kind':52} {'ms/step':>8} {'share':>6}"]
+    for kind in KERNEL_KINDS:
+        lines.append(f"  {kind:52} {ms(by_kind[kind]):8.3f} {by_kind[kind] / total:6.1%}")
+    lines.append(f"  {'kernel (top ' + str(top) + ' by time)':60} {'per step':>8} {'mean us':>8} {'ms/step':>8} "
+                 f"{'share':>6}")
+    for name, value in by_name.most_common(top):
+        shown = name if len(name) <= 60 else name[:57] + "..."
+        lines.append(f"  {shown:60} {count_by_name[name] / steps:8.1f} {value / count_by_name[name] / 1e6:8.1f} "
+                     f"{ms(value):8.3f} {value / total:6.1%}")
+    return lines
+
+
+def read_space(logdir: str):
+    """The newest trace (`XSpace`) the profiler wrote under `logdir`."""
+    from tensorflow.tsl.profiler.protobuf import xplane_pb2
+
+    paths = sorted(glob.glob(os.path.join(logdir, "plugins", "profile", "*", "*.xplane.pb")), key=os.path.getmtime)
+    if not paths:
+        raise SystemExit(f"no profiler trace under {logdir}")
+    space = xplane_pb2.XSpace()
+    space.ParseFromString(Path(paths[-1]).read_bytes())
+    return space
 
 
 def busy_time(intervals) -> float:
@@ -126,11 +235,30 @@ def step_matmuls(config, batch: int):
     return shapes
 
 
+def profiled_steps(model, dataset, steps: int, logdir: str) -> list[str]:
+    """Traces `steps` more steps of `model.fit` (warmed up: compiled, loaded) into `logdir` and
+    returns the wall time per step and, where the trace has GPU kernels, `kernel_summary`."""
+    import tensorflow as tf
+
+    tf.profiler.experimental.start(logdir)
+    started = time.perf_counter()
+    model.fit(dataset, steps_per_epoch=steps, epochs=1, verbose=0)
+    wall = time.perf_counter() - started
+    tf.profiler.experimental.stop()
+    kernels = device_kernels(read_space(logdir))
+    on_gpu = bool(kernels or tf.config.list_physical_devices("GPU"))  # a GPU and no kernel: CUPTI was missing
+    return [f"profiled: {steps} steps, {1000 * wall / steps:.2f} ms/step wall with the profiler on, trace in "
+            f"{logdir}", *(kernel_summary(kernels, steps) if on_gpu else [])]
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--preset", default="electra_small")
     parser.add_argument("--batch", type=int, default=32)
-    parser.add_argument("--precision", default="float32", choices=["float32", "mixed_bfloat16"])
+    parser.add_argument("--precision", default="float32", choices=["float32", "mixed_bfloat16", "mixed_float16"])
+    parser.add_argument("--xla", choices=["off", "on"], default="off",
+                        help="compile the step with XLA (on a GPU: what `auto` runs; the GPU's kernels are then "
+                             "the detail, the TensorFlow ops one launch)")
     parser.add_argument("--steps", type=int, default=3, help="traced steps (after 3 warm-up steps)")
     parser.add_argument("--logdir", default=None, help="where the trace goes (default: a temporary folder)")
     parser.add_argument("--top", type=int, default=12, help="op types listed")
@@ -143,21 +271,28 @@ def main(argv=None) -> int:
 
     from pretrain_step import benchmark_inputs, compiled_pretrainer
 
+    from electra_tf.runtime import align_function_names, use_compile_cache
+
+    cache = use_compile_cache() if args.xla == "on" else None
+    for gpu in tf.config.list_physical_devices("GPU"):
+        tf.config.experimental.set_memory_growth(gpu, True)  # as pretrain_step.py: the cache key holds it
     logdir = args.logdir or tempfile.mkdtemp(prefix="electra_profile_")
     keras.config.set_dtype_policy(args.precision)
     config, batch = benchmark_inputs(args.preset, args.batch)
     dataset = tf.data.Dataset.from_tensors(batch).repeat()
-    pretrainer = compiled_pretrainer(config)
+    align_function_names()  # the step named as in pretrain_step.py: a program it compiled loads from the cache
+    pretrainer = compiled_pretrainer(config, xla=args.xla == "on")
     started = time.perf_counter()
     pretrainer.fit(dataset, steps_per_epoch=3, epochs=1, verbose=0)
-    print(f"{args.preset}, batch {args.batch} x {config.max_seq_length}, {args.precision}, TensorFlow "
-          f"{tf.__version__}, {os.cpu_count()} CPU(s); warm-up {time.perf_counter() - started:.1f} s; tracing "
-          f"{args.steps} steps into {logdir}", flush=True)
-    tf.profiler.experimental.start(logdir)
-    pretrainer.fit(dataset, steps_per_epoch=args.steps, epochs=1, verbose=0)
-    tf.profiler.experimental.stop()
+    print(f"{args.preset}, batch {args.batch} x {config.max_seq_length}, {args.precision}, XLA {args.xla}, "
+          f"TensorFlow {tf.__version__}, {os.cpu_count()} CPU(s); compile cache {cache or 'off'}; warm-up "
+          f"{time.perf_counter() - started:.1f} s; tracing {args.steps} steps into {logdir}", flush=True)
+    for line in profiled_steps(pretrainer, dataset, args.steps, logdir):
+        print(line)
+    if args.xla == "on":
+        return 0  # the TensorFlow ops are one launch a step: nothing below would say more
 
-    ops, steps = read_trace(logdir)
+    ops, steps, _ = read_trace(logdir)
     if not steps:
         raise SystemExit("the trace holds no step (multi_step_on_iterator) events")
     window = (steps[0][0], steps[-1][1])

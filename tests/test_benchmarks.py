@@ -171,3 +171,54 @@ def test_every_command_of_the_gpu_checks_parses(tmp_path, monkeypatch):
             assert _parses(argv), (part, argv)
     assert subprocess.run(["bash", str(REPO / "benchmarks" / "gpu_checks.sh"), "nonsense"], cwd=tmp_path, env=env,
                           capture_output=True).returncode == 2
+
+
+def test_the_gpu_kernel_summary_reads_stream_lines_once_and_splits_idle_time():
+    """step_profile's GPU half, on a hand-made trace: a GPU plane with one stream line and a
+    derived "XLA Ops" line over the same kernels (left out, or each would count twice), and a
+    host plane (not the GPU's)."""
+    from tensorflow.tsl.profiler.protobuf import xplane_pb2
+
+    step_profile = load_benchmark("step_profile")
+    space = xplane_pb2.XSpace()
+    gpu = space.planes.add(name="/device:GPU:0")
+    names = {1: "sm90_xmma_gemm_bf16bf16_bf16f32", 2: "loop_add_fusion", 3: "input_reduce_fusion", 4: "MemcpyH2D"}
+    for metadata_id, name in names.items():
+        gpu.event_metadata[metadata_id].name = name
+    stream = gpu.lines.add(name="Stream #7(Compute)", timestamp_ns=1000)
+    us = 10**6  # picoseconds
+    kernels = [(1, 0, 50), (2, 52, 4), (3, 58, 6), (4, 500, 2), (2, 502, 4)]  # id, start us, length us
+    for metadata_id, start, length in kernels:
+        stream.events.add(metadata_id=metadata_id, offset_ps=start * us, duration_ps=length * us)
+    derived = gpu.lines.add(name="XLA Ops", timestamp_ns=1000)
+    derived.events.add(metadata_id=2, offset_ps=0, duration_ps=506 * us)
+    host = space.planes.add(name="/host:CPU")
+    host.event_metadata[1].name = "loop_add_fusion"
+    host.lines.add(name="python").events.add(metadata_id=1, offset_ps=0, duration_ps=10**9)
+
+    found = step_profile.device_kernels(space)
+    assert [(name, start) for name, start, _ in found] == [
+        (names[i], 1000 * 1000 + start * us) for i, start, _ in kernels]
+    lines = step_profile.kernel_summary(found, steps=2)
+    # 5 kernels in 2 steps; busy 66 us of the 506 they span; idle 440 us: gaps of 2 and 2 us (short)
+    # and 436 us (long).
+    assert lines[0].startswith("GPU, per step (2 traced): 2 kernels and copies, busy 0.03 ms of the 0.25 ms")
+    assert "idle 0.22 ms: 0.00 ms in 1.0 gaps under 100 us (between kernels), 0.22 ms in 0.5 longer ones" in lines[0]
+    by_kind = {line[:54].strip(): float(line[54:].split()[0]) for line in lines[3:10]}
+    assert by_kind == {step_profile.KERNEL_KINDS[0]: 0.025, step_profile.KERNEL_KINDS[1]: 0.0,
+                       step_profile.KERNEL_KINDS[2]: 0.003, step_profile.KERNEL_KINDS[3]: 0.0,
+                       step_profile.KERNEL_KINDS[4]: 0.001, step_profile.KERNEL_KINDS[5]: 0.0,
+                       step_profile.KERNEL_KINDS[6]: 0.004}
+    assert lines[11].split()[:2] == ["sm90_xmma_gemm_bf16bf16_bf16f32", "0.5"]  # the longest first
+    assert step_profile.kernel_summary([], steps=1)[0].startswith("no GPU kernels")
+
+
+def test_gpu_kernel_names_fall_into_their_kinds():
+    step_profile = load_benchmark("step_profile")
+    kinds = step_profile.KERNEL_KINDS
+    for name, kind in [("nvjet_tst_64x8_64x16_4x1_v_bz_TNT", 0), ("gemm_fusion_dot_12", 0),
+                       ("cutlass_80_tensorop_bf16_s16816gemm", 0), ("cudnn_fmha_fwd", 1),
+                       ("input_reduce_fusion_3", 2), ("triton_softmax_fusion", 2), ("input_scatter_fusion", 3),
+                       ("loop_transpose_fusion_1", 4), ("MemcpyD2D", 4),
+                       ("ncclDevKernel_AllReduce_Sum_bf16_RING_LL", 5), ("loop_multiply_fusion_7", 6)]:
+        assert step_profile.kernel_kind(name) == kinds[kind], name
