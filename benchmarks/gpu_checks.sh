@@ -3,7 +3,11 @@
 #
 #   bash benchmarks/gpu_checks.sh all          # matrix, then first_step (about 9 minutes)
 #   bash benchmarks/gpu_checks.sh next         # what no GPU session has measured yet, in one command (about
-#                                              # 8 minutes): first_step, checkpoints, float16 with XLA only
+#                                              # 6 minutes): first_step (with the profile), checkpoints
+#   bash benchmarks/gpu_checks.sh flags        # first_step.py for two flag sets that cut the fresh compile
+#                                              # (Triton GEMMs off; and autotuning off too), fresh and rerun,
+#                                              # with the step time each costs (about 5 minutes; `next` has the
+#                                              # default set's figures on the same machine)
 #   bash benchmarks/gpu_checks.sh matrix       # `--check`, then every runtime cell of both commands
 #                                              # (runtime_matrix.py --jobs 8) beside the main job
 #   bash benchmarks/gpu_checks.sh first_step   # ELECTRA-Small 128 x 128 in $PRECISION (default mixed_bfloat16,
@@ -22,7 +26,7 @@
 # it finished and a rerun continues it), so a slow compile costs its step, not the rest.
 # What was measured, and how it reads: docs/results.md.
 set -u
-part=${1:?"which part: all, next, matrix, first_step, float16, baseline or checkpoints"}
+part=${1:?"which part: all, next, flags, matrix, first_step, float16, baseline or checkpoints"}
 out=${OUT:-runs/gpu_checks}
 mkdir -p "$out"
 py=${PYTHON:-python3}
@@ -95,8 +99,15 @@ matrix) matrix ;;
 first_step) first_step ;;
 float16) float16 ;;
 next)
-  # Measured on one H200 (2026-11-26): the matrix (all 24 cells) and float16 without XLA (as on CPU).
-  first_step; checkpoints; FLOAT16_XLA=on float16 ;;
+  # Measured on one H200 (2026-11-26): the matrix (all 24 cells) and float16 without XLA (as on CPU). float16
+  # with XLA (FLOAT16_XLA=on bash benchmarks/gpu_checks.sh float16) comes after `flags`: bfloat16 is the default.
+  first_step; checkpoints ;;
+flags)
+  timeout 560 $py benchmarks/first_step.py --size small --batch 128 --precision "$precision" --steps 20 \
+    --warmup 5 --flag_set="--xla_gpu_enable_triton_gemm=false" \
+    --flag_set="--xla_gpu_enable_triton_gemm=false --xla_gpu_autotune_level=0" --timeout 260 \
+    --output "$out/flags.json" 2>&1 | tee "$out/flags.txt"
+  ;;
 baseline)
   timeout 560 $py benchmarks/first_step.py --size small --batch 128 --precision "$precision" --steps 30 \
     --warmup 5 --flag_set="--xla_gpu_enable_llvm_module_compilation_parallelism=false" \
@@ -104,5 +115,5 @@ baseline)
   ;;
 checkpoints) checkpoints ;;
 *)
-  echo "unknown part $part: all, next, matrix, first_step, float16, baseline or checkpoints" >&2; exit 2 ;;
+  echo "unknown part $part: all, next, flags, matrix, first_step, float16, baseline or checkpoints" >&2; exit 2 ;;
 esac
