@@ -101,24 +101,32 @@ def read_trace(logdir: str):
 # kernels (grouped by XLA op, module, step): those are left out, or every kernel counts twice.
 DERIVED_LINES = {"XLA Ops", "XLA Modules", "Steps", "TensorFlow Ops", "TensorFlow Name Scope", "Framework Ops",
                  "Source code", "XLA TraceMe", "Launch Stats", "Async XLA Ops", "SparseCore XLA Ops"}
-KERNEL_KINDS = ("matrix multiplies (cuBLAS, cuBLASLt, Triton GEMMs)", "fused attention (cuDNN)",
-                "reductions (softmax, LayerNorm, losses, sums)", "gathers and scatters (embeddings, masked slots)",
-                "transposes and copies", "collectives (NCCL)", "elementwise fusions (the rest)")
-SHORT_KERNEL_PS = 10 * 10**6  # 10 us: about what launching a kernel costs; shorter ones are launch-bound
+# Each kind with the name fragments that mark its kernels, tried in this order (an NCCL kernel's
+# name can hold "reduce"); a kernel that matches none is an elementwise fusion. XLA names a fusion
+# by what it does (`loop_add_fusion`, `input_reduce_fusion`, `gemm_fusion_dot`, `transpose_fusion`),
+# the libraries' kernels carry theirs (`sm90_xmma_gemm_...`, `nvjet_...`, `ncclDevKernel_...`).
+KERNEL_NAME_KEYS = (
+    ("collectives (NCCL)", ("nccl",)),
+    ("matrix multiplies (cuBLAS, cuBLASLt, Triton GEMMs)", ("gemm", "xmma", "cutlass", "nvjet", "cublas", "matmul",
+                                                             "dot")),
+    ("fused attention (cuDNN)", ("fmha", "flash")),
+    ("reductions (softmax, LayerNorm, losses, sums)", ("reduce", "reduction", "softmax", "norm")),
+    ("gathers and scatters (embeddings, masked slots)", ("scatter", "gather")),
+    ("transposes and copies", ("transpose", "copy", "memcpy", "memset")),
+)
+ELEMENTWISE = "elementwise fusions (the rest)"
+KERNEL_KINDS = tuple(kind for kind, _ in KERNEL_NAME_KEYS) + (ELEMENTWISE,)
+SHORT_KERNEL_PS = 10 * 10**6  # 10 us, a few launches' cost (2-5 us each): such kernels are mostly launch
 LONG_GAP_PS = 100 * 10**6  # 100 us of an idle GPU: the host between steps, not between kernels
 
 
 def kernel_kind(name: str) -> str:
-    """The kind a kernel's time counts under, from its name: XLA names a fusion by what it does
-    (`loop_add_fusion`, `input_reduce_fusion`, `gemm_fusion_dot`, `transpose_fusion`), and the
-    libraries' kernels carry theirs (`sm90_xmma_gemm_...`, `nvjet_...`, `cutlass_...`, `ncclDevKernel_...`)."""
+    """The kind (`KERNEL_KINDS`) a kernel's time counts under, from its name."""
     lower = name.lower()
-    keys = (("nccl",), ("gemm", "xmma", "cutlass", "nvjet", "cublas", "matmul", "dot"), ("fmha", "flash"),
-            ("reduce", "reduction", "softmax", "norm"), ("scatter", "gather"), ("transpose", "copy", "memcpy", "memset"))
-    for kind, names in zip((KERNEL_KINDS[5], *KERNEL_KINDS[:5]), keys):
-        if any(key in lower for key in names):
+    for kind, keys in KERNEL_NAME_KEYS:
+        if any(key in lower for key in keys):
             return kind
-    return KERNEL_KINDS[6]
+    return ELEMENTWISE
 
 
 def device_kernels(space):

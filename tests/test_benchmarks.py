@@ -205,20 +205,20 @@ def test_the_gpu_kernel_summary_reads_stream_lines_once_and_splits_idle_time():
     assert lines[0].startswith("GPU, per step (2 traced): 2 kernels and copies, busy 0.03 ms of the 0.25 ms")
     assert "idle 0.22 ms: 0.00 ms in 1.0 gaps under 100 us (between kernels), 0.22 ms in 0.5 longer ones" in lines[0]
     by_kind = {line[:54].strip(): float(line[54:].split()[0]) for line in lines[3:10]}
-    assert by_kind == {step_profile.KERNEL_KINDS[0]: 0.025, step_profile.KERNEL_KINDS[1]: 0.0,
-                       step_profile.KERNEL_KINDS[2]: 0.003, step_profile.KERNEL_KINDS[3]: 0.0,
-                       step_profile.KERNEL_KINDS[4]: 0.001, step_profile.KERNEL_KINDS[5]: 0.0,
-                       step_profile.KERNEL_KINDS[6]: 0.004}
+    assert by_kind == {"collectives (NCCL)": 0.0, "matrix multiplies (cuBLAS, cuBLASLt, Triton GEMMs)": 0.025,
+                       "fused attention (cuDNN)": 0.0, "reductions (softmax, LayerNorm, losses, sums)": 0.003,
+                       "gathers and scatters (embeddings, masked slots)": 0.0, "transposes and copies": 0.001,
+                       "elementwise fusions (the rest)": 0.004}
     assert lines[11].split()[:2] == ["sm90_xmma_gemm_bf16bf16_bf16f32", "0.5"]  # the longest first
     assert step_profile.kernel_summary([], steps=1)[0].startswith("no GPU kernels")
 
 
 def test_gpu_kernel_names_fall_into_their_kinds():
-    step_profile = load_benchmark("step_profile")
-    kinds = step_profile.KERNEL_KINDS
-    for name, kind in [("nvjet_tst_64x8_64x16_4x1_v_bz_TNT", 0), ("gemm_fusion_dot_12", 0),
-                       ("cutlass_80_tensorop_bf16_s16816gemm", 0), ("cudnn_fmha_fwd", 1),
-                       ("input_reduce_fusion_3", 2), ("triton_softmax_fusion", 2), ("input_scatter_fusion", 3),
-                       ("loop_transpose_fusion_1", 4), ("MemcpyD2D", 4),
-                       ("ncclDevKernel_AllReduce_Sum_bf16_RING_LL", 5), ("loop_multiply_fusion_7", 6)]:
-        assert step_profile.kernel_kind(name) == kinds[kind], name
+    kind_of = load_benchmark("step_profile").kernel_kind
+    for name, kind in [("nvjet_tst_64x8_64x16_4x1_v_bz_TNT", "matrix"), ("gemm_fusion_dot_12", "matrix"),
+                       ("cutlass_80_tensorop_bf16_s16816gemm", "matrix"), ("cudnn_fmha_fwd", "fused attention"),
+                       ("input_reduce_fusion_3", "reductions"), ("triton_softmax_fusion", "reductions"),
+                       ("input_scatter_fusion", "gathers"), ("loop_transpose_fusion_1", "transposes"),
+                       ("MemcpyD2D", "transposes"), ("ncclDevKernel_AllReduce_Sum_bf16_RING_LL", "collectives"),
+                       ("loop_multiply_fusion_7", "elementwise")]:
+        assert kind_of(name).startswith(kind), name
