@@ -54,12 +54,12 @@ GPU_FLAG_SETS = ("", "--xla_gpu_enable_llvm_module_compilation_parallelism=false
 def child(size: str, precision: str, batch: int, steps: int, warmup: int) -> None:
     """One measurement in this process (the parent set XLA_FLAGS and the cache): a JSON line."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    from electra_tf.runtime import cached_programs, use_compile_cache
+    from electra_tf.runtime import cached_programs
 
-    cache = use_compile_cache()
     sys.path.insert(0, str(REPO / "benchmarks"))
-    from pretrain_step import measure
+    from pretrain_step import benchmark_session, measure
 
+    cache, _ = benchmark_session()
     before = cached_programs(cache)
     result = measure(size, precision, True, steps, warmup, batch)
     print(json.dumps({**result, "cache_files_added": cached_programs(cache) - before}), flush=True)

@@ -229,6 +229,25 @@ def measure(size: str, precision: str, xla: bool, steps: int, warmup: int, batch
             "names_from": names_from, "session_config": session_config_hash(), "profile": profiled}
 
 
+def benchmark_session():
+    """What every process that measures the step sets first, alike, so they share compiled
+    programs (this script's, first_step.py's and step_profile.py's, a fresh one and its rerun):
+    the compile cache on (`runtime.use_compile_cache`), and memory growth on every GPU (the peer
+    needs it: TensorFlow would otherwise reserve nearly all GPU memory before it starts). The
+    cache's key holds TensorFlow's session config, memory growth included: set only with `--peer`,
+    a rerun without it missed the fresh process's program and compiled again (one H200,
+    2026-11-26; docs/results.md). Returns (the cache folder or None, the GPUs)."""
+    import tensorflow as tf
+
+    from electra_tf.runtime import use_compile_cache
+
+    cache = use_compile_cache()
+    gpus = tf.config.list_physical_devices("GPU")
+    for gpu in gpus:
+        tf.config.experimental.set_memory_growth(gpu, True)
+    return cache, gpus
+
+
 def session_config_hash() -> str:
     """A short hash of the TensorFlow session config that function calls carry (`config_proto`
     in a compiled program's cache key: thread counts, GPU memory growth): two processes whose
@@ -285,16 +304,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     import tensorflow as tf
 
-    from electra_tf.runtime import use_compile_cache
-
-    cache = use_compile_cache()
-    gpus = tf.config.list_physical_devices("GPU")
-    # Memory growth on every GPU, with or without --peer (which needs it: TensorFlow would otherwise
-    # reserve nearly all GPU memory before the peer starts). The compile cache's key holds TensorFlow's
-    # session config, memory growth included: set only with --peer, a rerun without it missed the fresh
-    # process's program and compiled again (one H200, 2026-11-26; docs/results.md).
-    for gpu in gpus:
-        tf.config.experimental.set_memory_growth(gpu, True)
+    cache, gpus = benchmark_session()
     where = ", ".join(tf.config.experimental.get_device_details(gpu).get("device_name", gpu.name) for gpu in gpus)
     print(f"TensorFlow {tf.__version__}, {os.cpu_count()} CPU(s), {where or 'no GPU'}, intra-op threads "
           f"{tf.config.threading.get_intra_op_parallelism_threads() or 'default'}; XLA compile cache: {cache or 'off'}")

@@ -76,8 +76,8 @@ def kind_of(op_name: str, op_type: str, optimizer_scope: str) -> str:
 
 
 def read_trace(logdir: str):
-    """(op events [(name, type, start_ps, end_ps)], first and last step boundaries in ps, the
-    trace's GPU kernels as `device_kernels` gives them) from the newest trace in `logdir`."""
+    """(op events [(name, type, start_ps, end_ps)], first and last step boundaries in ps) from the
+    newest trace in `logdir`."""
     space = read_space(logdir)
     host = next(plane for plane in space.planes if plane.name == "/host:CPU")
     ops, steps = [], []
@@ -91,7 +91,7 @@ def read_trace(logdir: str):
             elif line.name.startswith("tf_Compute") and ":" in name and "::" not in name:
                 op_name, op_type = name.rsplit(":", 1)
                 ops.append((op_name, op_type, start, start + event.duration_ps))
-    return ops, sorted(steps), device_kernels(space)
+    return ops, sorted(steps)
 
 
 # --- GPU kernels -------------------------------------------------------------------------------
@@ -156,12 +156,8 @@ def kernel_summary(kernels, steps: int, top: int = 15) -> list[str]:
         return ["no GPU kernels in the trace: the profiler could not load CUPTI (libcupti.so.12, from the "
                 "nvidia-cuda-cupti-cu12 wheel that tensorflow[and-cuda] installs; on LD_LIBRARY_PATH)"]
     window = max(end for _, _, end in kernels) - kernels[0][1]
-    busy = busy_time([(start, end) for _, start, end in kernels])
-    gaps, reach = [], kernels[0][2]
-    for _, start, end in kernels[1:]:
-        if start > reach:
-            gaps.append(start - reach)
-        reach = max(reach, end)
+    gaps = idle_gaps([(start, end) for _, start, end in kernels])
+    busy = window - sum(gaps)
     long_gaps = [gap for gap in gaps if gap >= LONG_GAP_PS]
     durations = sorted(end - start for _, start, end in kernels)
     short = [d for d in durations if d < SHORT_KERNEL_PS]
@@ -206,19 +202,21 @@ def read_space(logdir: str):
     return space
 
 
+def idle_gaps(intervals) -> list:
+    """The lengths of the gaps between [start, end) intervals: where none of them runs."""
+    gaps, reach = [], None
+    for start, end in sorted(intervals):
+        if reach is not None and start > reach:
+            gaps.append(start - reach)
+        reach = end if reach is None else max(reach, end)
+    return gaps
+
+
 def busy_time(intervals) -> float:
     """Length of the union of [start, end) intervals."""
-    total, current_start, current_end = 0, None, None
-    for start, end in sorted(intervals):
-        if current_end is None or start > current_end:
-            if current_end is not None:
-                total += current_end - current_start
-            current_start, current_end = start, end
-        else:
-            current_end = max(current_end, end)
-    if current_end is not None:
-        total += current_end - current_start
-    return total
+    if not intervals:
+        return 0
+    return max(end for _, end in intervals) - min(start for start, _ in intervals) - sum(idle_gaps(intervals))
 
 
 def step_matmuls(config, batch: int):
@@ -277,18 +275,16 @@ def main(argv=None) -> int:
     import keras
     import tensorflow as tf
 
-    from pretrain_step import benchmark_inputs, compiled_pretrainer
+    from pretrain_step import benchmark_inputs, benchmark_session, compiled_pretrainer
 
-    from electra_tf.runtime import align_function_names, use_compile_cache
+    from electra_tf.runtime import align_function_names
 
-    cache = use_compile_cache() if args.xla == "on" else None
-    for gpu in tf.config.list_physical_devices("GPU"):
-        tf.config.experimental.set_memory_growth(gpu, True)  # as pretrain_step.py: the cache key holds it
+    cache, _ = benchmark_session()  # as pretrain_step.py's processes: a program it compiled loads here
     logdir = args.logdir or tempfile.mkdtemp(prefix="electra_profile_")
     keras.config.set_dtype_policy(args.precision)
     config, batch = benchmark_inputs(args.preset, args.batch)
     dataset = tf.data.Dataset.from_tensors(batch).repeat()
-    align_function_names()  # the step named as in pretrain_step.py: a program it compiled loads from the cache
+    align_function_names()  # the step named as in pretrain_step.py's `measure`
     pretrainer = compiled_pretrainer(config, xla=args.xla == "on")
     started = time.perf_counter()
     pretrainer.fit(dataset, steps_per_epoch=3, epochs=1, verbose=0)
@@ -300,7 +296,7 @@ def main(argv=None) -> int:
     if args.xla == "on":
         return 0  # the TensorFlow ops are one launch a step: nothing below would say more
 
-    ops, steps, _ = read_trace(logdir)
+    ops, steps = read_trace(logdir)
     if not steps:
         raise SystemExit("the trace holds no step (multi_step_on_iterator) events")
     window = (steps[0][0], steps[-1][1])
