@@ -13,6 +13,7 @@ import keras_hub
 import numpy as np
 
 from electra_tf.config import ElectraConfig
+from electra_tf.models.dropout import Dropout
 from electra_tf.models.heads import truncated_normal
 
 
@@ -82,7 +83,7 @@ class ElectraEmbeddings(keras.layers.Layer):
             dtype=self.dtype_policy, name="token_type_embeddings")
         self.layer_norm = keras.layers.LayerNormalization(
             epsilon=layer_norm_epsilon, dtype=self.dtype_policy, name="layer_norm")
-        self.dropout = keras.layers.Dropout(dropout, dtype=self.dtype_policy, name="dropout")
+        self.dropout = Dropout(dropout, dtype=self.dtype_policy, name="dropout")
 
     def build(self, input_shape=None):
         self.word_embeddings.build((None, None))

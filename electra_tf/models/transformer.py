@@ -28,7 +28,9 @@ calls to XLA's HLO costs what tracing them saves (2 CPU cores, the first step of
 docs/results.md), so it was not taken.
 
 The arithmetic is the Keras ops keras-hub's sublayers call, in the same order (the same
-einsum equations, masked softmax, LayerNorm, dropout drawn from the same seed generators):
+einsum equations, masked softmax, LayerNorm, dropout drawn from the same seed generators, with
+the algorithm Keras' leaves to TensorFlow named: the same numbers, a smaller XLA program;
+`dropout.py`):
 with the same weights the outputs are bit-identical to `keras_hub.layers.TransformerEncoder`'s.
 Gradients agree to float32 rounding, not to the bit: grappler optimizes the separate forward
 and backward bodies a little differently than one inlined graph (with the calls inlined a
@@ -55,6 +57,8 @@ import keras
 import keras_hub
 import tensorflow as tf
 from keras import ops
+
+from electra_tf.models.dropout import draw_seed, stateless_dropout
 
 
 def attention_mask(padding_mask):
@@ -93,10 +97,8 @@ class TransformerLayer(keras_hub.layers.TransformerEncoder):
         dropout_layers = (attention._dropout_layer, self._self_attention_dropout, self._feedforward_dropout)
         training = bool(training) and self.dropout > 0
         if training:
-            # One draw per dropout layer and call, turned into an int32 seed as Keras' TensorFlow
-            # backend turns it (its seed state is int64; stateless ops under XLA want int32).
-            seeds = tf.stack([tf.cast(tf.math.floormod(layer.seed_generator.next(), tf.int32.max - 1), tf.int32)
-                              for layer in dropout_layers])
+            # One draw per dropout layer and call, as Keras' Dropout draws it.
+            seeds = tf.stack([draw_seed(layer.seed_generator) for layer in dropout_layers])
         else:
             seeds = tf.zeros([3, 2], tf.int32)
         weights = [
@@ -142,17 +144,17 @@ def post_ln_block(x, mask, seeds, weights, num_heads, dropout, epsilon, training
     scores = ops.where(mask, scores, -3e4 if x.dtype == tf.float16 else -1e9)
     probabilities = ops.where(mask, ops.softmax(scores, axis=-1), 0.0)
     if training:
-        probabilities = tf.nn.experimental.stateless_dropout(probabilities, dropout, seed=seeds[0])
+        probabilities = stateless_dropout(probabilities, dropout, seeds[0])
     context = ops.einsum("acbe,aecd->abcd", probabilities, value)  # [B, L, heads, head_size]
     attended = ops.add(ops.einsum("abcd,cde->abe", context, output_kernel), output_bias)
     if training:
-        attended = tf.nn.experimental.stateless_dropout(attended, dropout, seed=seeds[1])
+        attended = stateless_dropout(attended, dropout, seeds[1])
     x = ops.layer_normalization(attended + x, attention_gamma, attention_beta, axis=-1, epsilon=epsilon)
 
     intermediate = ops.gelu(ops.add(ops.matmul(x, intermediate_kernel), intermediate_bias), approximate=False)
     output = ops.add(ops.matmul(intermediate, ffn_kernel), ffn_bias)
     if training:
-        output = tf.nn.experimental.stateless_dropout(output, dropout, seed=seeds[2])
+        output = stateless_dropout(output, dropout, seeds[2])
     return ops.layer_normalization(output + x, ffn_gamma, ffn_beta, axis=-1, epsilon=epsilon)
 
 

@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from electra_tf.pretraining.masking import RNG_ALGORITHM, scatter_at_positions
+from electra_tf.models.dropout import RNG_ALGORITHM
+from electra_tf.pretraining.masking import scatter_at_positions
 
 # Added to the logit of the original token when `disallow_correct` is on (official value).
 DISALLOW_PENALTY = 1000.0

@@ -27,7 +27,7 @@ from typing import Sequence
 
 import tensorflow as tf
 
-RNG_ALGORITHM = "philox"
+from electra_tf.models.dropout import RNG_ALGORITHM
 
 
 def mask_tokens(

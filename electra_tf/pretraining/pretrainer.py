@@ -27,10 +27,10 @@ import tensorflow as tf
 
 from electra_tf.compiled_gradients import CompiledGradients, apply_gradients, dense_gradients
 from electra_tf.config import ElectraConfig
+from electra_tf.models.dropout import RNG_ALGORITHM
 from electra_tf.models.embeddings import ElectraEmbeddings
 from electra_tf.models.encoders import Discriminator, Generator
 from electra_tf.pretraining import losses
-from electra_tf.pretraining.masking import RNG_ALGORITHM
 
 BATCH_KEYS = ("token_ids", "segment_ids", "padding_mask", "mask_positions", "mask_ids",
               "mask_weights")

@@ -31,6 +31,7 @@ from electra_tf import optimization  # noqa: F401  registers ElectraAdamW: a sav
 from electra_tf.compiled_gradients import CompiledGradients
 from electra_tf.finetuning.text.inputs import holds_text, map_string_labels, text_dataset
 from electra_tf.finetuning.text.losses import token_classification_loss
+from electra_tf.models.dropout import Dropout
 from electra_tf.models.encoders import Discriminator, deserialize_as
 from electra_tf.finetuning.text.tasks import from_unit_interval
 from electra_tf.models.preprocessing import IGNORE_LABEL, ElectraTextPreprocessor, pack_words_with_starts
@@ -61,7 +62,7 @@ class _TaskModel(CompiledGradients, keras.Model):
         self.preprocessor = preprocessor
         self.label_names = label_names
         with keras.name_scope(self.name):
-            self.dropout = keras.layers.Dropout(dropout, name="dropout")
+            self.dropout = Dropout(dropout, name="dropout")
             self.head = keras.layers.Dense(num_classes, name=HEAD_NAME)
             self.head.build((None, backbone.hidden_size))
         self.built = True
