@@ -11,7 +11,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # thing, only slower. Measured on 2 cores, the three MirroredStrategy XLA pre-training cells of
 # tests/test_compiled_gradients.py: 83.6 s -> 57.5 s. And the CPU backend's older fusion emitter
 # (LLVM IR per fusion, where the default lowers each fusion through MLIR first): the tiny XLA
-# pre-training step of that file (one layer, 14,000 HLO instructions) compiled in 3.5-3.9 s
+# pre-training step of that file (one layer) compiled in 3.5-3.9 s
 # against 5.0-5.9 s (three runs each), the whole file 164 s -> 141 s. Set before TensorFlow
 # parses its flags, and inherited by the commands the tests run as processes. Users' runs keep
 # XLA's defaults.

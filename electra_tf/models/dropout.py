@@ -7,12 +7,12 @@ its own graph ops (`random_ops_util._philox_scramble_seed`, "the same scrambling
 the kernel), so the numbers are the same bit for bit, eagerly and under XLA, on CPU and GPU
 (tests/models/test_dropout.py checks it against Keras' `Dropout` on CPU). What changes is what
 XLA has to compile: for `auto_select` XLA's `StatelessRandomGetKeyCounter` kernel emits
-`ScramblePhiloxKey`, about 90 scalar instructions per dropout and 20,000 of the 65,500 in
-ELECTRA-Small's training step (74 dropouts), where the named scramble takes a tenth of that.
-Measured on the 2 CPU cores (ELECTRA-Small, XLA, docs/results.md): 65,521 -> 48,501 HLO
+`ScramblePhiloxKey`, 267 scalar instructions per dropout and 19,758 of the 65,521 in
+ELECTRA-Small's training step (74 dropouts), where the named scramble takes about 37.
+Measured on the 2 CPU cores (ELECTRA-Small, XLA, docs/results.md): 65,521 -> 48,511 HLO
 instructions, and a fresh run's first step (build, tracing and compiling) 34.0 and 33.5 s
 against 39.9 and 42.2 s; the compiled kernels are alike (the same fusions), so the steps after
-it are not faster.
+it should not be faster.
 
 `Dropout` is Keras' layer with only `call` changed: the same seed generator (created and
 advanced as Keras' does, so a checkpoint holds the same variables), rate and config.

@@ -29,7 +29,7 @@ docs/results.md), so it was not taken.
 
 The arithmetic is the Keras ops keras-hub's sublayers call, in the same order (the same
 einsum equations, masked softmax, LayerNorm, dropout drawn from the same seed generators, with
-the algorithm Keras' leaves to TensorFlow named: the same numbers, a smaller XLA program;
+the algorithm that Keras leaves to TensorFlow named: the same numbers, a smaller XLA program;
 `dropout.py`):
 with the same weights the outputs are bit-identical to `keras_hub.layers.TransformerEncoder`'s.
 Gradients agree to float32 rounding, not to the bit: grappler optimizes the separate forward
