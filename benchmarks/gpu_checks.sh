@@ -99,8 +99,10 @@ matrix) matrix ;;
 first_step) first_step ;;
 float16) float16 ;;
 next)
-  # Measured on one H200 (2026-11-26): the matrix (all 24 cells) and float16 without XLA (as on CPU). float16
-  # with XLA (FLOAT16_XLA=on bash benchmarks/gpu_checks.sh float16) comes after `flags`: bfloat16 is the default.
+  # Measured on one H200 (2026-11-26): the matrix (all 24 cells), float16 without XLA (as on CPU), and in a third
+  # session `next` itself and one set of `flags` (docs/results.md). Run again, `next`'s profile splits the kernels by
+  # the part of the step they came from (step_profile.source_summary) and the checkpoints' summary keeps the first
+  # pauses apart. float16 with XLA (FLOAT16_XLA=on bash benchmarks/gpu_checks.sh float16) is still to run.
   first_step; checkpoints ;;
 flags)
   timeout 560 $py benchmarks/first_step.py --size small --batch 128 --precision "$precision" --steps 20 \

@@ -25,7 +25,9 @@ With `--xla on` the step is one compiled program, one TensorFlow op: on a GPU th
 the trace's GPU planes instead (`kernel_summary`): kernels per step, how much of the step the GPU
 was busy, its idle time split into gaps between kernels (launch overhead) and longer ones (the
 host between steps), how many kernels are shorter than a launch, and the time by kind (matrix
-multiplies, reductions, transposes and copies, elementwise fusions, ...) and by kernel. At 256
+multiplies, reductions, transposes and copies, elementwise fusions, ...), by kernel, and by the
+part of the step each kernel came from (`source_summary`: the gradient clipping, the AdamW
+update, the backward pass, the forward pass, read from XLA's kernel annotations). At 256
 wide, ELECTRA-Small's step is thousands of small kernels: this says whether their launches, the
 memory-bound fusions or the matmuls set its time. The program comes from the compile cache
 when `pretrain_step.py` compiled it in this environment (`pretrain_step.py --profile` traces
@@ -44,6 +46,7 @@ import argparse
 import collections
 import glob
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -129,13 +132,48 @@ def kernel_kind(name: str) -> str:
     return ELEMENTWISE
 
 
+class Kernel(collections.namedtuple("Kernel", "name start end op")):
+    """One kernel or copy on a GPU: its name, start and end (ps), and the TensorFlow op it came from
+    ("" where its annotation names none)."""
+
+
+# Which part of the step launched a kernel: XLA's GPU runtime annotates each launch with the op
+# names its HLO came from (`Thunk:#name=<TensorFlow op>,hlo_op=<HLO instruction>#`, the longest
+# op-name prefix of what the kernel fuses, xla/service/gpu's annotation.cc), and the profiler keeps
+# that as the kernel event's "annotation" stat. ELECTRA-Small's step updates 402 variables, one
+# by one: XLA:CPU's optimized step (batch 8) holds 796 fusions for the global norm's per-variable
+# sums and 1,207 for the Adam updates, 2,007 of its 5,523 top-level instructions. Where a GPU's
+# step is thousands of launches, this says how many are the optimizer's.
+KERNEL_SOURCES = ("optimizer: gradient clipping (global norm)", "optimizer: AdamW update and weight decay",
+                  "backward pass", "forward pass, losses and sampling", "unattributed (no annotation)")
+
+
+def kernel_source(op: str, optimizer_scope: str = "electra_adam_w") -> str:
+    """The `KERNEL_SOURCES` entry for a kernel whose annotation names TensorFlow op `op`."""
+    path = f"/{op}/"
+    if not op:
+        return KERNEL_SOURCES[4]
+    if f"/{optimizer_scope}/" in path or path.startswith(f"/{optimizer_scope}"):
+        return KERNEL_SOURCES[0] if "global_norm" in op else KERNEL_SOURCES[1]
+    if "gradient_tape/" in path:
+        return KERNEL_SOURCES[2]
+    return KERNEL_SOURCES[3]
+
+
+def annotated_op(annotation: str) -> str:
+    """The TensorFlow op named in a kernel's annotation stack (`...::Thunk:#name=OP,hlo_op=H#`), or ""."""
+    found = re.findall(r"[#,]name=([^,#]*)", annotation)
+    return found[-1] if found else ""
+
+
 def device_kernels(space):
-    """[(name, start_ps, end_ps)] of every kernel and copy on the trace's GPUs, from their stream
-    lines (every line of a GPU plane but the derived ones), in start order."""
+    """[Kernel] of every kernel and copy on the trace's GPUs, from their stream lines (every line of
+    a GPU plane but the derived ones), in start order."""
     kernels = []
     for plane in space.planes:
         if not plane.name.startswith("/device:GPU:"):
             continue
+        annotation_ids = {i for i, stat in plane.stat_metadata.items() if stat.name == "annotation"}
         for line in plane.lines:
             if line.name in DERIVED_LINES or line.display_name in DERIVED_LINES:
                 continue
@@ -143,26 +181,51 @@ def device_kernels(space):
             for event in line.events:
                 metadata = plane.event_metadata[event.metadata_id]
                 start = base + event.offset_ps
-                kernels.append((metadata.display_name or metadata.name, start, start + event.duration_ps))
-    return sorted(kernels, key=lambda kernel: kernel[1])
+                op = ""
+                for stat in event.stats:
+                    if stat.metadata_id in annotation_ids:
+                        text = stat.str_value or (plane.stat_metadata[stat.ref_value].name if stat.ref_value else "")
+                        op = annotated_op(text)
+                kernels.append(Kernel(metadata.display_name or metadata.name, start, start + event.duration_ps, op))
+    return sorted(kernels, key=lambda kernel: kernel.start)
 
 
-def kernel_summary(kernels, steps: int, top: int = 15) -> list[str]:
+def source_summary(kernels, steps: int, optimizer_scope: str = "electra_adam_w") -> list[str]:
+    """Lines: per `KERNEL_SOURCES` entry, kernels per step, their time, and the short idle gaps
+    just before them (the GPU waiting for their launch)."""
+    count, time, waits = collections.Counter(), collections.Counter(), collections.Counter()
+    reach = None
+    for kernel in kernels:
+        source = kernel_source(kernel.op, optimizer_scope)
+        count[source] += 1
+        time[source] += kernel.end - kernel.start
+        if reach is not None and 0 < kernel.start - reach < LONG_GAP_PS:
+            waits[source] += kernel.start - reach
+        reach = kernel.end if reach is None else max(reach, kernel.end)
+    lines = [f"  {'source (TensorFlow op in the kernel annotation)':52} {'kernels':>8} {'ms/step':>8} "
+             f"{'gaps ms':>8}"]
+    for source in KERNEL_SOURCES:
+        lines.append(f"  {source:52} {count[source] / steps:8.0f} {time[source] / steps / 1e9:8.3f} "
+                     f"{waits[source] / steps / 1e9:8.3f}")
+    return lines
+
+
+def kernel_summary(kernels, steps: int, top: int = 15, optimizer_scope: str = "electra_adam_w") -> list[str]:
     """What the GPU did per step, as lines to print: kernels, busy time against the window they
     span (first kernel's start to last kernel's end), the idle rest split into short gaps (between
     kernels: launch overhead) and long ones (the host between steps), kernels shorter than a
-    launch, time by kind, and the `top` kernels by time."""
+    launch, time by kind, the `top` kernels by time, and `source_summary`."""
     if not kernels:
         return ["no GPU kernels in the trace: the profiler could not load CUPTI (libcupti.so.12, from the "
                 "nvidia-cuda-cupti-cu12 wheel that tensorflow[and-cuda] installs; on LD_LIBRARY_PATH)"]
-    window = max(end for _, _, end in kernels) - kernels[0][1]
-    gaps = idle_gaps([(start, end) for _, start, end in kernels])
+    window = max(kernel.end for kernel in kernels) - kernels[0].start
+    gaps = idle_gaps([(kernel.start, kernel.end) for kernel in kernels])
     busy = window - sum(gaps)
     long_gaps = [gap for gap in gaps if gap >= LONG_GAP_PS]
-    durations = sorted(end - start for _, start, end in kernels)
+    durations = sorted(kernel.end - kernel.start for kernel in kernels)
     short = [d for d in durations if d < SHORT_KERNEL_PS]
     by_kind, by_name, count_by_name = collections.Counter(), collections.Counter(), collections.Counter()
-    for name, start, end in kernels:
+    for name, start, end, _ in kernels:
         by_kind[kernel_kind(name)] += end - start
         by_name[name] += end - start
         count_by_name[name] += 1
@@ -187,7 +250,7 @@ def kernel_summary(kernels, steps: int, top: int = 15) -> list[str]:
         shown = name if len(name) <= 60 else name[:57] + "..."
         lines.append(f"  {shown:60} {count_by_name[name] / steps:8.1f} {value / count_by_name[name] / 1e6:8.1f} "
                      f"{ms(value):8.3f} {value / total:6.1%}")
-    return lines
+    return lines + source_summary(kernels, steps, optimizer_scope)
 
 
 def read_space(logdir: str):
@@ -254,7 +317,7 @@ def profiled_steps(model, dataset, steps: int, logdir: str) -> list[str]:
     kernels = device_kernels(read_space(logdir))
     on_gpu = bool(kernels or tf.config.list_physical_devices("GPU"))  # a GPU and no kernel: CUPTI was missing
     return [f"profiled: {steps} steps, {1000 * wall / steps:.2f} ms/step wall with the profiler on, trace in "
-            f"{logdir}", *(kernel_summary(kernels, steps) if on_gpu else [])]
+            f"{logdir}", *(kernel_summary(kernels, steps, optimizer_scope=model.optimizer.name) if on_gpu else [])]
 
 
 def main(argv=None) -> int:

@@ -197,7 +197,7 @@ def test_the_gpu_kernel_summary_reads_stream_lines_once_and_splits_idle_time():
     host.lines.add(name="python").events.add(metadata_id=1, offset_ps=0, duration_ps=10**9)
 
     found = step_profile.device_kernels(space)
-    assert [(name, start) for name, start, _ in found] == [
+    assert [(name, start) for name, start, *_ in found] == [
         (names[i], 1000 * 1000 + start * us) for i, start, _ in kernels]
     lines = step_profile.kernel_summary(found, steps=2)
     # 5 kernels in 2 steps; busy 66 us of the 506 they span; idle 440 us: gaps of 2 and 2 us (short)
@@ -211,6 +211,51 @@ def test_the_gpu_kernel_summary_reads_stream_lines_once_and_splits_idle_time():
                        "elementwise fusions (the rest)": 0.004}
     assert lines[11].split()[:2] == ["sm90_xmma_gemm_bf16bf16_bf16f32", "0.5"]  # the longest first
     assert step_profile.kernel_summary([], steps=1)[0].startswith("no GPU kernels")
+
+
+def test_gpu_kernels_are_attributed_to_the_part_of_the_step_their_annotation_names():
+    """XLA annotates each kernel launch with the TensorFlow op its HLO came from; the profiler keeps
+    the annotation stack as the event's "annotation" stat (inline or as a reference to a stat
+    metadata name). The summary counts kernels, their time and the gaps before them by part."""
+    from tensorflow.tsl.profiler.protobuf import xplane_pb2
+
+    step_profile = load_benchmark("step_profile")
+    space = xplane_pb2.XSpace()
+    gpu = space.planes.add(name="/device:GPU:0")
+    gpu.event_metadata[1].name = "loop_fusion"
+    gpu.stat_metadata[7].name = "annotation"
+    gpu.stat_metadata[8].name = "XlaModule:#hlo_module=a_inference_one_step_on_data_1000000#::" \
+                                "Thunk:#name=gradient_tape/discriminator_1/transformer_layer_0_1/MatMul,hlo_op=fusion.3#"
+    stream = gpu.lines.add(name="Stream #7(Compute)", timestamp_ns=0)
+    us = 10**6
+    annotations = ["Thunk:#name=electra_adam_w/global_norm/L2Loss_4,hlo_op=input_reduce_fusion.2#",
+                   "Thunk:#name=electra_adam_w/ResourceApplyAdam_12,hlo_op=loop_fusion.9#",
+                   "Thunk:#name=electra_adam_w/AssignSubVariableOp_3,hlo_op=loop_fusion.10#",
+                   "Thunk:#name=discriminator_1/embeddings_1/Gather,hlo_op=fusion.1#",
+                   None,  # by reference, the backward pass
+                   ""]  # no annotation
+    for i, annotation in enumerate(annotations):
+        event = stream.events.add(metadata_id=1, offset_ps=10 * i * us, duration_ps=4 * us)
+        if annotation is None:
+            event.stats.add(metadata_id=7, ref_value=8)
+        elif annotation:
+            event.stats.add(metadata_id=7, str_value=annotation)
+    found = step_profile.device_kernels(space)
+    assert [kernel.op for kernel in found] == [
+        "electra_adam_w/global_norm/L2Loss_4", "electra_adam_w/ResourceApplyAdam_12",
+        "electra_adam_w/AssignSubVariableOp_3", "discriminator_1/embeddings_1/Gather",
+        "gradient_tape/discriminator_1/transformer_layer_0_1/MatMul", ""]
+    sources = step_profile.KERNEL_SOURCES
+    assert [step_profile.kernel_source(kernel.op) for kernel in found] == [
+        sources[0], sources[1], sources[1], sources[3], sources[2], sources[4]]
+    lines = step_profile.kernel_summary(found, steps=1)
+    table = {line[:54].strip(): [float(value) for value in line[54:].split()] for line in lines[-5:]}
+    # kernels, their ms, the ms of short gaps before them (6 us before each kernel but the first)
+    assert table == {sources[0]: [1, 0.004, 0.0], sources[1]: [2, 0.008, 0.012], sources[2]: [1, 0.004, 0.006],
+                     sources[3]: [1, 0.004, 0.006], sources[4]: [1, 0.004, 0.006]}
+    # Another optimizer's scope is its own name (`model.optimizer.name`).
+    assert step_profile.kernel_source("adam/ResourceApplyAdam", optimizer_scope="adam") == sources[1]
+    assert step_profile.kernel_source("electra_adam_w/ResourceApplyAdam", optimizer_scope="adam") == sources[3]
 
 
 def test_gpu_kernel_names_fall_into_their_kinds():

@@ -72,6 +72,11 @@ def test_a_finished_run_writes_its_summary(reference_run):
     pauses = summary["pauses"]
     assert pauses["checkpoint_writes"]["count"] == STEPS // 20 and pauses["replacement_samples"]["count"] == STEPS // 20 + 1
     assert 0 < pauses["checkpoint_writes"]["seconds"] < summary["train_seconds"]
+    # The first pauses apart (a run's first saves and panels also trace), and the median of all.
+    for pause in pauses.values():
+        first = pause["first_seconds"]
+        assert len(first) == min(3, pause["count"]) and sum(first) <= pause["seconds"] + 2e-3
+        assert 0 < pause["median_seconds"] <= pause["seconds"]
 
 
 def test_event_files_hold_scalars_and_the_sample_panel(reference_run):

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 import signal
+import statistics
 import sys
 import time
 
@@ -156,20 +157,31 @@ class TrainingMonitor(keras.callbacks.Callback):
 
 class Pause:
     """Counts the times and seconds a callback held training up (`with pause: ...`): what a
-    window's rate loses to checkpoint writes or samples, in the run's metrics.json."""
+    window's rate loses to checkpoint writes or samples, in the run's metrics.json. The first
+    few pauses are kept apart, and the median of all: a run's first saves and panels also trace
+    and copy once (on one H200 two early windows ran at a third of the later ones' rate, which
+    held checkpoints too), and the totals alone could not say which pause cost what."""
+
+    FIRST = 3
 
     def __init__(self):
-        self.count, self.seconds = 0, 0.0
+        self.count, self.seconds, self._each = 0, 0.0, []
 
     def __enter__(self):
         self._began = time.monotonic()
 
     def __exit__(self, *error):
+        seconds = time.monotonic() - self._began
         self.count += 1
-        self.seconds += time.monotonic() - self._began
+        self.seconds += seconds
+        self._each.append(seconds)
 
     def summary(self) -> dict:
-        return {"count": self.count, "seconds": round(self.seconds, 3)}
+        summary = {"count": self.count, "seconds": round(self.seconds, 3)}
+        if self._each:
+            summary["first_seconds"] = [round(seconds, 3) for seconds in self._each[:self.FIRST]]
+            summary["median_seconds"] = round(statistics.median(self._each), 3)
+        return summary
 
 
 class CheckpointSaver(keras.callbacks.Callback):
