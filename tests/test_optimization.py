@@ -69,6 +69,27 @@ def test_clipping_uses_the_norm_of_an_embedding_gradient_not_of_its_rows():
     np.testing.assert_allclose(tf.convert_to_tensor(clipped).numpy(), [[1.0], [0.0], [0.0]], rtol=1e-6)
 
 
+def test_clipping_matches_tensorflows_over_several_norm_sums():
+    """The norm summed in chunks of concatenated gradients (fewer kernels) gives TensorFlow's
+    clipping: scaled down above the bound, untouched below it, NaN everywhere when not finite."""
+    from electra_tf.optimization import GRADIENTS_PER_NORM_SUM, clip_by_global_norm
+
+    rng = np.random.default_rng(0)
+    shapes = [(7, 5), (5,), (3, 4, 2), (1,)] * (GRADIENTS_PER_NORM_SUM // 2)  # 2 chunks and a part
+    gradients = [tf.constant(rng.normal(size=shape), tf.float32) for shape in shapes]
+    for clip_norm in (1.0, 1e4):  # above the bound, then below it
+        expected, _ = tf.clip_by_global_norm(gradients, clip_norm)
+        clipped = clip_by_global_norm(gradients, clip_norm)
+        assert [c.shape for c in clipped] == [e.shape for e in expected]
+        for c, e in zip(clipped, expected):
+            np.testing.assert_allclose(c.numpy(), e.numpy(), rtol=2e-6, atol=0)
+    np.testing.assert_array_equal(clip_by_global_norm(gradients, 1e4)[1].numpy(), gradients[1].numpy())
+    for bad in (np.inf, np.nan):
+        broken = gradients[:-1] + [tf.constant([bad], tf.float32)]
+        assert all(np.isnan(c.numpy()).all() for c in clip_by_global_norm(broken, 1.0))
+    assert clip_by_global_norm([], 1.0) == []
+
+
 def test_rejects_keras_clipping_arguments():
     with pytest.raises(ValueError, match="clip_global_norm"):
         ElectraAdamW(learning_rate=1e-3, global_clipnorm=1.0)
