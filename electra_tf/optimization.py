@@ -21,6 +21,8 @@ Official behaviour (`optimization.py` of google-research/electra) and where we d
 - global-norm clipping at 1.0. Deviation: the official TPU code clips each core's gradient
   before the cross-core sum, and Keras' `global_clipnorm` also clips before the cross-replica
   sum; we clip the *summed* gradient, so an update does not depend on the replica count.
+  The norm is summed over concatenated gradients (`clip_by_global_norm`, for fewer kernels), not
+  tensor by tensor as TensorFlow's: the same norm up to float32 rounding.
 """
 
 from __future__ import annotations
