@@ -154,6 +154,7 @@ def kernel_source(op: str, optimizer_scope: str = "electra_adam_w") -> str:
     if not op:
         return KERNEL_SOURCES[4]
     if f"/{optimizer_scope}/" in path or path.startswith(f"/{optimizer_scope}"):
+        # tf.clip_by_global_norm's scope, and optimization.clip_by_global_norm's of the same name
         return KERNEL_SOURCES[0] if "global_norm" in op else KERNEL_SOURCES[1]
     if "gradient_tape/" in path:
         return KERNEL_SOURCES[2]
@@ -173,7 +174,10 @@ def device_kernels(space):
     for plane in space.planes:
         if not plane.name.startswith("/device:GPU:"):
             continue
+        # The raw annotation stack, or (where the profiler has already split it) a "tf_op" stat,
+        # "name:type" as TensorFlow prints ops.
         annotation_ids = {i for i, stat in plane.stat_metadata.items() if stat.name == "annotation"}
+        tf_op_ids = {i for i, stat in plane.stat_metadata.items() if stat.name == "tf_op"}
         for line in plane.lines:
             if line.name in DERIVED_LINES or line.display_name in DERIVED_LINES:
                 continue
@@ -183,9 +187,11 @@ def device_kernels(space):
                 start = base + event.offset_ps
                 op = ""
                 for stat in event.stats:
-                    if stat.metadata_id in annotation_ids:
+                    if stat.metadata_id in annotation_ids or stat.metadata_id in tf_op_ids:
                         text = stat.str_value or (plane.stat_metadata[stat.ref_value].name if stat.ref_value else "")
-                        op = annotated_op(text)
+                        op = annotated_op(text) if stat.metadata_id in annotation_ids else text.rsplit(":", 1)[0]
+                        if op:
+                            break
                 kernels.append(Kernel(metadata.display_name or metadata.name, start, start + event.duration_ps, op))
     return sorted(kernels, key=lambda kernel: kernel.start)
 

@@ -233,25 +233,29 @@ def test_gpu_kernels_are_attributed_to_the_part_of_the_step_their_annotation_nam
                    "Thunk:#name=electra_adam_w/AssignSubVariableOp_3,hlo_op=loop_fusion.10#",
                    "Thunk:#name=discriminator_1/embeddings_1/Gather,hlo_op=fusion.1#",
                    None,  # by reference, the backward pass
-                   ""]  # no annotation
+                   "",  # no annotation
+                   "tf_op"]  # a "tf_op" stat instead, "name:type"
+    gpu.stat_metadata[9].name = "tf_op"
     for i, annotation in enumerate(annotations):
         event = stream.events.add(metadata_id=1, offset_ps=10 * i * us, duration_ps=4 * us)
         if annotation is None:
             event.stats.add(metadata_id=7, ref_value=8)
+        elif annotation == "tf_op":
+            event.stats.add(metadata_id=9, str_value="electra_adam_w/clip/global_norm/Sum_2:Sum")
         elif annotation:
             event.stats.add(metadata_id=7, str_value=annotation)
     found = step_profile.device_kernels(space)
     assert [kernel.op for kernel in found] == [
         "electra_adam_w/global_norm/L2Loss_4", "electra_adam_w/ResourceApplyAdam_12",
         "electra_adam_w/AssignSubVariableOp_3", "discriminator_1/embeddings_1/Gather",
-        "gradient_tape/discriminator_1/transformer_layer_0_1/MatMul", ""]
+        "gradient_tape/discriminator_1/transformer_layer_0_1/MatMul", "", "electra_adam_w/clip/global_norm/Sum_2"]
     sources = step_profile.KERNEL_SOURCES
     assert [step_profile.kernel_source(kernel.op) for kernel in found] == [
-        sources[0], sources[1], sources[1], sources[3], sources[2], sources[4]]
+        sources[0], sources[1], sources[1], sources[3], sources[2], sources[4], sources[0]]
     lines = step_profile.kernel_summary(found, steps=1)
     table = {line[:54].strip(): [float(value) for value in line[54:].split()] for line in lines[-5:]}
     # kernels, their ms, the ms of short gaps before them (6 us before each kernel but the first)
-    assert table == {sources[0]: [1, 0.004, 0.0], sources[1]: [2, 0.008, 0.012], sources[2]: [1, 0.004, 0.006],
+    assert table == {sources[0]: [2, 0.008, 0.006], sources[1]: [2, 0.008, 0.012], sources[2]: [1, 0.004, 0.006],
                      sources[3]: [1, 0.004, 0.006], sources[4]: [1, 0.004, 0.006]}
     # Another optimizer's scope is its own name (`model.optimizer.name`).
     assert step_profile.kernel_source("adam/ResourceApplyAdam", optimizer_scope="adam") == sources[1]
