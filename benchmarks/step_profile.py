@@ -141,8 +141,8 @@ class Kernel(collections.namedtuple("Kernel", "name start end op")):
 # names its HLO came from (`Thunk:#name=<TensorFlow op>,hlo_op=<HLO instruction>#`, the longest
 # op-name prefix of what the kernel fuses, xla/service/gpu's annotation.cc), and the profiler keeps
 # that as the kernel event's "annotation" stat. ELECTRA-Small's step updates 402 variables, one
-# by one: XLA:CPU's optimized step (batch 8) holds 796 fusions for the global norm's per-variable
-# sums and 1,207 for the Adam updates, 2,007 of its 5,523 top-level instructions. Where a GPU's
+# by one: XLA:CPU's optimized step (batch 8) held 1,207 fusions for the Adam updates and, until
+# `optimization.clip_by_global_norm`, 796 for the global norm's per-variable sums. Where a GPU's
 # step is thousands of launches, this says how many are the optimizer's.
 KERNEL_SOURCES = ("optimizer: gradient clipping (global norm)", "optimizer: AdamW update and weight decay",
                   "backward pass", "forward pass, losses and sampling", "unattributed (no annotation)")
@@ -153,7 +153,7 @@ def kernel_source(op: str, optimizer_scope: str = "electra_adam_w") -> str:
     path = f"/{op}/"
     if not op:
         return KERNEL_SOURCES[4]
-    if f"/{optimizer_scope}/" in path or path.startswith(f"/{optimizer_scope}"):
+    if f"/{optimizer_scope}/" in path:
         # tf.clip_by_global_norm's scope, and optimization.clip_by_global_norm's of the same name
         return KERNEL_SOURCES[0] if "global_norm" in op else KERNEL_SOURCES[1]
     if "gradient_tape/" in path:
@@ -167,6 +167,9 @@ def annotated_op(annotation: str) -> str:
     return found[-1] if found else ""
 
 
+OP_READERS = {"annotation": annotated_op, "tf_op": lambda name_and_type: name_and_type.rsplit(":", 1)[0]}
+
+
 def device_kernels(space):
     """[Kernel] of every kernel and copy on the trace's GPUs, from their stream lines (every line of
     a GPU plane but the derived ones), in start order."""
@@ -174,10 +177,9 @@ def device_kernels(space):
     for plane in space.planes:
         if not plane.name.startswith("/device:GPU:"):
             continue
-        # The raw annotation stack, or (where the profiler has already split it) a "tf_op" stat,
-        # "name:type" as TensorFlow prints ops.
-        annotation_ids = {i for i, stat in plane.stat_metadata.items() if stat.name == "annotation"}
-        tf_op_ids = {i for i, stat in plane.stat_metadata.items() if stat.name == "tf_op"}
+        # The op from the raw annotation stack, or (where the profiler has already split it) from a
+        # "tf_op" stat, "name:type" as TensorFlow prints ops.
+        op_readers = {i: OP_READERS[stat.name] for i, stat in plane.stat_metadata.items() if stat.name in OP_READERS}
         for line in plane.lines:
             if line.name in DERIVED_LINES or line.display_name in DERIVED_LINES:
                 continue
@@ -187,9 +189,9 @@ def device_kernels(space):
                 start = base + event.offset_ps
                 op = ""
                 for stat in event.stats:
-                    if stat.metadata_id in annotation_ids or stat.metadata_id in tf_op_ids:
+                    if stat.metadata_id in op_readers:
                         text = stat.str_value or (plane.stat_metadata[stat.ref_value].name if stat.ref_value else "")
-                        op = annotated_op(text) if stat.metadata_id in annotation_ids else text.rsplit(":", 1)[0]
+                        op = op_readers[stat.metadata_id](text)
                         if op:
                             break
                 kernels.append(Kernel(metadata.display_name or metadata.name, start, start + event.duration_ps, op))
@@ -231,10 +233,10 @@ def kernel_summary(kernels, steps: int, top: int = 15, optimizer_scope: str = "e
     durations = sorted(kernel.end - kernel.start for kernel in kernels)
     short = [d for d in durations if d < SHORT_KERNEL_PS]
     by_kind, by_name, count_by_name = collections.Counter(), collections.Counter(), collections.Counter()
-    for name, start, end, _ in kernels:
-        by_kind[kernel_kind(name)] += end - start
-        by_name[name] += end - start
-        count_by_name[name] += 1
+    for kernel in kernels:
+        by_kind[kernel_kind(kernel.name)] += kernel.end - kernel.start
+        by_name[kernel.name] += kernel.end - kernel.start
+        count_by_name[kernel.name] += 1
     total = sum(durations)
 
     def ms(ps):

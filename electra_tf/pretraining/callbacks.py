@@ -165,22 +165,27 @@ class Pause:
     FIRST = 3
 
     def __init__(self):
-        self.count, self.seconds, self._each = 0, 0.0, []
+        self.each = []  # seconds, one per pause
+
+    @property
+    def count(self) -> int:
+        return len(self.each)
+
+    @property
+    def seconds(self) -> float:
+        return sum(self.each)
 
     def __enter__(self):
         self._began = time.monotonic()
 
     def __exit__(self, *error):
-        seconds = time.monotonic() - self._began
-        self.count += 1
-        self.seconds += seconds
-        self._each.append(seconds)
+        self.each.append(time.monotonic() - self._began)
 
     def summary(self) -> dict:
         summary = {"count": self.count, "seconds": round(self.seconds, 3)}
-        if self._each:
-            summary["first_seconds"] = [round(seconds, 3) for seconds in self._each[:self.FIRST]]
-            summary["median_seconds"] = round(statistics.median(self._each), 3)
+        if self.each:
+            summary["first_seconds"] = [round(seconds, 3) for seconds in self.each[:self.FIRST]]
+            summary["median_seconds"] = round(statistics.median(self.each), 3)
         return summary
 
 
