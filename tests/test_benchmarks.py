@@ -271,3 +271,62 @@ def test_gpu_kernel_names_fall_into_their_kinds():
                        ("MemcpyD2D", "transposes"), ("ncclDevKernel_AllReduce_Sum_bf16_RING_LL", "collectives"),
                        ("loop_multiply_fusion_7", "elementwise")]:
         assert kind_of(name).startswith(kind), name
+
+
+# An optimized HLO module's entry computation as XLA prints it, shortened: a cuBLAS GEMM, a loop
+# fusion of the backward pass, the AdamW update, a copy with no op, and what launches nothing.
+OPTIMIZED_HLO = """HloModule a_inference_one_step_on_data_1000000, is_scheduled=true
+
+%fused_add (param_0: f32[4]) -> f32[4] {
+  %param_0 = f32[4]{0} parameter(0)
+  ROOT %add.1 = f32[4]{0} add(%param_0, %param_0), metadata={op_name="not/an/entry/op"}
+}
+
+ENTRY %main.9 (XLA_Args.1: f32[4,4], XLA_Args.2: s64[2]) -> (f32[4], s64[2]) {
+  %XLA_Args.1 = f32[4,4]{1,0} parameter(0), metadata={op_name="XLA_Args"}
+  %XLA_Args.2 = s64[2]{0} parameter(1)
+  %constant_1 = f32[] constant(0)
+  %custom-call.1 = (bf16[4,4]{1,0}, s8[0]{0}) custom-call(%XLA_Args.1, %XLA_Args.1), custom_call_target="__cublas$lt$matmul", metadata={op_name="discriminator_1/transformer_layer_0_1/MatMul_2"}
+  %get-tuple-element.1 = bf16[4,4]{1,0} get-tuple-element(%custom-call.1), index=0
+  %bitcast.1 = f32[4]{0} bitcast(%XLA_Args.1)
+  %loop_add_fusion = f32[4]{0} fusion(%bitcast.1), kind=kLoop, calls=%fused_add, metadata={op_name="gradient_tape/generator_1/transformer_layer_3_1/BiasAdd_1"}
+  %input_reduce_fusion.2 = f32[] fusion(%loop_add_fusion), kind=kInput, calls=%fused_add, metadata={op_name="electra_adam_w/clip_by_global_norm/Sum_3"}
+  %loop_fusion.7 = (f32[4]{0}, f32[4]{0}) fusion(%loop_add_fusion), kind=kLoop, calls=%fused_add, metadata={op_name="electra_adam_w/ResourceApplyAdam_12"}
+  %copy.3 = s64[2]{0} copy(%XLA_Args.2), metadata={scheduling_name="copy.3"}
+  ROOT %tuple.9 = (f32[4]{0}, s64[2]{0}) tuple(%loop_add_fusion, %copy.3)
+}
+"""
+
+
+def test_gpu_kernels_counts_what_the_entry_computation_launches():
+    gpu_kernels = load_benchmark("gpu_kernels")
+    launches = gpu_kernels.launched_instructions(OPTIMIZED_HLO)
+    assert launches == [
+        ("custom-call:__cublas$lt$matmul", "discriminator_1/transformer_layer_0_1/MatMul_2"),
+        ("fusion:kLoop", "gradient_tape/generator_1/transformer_layer_3_1/BiasAdd_1"),
+        ("fusion:kInput", "electra_adam_w/clip_by_global_norm/Sum_3"),
+        ("fusion:kLoop", "electra_adam_w/ResourceApplyAdam_12"),
+        ("copy", "")]
+    lines = gpu_kernels.launch_summary(launches)
+    assert lines[0] == "5 launches per step"
+    counts = {line[:56].strip(): int(line[56:].replace(",", "")) for line in lines if line.startswith("    ")}
+    assert counts["fusion:kLoop"] == 2 and counts["copy"] == 1
+    assert counts["optimizer: gradient clipping (global norm)"] == 1
+    assert counts["optimizer: AdamW update and weight decay"] == 1
+    assert counts["backward pass"] == 1 and counts["forward pass, losses and sampling"] == 1
+    assert counts["unattributed (no annotation)"] == 1
+    assert counts["ResourceApplyAdam"] == 1 and counts["BiasAdd"] == 1 and counts["(none)"] == 1
+
+
+def test_gpu_kernels_passes_copies_to_the_gpu_compiler_as_reshapes():
+    """jaxlib's HLO import rejects `copy`; a same-shape reshape is the same value."""
+    from tensorflow.compiler.xla.service import hlo_pb2
+
+    gpu_kernels = load_benchmark("gpu_kernels")
+    module = hlo_pb2.HloModuleProto(name="m")
+    computation = module.computations.add(name="main")
+    for opcode in ("parameter", "copy", "add", "copy"):
+        computation.instructions.add(opcode=opcode)
+    rewritten, copies = gpu_kernels.hlo_copies_as_reshapes(module.SerializeToString())
+    opcodes = [i.opcode for i in hlo_pb2.HloModuleProto.FromString(rewritten).computations[0].instructions]
+    assert copies == 2 and opcodes == ["parameter", "reshape", "add", "reshape"]
