@@ -17,6 +17,18 @@ it should not be faster.
 `Dropout` is Keras' layer with only `call` changed: the same seed generator (created and
 advanced as Keras' does, so a checkpoint holds the same variables), rate and config.
 Masking, the generator's sampling and the replica seeds name `RNG_ALGORITHM` too.
+
+`keep_masks` is the transformer layer's dropout (`transformer.py`): the masks of a layer's three
+dropouts from one Philox draw, keyed by the seed itself. A deliberate departure from Keras'
+(and keras-hub's) streams, taken for the GPU: compiled for an H100 (`benchmarks/gpu_kernels.py`,
+ELECTRA-Small's step, docs/results.md), a draw per dropout launched about 7 kernels (a copy of the
+seed state, the seed's scramble, four one-element conversions of the key and counter, the Philox
+kernels, the mask), 545 of the step's 3,011 launches for its 74 draws, and took most of XLA's GPU
+compile (63 s of XLA's work on 2 CPU cores, 23 s with dropout off). Each mask element is still an
+independent keep with probability 1 - rate, as in the official code (TensorFlow 1's stateful
+`tf.nn.dropout`), whose random numbers no TensorFlow 2 program reproduces anyway. Philox, not
+ThreeFry (which compiled a little smaller), because TensorFlow's ThreeFry runs only under XLA: the
+masks are the same with XLA on and off.
 """
 
 from __future__ import annotations
@@ -25,6 +37,7 @@ import keras
 import tensorflow as tf
 
 RNG_ALGORITHM = "philox"
+PHILOX = 1  # TensorFlow's Algorithm.PHILOX, as its raw random ops take it
 
 
 def stateless_dropout(x, rate: float, seed):
@@ -38,6 +51,36 @@ def draw_seed(seed_generator):
     """The next int32 [2] seed from a Keras `SeedGenerator`, turned as Keras' TensorFlow backend
     turns it (its state is int64; stateless ops under XLA want int32)."""
     return tf.cast(tf.math.floormod(seed_generator.next(), tf.int32.max - 1), tf.int32)
+
+
+def keep_masks(shapes, rate: float, seed, dtype) -> list:
+    """Dropout keep-masks (bool) of the given shapes (each a list of ints or scalar tensors),
+    every element kept with probability 1 - rate, all from one Philox draw of uniforms in `dtype`
+    (as TensorFlow's dropout draws them, in the dropped tensor's dtype) keyed by the int32 [2]
+    `seed` (module docstring: one draw instead of one per dropout).
+
+    >>> masks = keep_masks([[2, 3], [4]], 0.5, tf.constant([1, 2]), tf.float32)
+    >>> [tuple(mask.shape) for mask in masks], masks[0].dtype.name
+    ([(2, 3), (4,)], 'bool')
+    """
+    shapes = [tf.stack([tf.cast(dim, tf.int32) for dim in shape]) for shape in shapes]
+    sizes = [tf.reduce_prod(shape) for shape in shapes]
+    # Philox's key is the seed's two 32-bit halves and its counter starts at 0, as TensorFlow
+    # keys ThreeFry; Philox's rounds mix any key, so consecutive seeds give unrelated streams.
+    halves = tf.cast(seed, tf.uint32)
+    key = tf.bitwise.bitwise_or(tf.cast(halves[0], tf.uint64),
+                                tf.bitwise.left_shift(tf.cast(halves[1], tf.uint64), tf.constant(32, tf.uint64)))
+    uniform = tf.raw_ops.StatelessRandomUniformV2(
+        shape=tf.reshape(tf.add_n(sizes), [1]), key=tf.reshape(key, [1]), counter=tf.zeros([2], tf.uint64),
+        alg=PHILOX, dtype=dtype)
+    parts = tf.split(uniform, tf.stack(sizes), num=len(shapes))
+    return [tf.reshape(part, shape) >= tf.cast(rate, dtype) for part, shape in zip(parts, shapes)]
+
+
+def apply_keep_mask(x, keep, rate: float):
+    """Inverted dropout of `x` with a `keep_masks` mask: kept elements scaled by 1 / (1 - rate),
+    the others 0, computed as TensorFlow's dropout computes them."""
+    return tf.where(keep, x * tf.cast(1.0 / (1.0 - rate), x.dtype), tf.zeros([], x.dtype))
 
 
 @keras.saving.register_keras_serializable(package="electra_tf")

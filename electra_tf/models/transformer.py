@@ -2,8 +2,10 @@
 
 `TransformerLayer` is keras-hub's `TransformerEncoder` (post-LN, exact GELU) with its `call`
 rewritten; everything else is inherited. Its sublayers, variables, names, initializers and
-dropout seed generators are keras-hub's own, created in the same order, so checkpoints, the
-HuggingFace / TF1 name table (`interop/names.py`) and the random streams are unchanged.
+dropout seed generators are keras-hub's own, created in the same order, so checkpoints and the
+HuggingFace / TF1 name table (`interop/names.py`) are unchanged. Its dropout masks are not
+keras-hub's: the three dropouts of a call take their masks from one draw (`dropout.keep_masks`,
+for fewer GPU kernels and a smaller XLA program; the deviation is named in dropout.py).
 
 Why rewrite `call`: start-up. Through Keras' layer calls, each of the 24 layers of
 ELECTRA-Small (12 discriminator, 12 generator) is traced separately, forward and backward,
@@ -28,10 +30,9 @@ calls to XLA's HLO costs what tracing them saves (2 CPU cores, the first step of
 docs/results.md), so it was not taken.
 
 The arithmetic is the Keras ops keras-hub's sublayers call, in the same order (the same
-einsum equations, masked softmax, LayerNorm, dropout drawn from the same seed generators, with
-the algorithm that Keras leaves to TensorFlow named: the same numbers, a smaller XLA program;
-`dropout.py`):
-with the same weights the outputs are bit-identical to `keras_hub.layers.TransformerEncoder`'s.
+einsum equations, masked softmax, LayerNorm, dropout applied as TensorFlow's):
+with the same weights (and in training the same dropout masks) the outputs are bit-identical to
+`keras_hub.layers.TransformerEncoder`'s.
 Gradients agree to float32 rounding, not to the bit: grappler optimizes the separate forward
 and backward bodies a little differently than one inlined graph (with the calls inlined a
 single layer's gradients were bit-identical, a deep stack's still not, and start-up was about
@@ -58,7 +59,7 @@ import keras_hub
 import tensorflow as tf
 from keras import ops
 
-from electra_tf.models.dropout import draw_seed, stateless_dropout
+from electra_tf.models.dropout import apply_keep_mask, draw_seed, keep_masks
 
 
 def attention_mask(padding_mask):
@@ -94,13 +95,11 @@ class TransformerLayer(keras_hub.layers.TransformerEncoder):
             raise ValueError("TransformerLayer: `padding_mask` is required.")
         mask = padding_mask if padding_mask.shape.rank == 4 else attention_mask(padding_mask)
         attention = self._self_attention_layer
-        dropout_layers = (attention._dropout_layer, self._self_attention_dropout, self._feedforward_dropout)
         training = bool(training) and self.dropout > 0
-        if training:
-            # One draw per dropout layer and call, as Keras' Dropout draws it.
-            seeds = tf.stack([draw_seed(layer.seed_generator) for layer in dropout_layers])
-        else:
-            seeds = tf.zeros([3, 2], tf.int32)
+        # One draw per call for the layer's three dropouts (dropout.keep_masks), seeded by the
+        # attention dropout's generator; the other two dropouts' generators stay in the layer
+        # (keras-hub's variables, so checkpoints keep their layout) but are not advanced.
+        seed = draw_seed(attention._dropout_layer.seed_generator) if training else tf.zeros([2], tf.int32)
         weights = [
             tf.convert_to_tensor(variable) for variable in (
                 attention._query_dense.kernel, attention._query_dense.bias,
@@ -116,21 +115,27 @@ class TransformerLayer(keras_hub.layers.TransformerEncoder):
             block = post_ln_block
         else:
             block = _BLOCK_NOT_INLINED if training else _BLOCK_INLINED
-        return block(inputs, mask, seeds, weights, num_heads=self.num_heads, dropout=float(self.dropout),
+        return block(inputs, mask, seed, weights, num_heads=self.num_heads, dropout=float(self.dropout),
                      epsilon=float(self.layer_norm_epsilon), training=training)
 
 
-def post_ln_block(x, mask, seeds, weights, num_heads, dropout, epsilon, training):
+def post_ln_block(x, mask, seed, weights, num_heads, dropout, epsilon, training):
     """BERT's post-LN block: x + Dropout(Attention(x)) -> LN -> + Dropout(FFN) -> LN.
 
-    x: [B, L, H] in the compute dtype; mask: bool [B, 1, 1, L]; seeds: int32 [3, 2] for the
-    three dropouts (attention probabilities, attention output, FFN output). Each step is the
-    Keras op the corresponding keras-hub sublayer calls, with the same einsum equations.
+    x: [B, L, H] in the compute dtype; mask: bool [B, 1, 1, L]; seed: int32 [2], the one draw of
+    the three dropouts' masks (attention probabilities, attention output, FFN output). Each
+    step is the Keras op the corresponding keras-hub sublayer calls, with the same einsum
+    equations.
     """
     (query_kernel, query_bias, key_kernel, key_bias, value_kernel, value_bias, output_kernel, output_bias,
      attention_gamma, attention_beta, intermediate_kernel, intermediate_bias, ffn_kernel, ffn_bias,
      ffn_gamma, ffn_beta) = weights
     head_size = x.shape[-1] // num_heads
+    if training:
+        batch, length = tf.shape(x)[0], tf.shape(x)[1]
+        probabilities_keep, attended_keep, output_keep = keep_masks(
+            [[batch, num_heads, length, length], [batch, length, x.shape[-1]], [batch, length, x.shape[-1]]],
+            dropout, seed, x.dtype)
 
     def heads(kernel, bias):  # MultiHeadAttention's query/key/value EinsumDense: [B, L, heads, head_size]
         return ops.add(ops.einsum("abc,cde->abde", x, kernel), bias)
@@ -144,17 +149,17 @@ def post_ln_block(x, mask, seeds, weights, num_heads, dropout, epsilon, training
     scores = ops.where(mask, scores, -3e4 if x.dtype == tf.float16 else -1e9)
     probabilities = ops.where(mask, ops.softmax(scores, axis=-1), 0.0)
     if training:
-        probabilities = stateless_dropout(probabilities, dropout, seeds[0])
+        probabilities = apply_keep_mask(probabilities, probabilities_keep, dropout)
     context = ops.einsum("acbe,aecd->abcd", probabilities, value)  # [B, L, heads, head_size]
     attended = ops.add(ops.einsum("abcd,cde->abe", context, output_kernel), output_bias)
     if training:
-        attended = stateless_dropout(attended, dropout, seeds[1])
+        attended = apply_keep_mask(attended, attended_keep, dropout)
     x = ops.layer_normalization(attended + x, attention_gamma, attention_beta, axis=-1, epsilon=epsilon)
 
     intermediate = ops.gelu(ops.add(ops.matmul(x, intermediate_kernel), intermediate_bias), approximate=False)
     output = ops.add(ops.matmul(intermediate, ffn_kernel), ffn_bias)
     if training:
-        output = stateless_dropout(output, dropout, seeds[2])
+        output = apply_keep_mask(output, output_keep, dropout)
     return ops.layer_normalization(output + x, ffn_gamma, ffn_beta, axis=-1, epsilon=epsilon)
 
 

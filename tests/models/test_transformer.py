@@ -5,6 +5,7 @@ import pytest
 import tensorflow as tf
 
 from electra_tf.models import transformer
+from electra_tf.models.dropout import apply_keep_mask, draw_seed, keep_masks
 from electra_tf.models.transformer import TransformerLayer, attention_mask
 
 HIDDEN, HEADS, INTERMEDIATE = 32, 4, 48
@@ -47,21 +48,59 @@ def _assert_gradients_close(layer, gradients, expected_gradients, rtol):
                                    err_msg=variable.path)
 
 
+def _with_masks_of(layer, reference):
+    """Make keras-hub's three dropouts in `reference` apply the masks `layer` draws in its next
+    call (dropout.keep_masks from its attention dropout's seed, whose generator starts where
+    the reference's does), so the two layers' outputs can be compared in training."""
+    generator = reference._self_attention_layer._dropout_layer.seed_generator
+    dropouts = (reference._self_attention_layer._dropout_layer, reference._self_attention_dropout,
+                reference._feedforward_dropout)
+
+    def before_call(x):
+        batch, length, hidden = x.shape
+        masks = iter(keep_masks([[batch, HEADS, length, length], [batch, length, hidden], [batch, length, hidden]],
+                                layer.dropout, draw_seed(generator), tf.as_dtype(layer.compute_dtype)))
+        for dropout_layer in dropouts:
+            dropout_layer.call = lambda inputs, training=False, keep=next(masks): (
+                apply_keep_mask(inputs, keep, layer.dropout) if training else inputs)
+
+    return before_call
+
+
 @pytest.mark.parametrize("training", [True, False])
 def test_same_as_keras_hub_layer(training):
     """Same variables (paths, initial values), and call after call the same outputs to the
-    last bit and the same gradients to rounding as keras-hub's TransformerEncoder: checkpoints,
-    interop and the dropout streams are unchanged by the rewrite."""
+    last bit and the same gradients to rounding as keras-hub's TransformerEncoder: checkpoints
+    and interop are unchanged by the rewrite. In training the random numbers differ by design
+    (one draw per layer, dropout.py): keras-hub's dropouts are given the layer's masks."""
     ours, reference = _layer(TransformerLayer), _layer(keras_hub.layers.TransformerEncoder)
     assert [v.path for v in ours.weights] == [v.path for v in reference.weights]
     for a, b in zip(ours.weights, reference.weights):
         np.testing.assert_array_equal(a.numpy(), b.numpy())
     x, padding_mask = _inputs()
-    for _ in range(2):  # the second call checks the dropout seeds advance alike
+    use_our_masks = _with_masks_of(ours, reference)
+    for _ in range(2):  # the second call checks the seeds advance alike
         outputs, gradients = _output_and_gradients(ours, x, padding_mask, training)
+        if training:
+            use_our_masks(x)
         expected_outputs, expected_gradients = _output_and_gradients(reference, x, padding_mask, training)
         np.testing.assert_array_equal(outputs.numpy(), expected_outputs.numpy())
         _assert_gradients_close(ours, gradients, expected_gradients, rtol=1e-5)
+
+
+def test_one_draw_per_layer_keeps_each_element_at_the_rate():
+    """The three masks of one draw: about 1 - rate kept in each, and unrelated to each other (the
+    two [B, L, H] masks agree where independent masks would, about 82% for rate 0.1)."""
+    rate = 0.1
+    masks = [m.numpy() for m in keep_masks([[8, 4, 64, 64], [8, 64, 96], [8, 64, 96]], rate,
+                                           tf.constant([5, 9], tf.int32), tf.float32)]
+    for mask in masks:
+        assert abs(mask.mean() - (1 - rate)) < 0.01
+    agreement = (masks[1] == masks[2]).mean()
+    assert abs(agreement - ((1 - rate) ** 2 + rate ** 2)) < 0.01
+    # Consecutive seeds (a generator's next draws) give unrelated masks too.
+    following = keep_masks([[8, 64, 96]], rate, tf.constant([5, 10], tf.int32), tf.float32)[0].numpy()
+    assert abs((masks[1] == following).mean() - ((1 - rate) ** 2 + rate ** 2)) < 0.01
 
 
 def test_dropout_only_in_training():
@@ -112,6 +151,7 @@ def test_mixed_precision_matches_keras_hub():
     reference = _layer(keras_hub.layers.TransformerEncoder, dtype="mixed_bfloat16")
     x, padding_mask = _inputs()
     outputs, gradients = _output_and_gradients(ours, x, padding_mask, True)
+    _with_masks_of(ours, reference)(x)  # in bfloat16, as the layer draws them
     expected_outputs, expected_gradients = _output_and_gradients(reference, x, padding_mask, True)
     assert outputs.dtype == expected_outputs.dtype == tf.bfloat16
     np.testing.assert_array_equal(outputs.numpy(), expected_outputs.numpy())
