@@ -31,7 +31,8 @@ It is a proxy, not the GPU's own count. Differences, each deliberate or forced:
   rejects; they are passed as same-shape reshapes (value identities; XLA inserts the copies it
   needs itself).
 Measured for ELECTRA-Small at 128 x 128, mixed_bfloat16 (2026-11-26, docs/results.md): 3,011
-launches against 3,441 + 178 on the GPU.
+launches against 3,441 + 178 on the GPU, the same code; 2,567 since each transformer layer draws
+its dropout masks at once (`models/dropout.py`).
 
 Running it costs a minute of tracing and lowering and a minute or more of XLA's GPU
 compile on 2 CPU cores; nothing here runs on a GPU.
