@@ -63,7 +63,8 @@ def keep_masks(shapes, rate: float, seed, dtype) -> list:
     >>> [tuple(mask.shape) for mask in masks], masks[0].dtype.name
     ([(2, 3), (4,)], 'bool')
     """
-    shapes = [tf.stack([tf.cast(dim, tf.int32) for dim in shape]) for shape in shapes]
+    # int64: the three masks of a large layer can hold more than 2^31 elements together.
+    shapes = [tf.stack([tf.cast(dim, tf.int64) for dim in shape]) for shape in shapes]
     sizes = [tf.reduce_prod(shape) for shape in shapes]
     # Philox's key is the seed's two 32-bit halves and its counter starts at 0, as TensorFlow
     # keys ThreeFry; Philox's rounds mix any key, so consecutive seeds give unrelated streams.
