@@ -126,16 +126,15 @@ def launch_summary(launches, top: int = 12) -> list[str]:
     `top` TensorFlow op families."""
     from step_profile import KERNEL_SOURCES, kernel_source
 
+    by_part = collections.Counter(kernel_source(launch.op) for launch in launches)
+    sections = (("by kind", collections.Counter(launch.kind for launch in launches).most_common()),
+                ("by part of the step", [(source, by_part[source]) for source in KERNEL_SOURCES]),
+                (f"by TensorFlow op (top {top})",
+                 collections.Counter(op_family(launch.op) for launch in launches).most_common(top)))
     lines = [f"{len(launches):,} launches per step"]
-    for title, counts in (("by kind", collections.Counter(launch.kind for launch in launches)),
-                          ("by part of the step", collections.Counter(kernel_source(launch.op)
-                                                                      for launch in launches)),
-                          (f"by TensorFlow op (top {top})", collections.Counter(op_family(launch.op)
-                                                                                for launch in launches))):
+    for title, rows in sections:
         lines.append(f"  {title}:")
-        ordered = ([(source, counts[source]) for source in KERNEL_SOURCES] if title == "by part of the step"
-                   else counts.most_common(top))
-        lines += [f"    {name:52} {count:6,}" for name, count in ordered]
+        lines += [f"    {name:52} {count:6,}" for name, count in rows]
     return lines
 
 

@@ -37,7 +37,6 @@ import keras
 import tensorflow as tf
 
 RNG_ALGORITHM = "philox"
-PHILOX = 1  # TensorFlow's Algorithm.PHILOX, as its raw random ops take it
 
 
 def stateless_dropout(x, rate: float, seed):
@@ -73,7 +72,7 @@ def keep_masks(shapes, rate: float, seed, dtype) -> list:
                                 tf.bitwise.left_shift(tf.cast(halves[1], tf.uint64), tf.constant(32, tf.uint64)))
     uniform = tf.raw_ops.StatelessRandomUniformV2(
         shape=tf.reshape(tf.add_n(sizes), [1]), key=tf.reshape(key, [1]), counter=tf.zeros([2], tf.uint64),
-        alg=PHILOX, dtype=dtype)
+        alg=tf.random.Algorithm.PHILOX.value, dtype=dtype)
     parts = tf.split(uniform, tf.stack(sizes), num=len(shapes))
     return [tf.reshape(part, shape) >= tf.cast(rate, dtype) for part, shape in zip(parts, shapes)]
 
