@@ -145,8 +145,12 @@ def _interrupt_after(argv, marker: str, tmp_path):
     import sys
     import time
 
+    # A terminal's command starts with SIGINT's default action. A suite started in the background
+    # of a script (`pytest &`) inherits SIGINT ignored, and Python keeps an ignored SIGINT
+    # ignored: the command is given the default back, as a terminal would.
     process = subprocess.Popen([sys.executable, "-m", *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               text=True, start_new_session=True, cwd=tmp_path)
+                               text=True, start_new_session=True, cwd=tmp_path,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     seen = ""
     while marker not in seen:
         line = process.stderr.readline()
