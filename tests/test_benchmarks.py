@@ -157,8 +157,9 @@ def test_every_command_of_the_gpu_checks_parses(tmp_path, monkeypatch):
     log = tmp_path / "argv.jsonl"
     env = {**os.environ, "PYTHON": str(recorder), "PEER_PYTHON": str(recorder), "ARGV_LOG": str(log),
            "OUT": str(tmp_path / "out")}
-    expected = {"all": {"electra_tf", "electra_tf.pretrain", "runtime_matrix.py", "pretrain_step.py"},
-                "next": {"pretrain_step.py", "electra_tf.pretrain"}, "flags": {"first_step.py"},
+    expected = {"all": {"electra_tf", "electra_tf.pretrain", "runtime_matrix.py", "pretrain_step.py",
+                        "compile_stages.py"},
+                "next": {"pretrain_step.py", "compile_stages.py", "electra_tf.pretrain"}, "flags": {"first_step.py"},
                 "float16": {"float16_overflow.py"}, "baseline": {"first_step.py"},
                 "checkpoints": {"electra_tf.pretrain"}}
     for part, scripts in expected.items():
@@ -330,3 +331,50 @@ def test_gpu_kernels_passes_copies_to_the_gpu_compiler_as_reshapes():
     rewritten, copies = gpu_kernels.hlo_copies_as_reshapes(module.SerializeToString())
     opcodes = [i.opcode for i in hlo_pb2.HloModuleProto.FromString(rewritten).computations[0].instructions]
     assert copies == 2 and opcodes == ["parameter", "reshape", "add", "reshape"]
+
+
+def test_compile_stages_times_each_part_of_a_first_call_from_tensorflows_log():
+    """Lines as TensorFlow 2.21 logged a rerun's load on CPU (shortened), a small compile between
+    them, and a fresh compile with a clock-time prefix."""
+    compile_stages = load_benchmark("compile_stages")
+    signature = "__inference_train_step_7[_XlaMustCompile=true,config_proto=1]"
+    rerun = f"""I0000 00:00:100.000000   12 xla_compiler.cc:820] XlaCompiler::CompileFunction {signature}
+I0000 00:00:101.050000   12 xla_compiler.cc:899] ====================================================
+I0000 00:00:101.060000   12 xla_compiler.cc:1519] Executing graph symbolically to populate XlaBuilder.: {signature}
+I0000 00:00:101.100000   12 xla_compiler.cc:820] XlaCompiler::CompileFunction __inference_body_3[x]
+I0000 00:00:101.110000   12 xla_compiler.cc:899] ====================================================
+I0000 00:00:101.120000   12 xla_compiler.cc:1519] Executing graph symbolically to populate XlaBuilder.: body
+I0000 00:00:101.130000   12 xla_compiler.cc:229] Building new computation
+I0000 00:00:101.140000   12 xla_compiler.cc:923] ====================================================
+W0000 00:00:102.000000   12 some_pass.cc:1] unrelated
+I0000 00:00:102.890000   12 xla_compiler.cc:229] Building new computation
+I0000 00:00:103.070000   12 xla_compiler.cc:923] ====================================================
+I0000 00:00:103.830000   12 device_executable_persistor.h:360] Try loading serialized cache entry:{signature}
+I0000 00:00:103.960000   12 device_executable_persistor.h:371] Loading cached entry for: {signature}
+I0000 00:00:107.340000   12 device_compiler.h:538] Compilation of XLA executable time: 7.34 s (7340000 us)
+I0000 00:00:108.000000   12 xla_compiler.cc:820] XlaCompiler::CompileFunction __inference_tiny_4[x]
+I0000 00:00:108.100000   12 device_compiler.h:538] Compilation of XLA executable time: 0.10 s
+""".splitlines()
+    found = compile_stages.compiles(rerun)
+    assert [c["function"] for c in found] == ["__inference_train_step_7", "__inference_tiny_4"]
+    stages = dict(found[0]["stages"])
+    # A loop body's lowering inside the step's stays in the step's lowering stage.
+    assert abs(found[0]["total"] - 7.34) < 1e-6
+    assert [round(s, 2) for s in stages.values()] == [1.06, 1.83, 0.18, 0.76, 0.13, 3.38]
+    assert list(stages)[3] == "hash the HLO (the cache's key)"
+    assert list(stages)[-1] == "load the cached executable"
+    table = compile_stages.format_compiles(found)
+    assert table.startswith("__inference_train_step_7: 7.34 s") and "(1 more under 0.5 s each)" in table
+
+    fresh = """I1127 23:59:58.500000   12 xla_compiler.cc:820] XlaCompiler::CompileFunction __inference_step_1[x]
+I1127 23:59:59.000000   12 xla_compiler.cc:1519] Executing graph symbolically to populate XlaBuilder.: x
+I1128 00:00:01.000000   12 xla_compiler.cc:229] Building new computation
+I1128 00:00:01.500000   12 xla_compiler.cc:923] ====================================================
+I1128 00:00:01.600000   12 device_executable_persistor.h:360] Try loading serialized cache entry:x
+I1128 00:01:01.600000   12 device_executable_persistor.h:392] Serializing and saving cache entry: x
+I1128 00:01:01.700000   12 device_compiler.h:538] Compilation of XLA executable time: 63.20 s
+""".splitlines()
+    (only,) = compile_stages.compiles(fresh)  # across midnight: the clock's wrap is not a negative stage
+    assert [(stage.split()[0], round(seconds, 2)) for stage, seconds in only["stages"]] == [
+        ("prepare", 0.5), ("lower", 2.0), ("build", 0.5), ("hash", 0.1), ("read", 60.0), ("write", 0.1)]
+    assert compile_stages.format_compiles([]).startswith("no XLA compile in the log")

@@ -1,0 +1,112 @@
+"""Where a compiled step's first call spends its time, read from TensorFlow's own log.
+
+    TF_CPP_MIN_LOG_LEVEL=0 TF_CPP_VMODULE=xla_compiler=1,device_compiler=1,device_executable_persistor=1 \\
+        python benchmarks/startup.py --xla 2> tf.log
+    python benchmarks/compile_stages.py tf.log
+
+`startup.py` times a first call as a whole: XLA's lowering and compile, or the cached program's
+load, and the step. With the three modules' log on (level 1), TensorFlow logs a line as each part
+begins; this script reads their timestamps and prints each part's duration, for every XLA program
+the process compiled or loaded (the longest first):
+
+- preparing the function for lowering: from `XlaCompiler::CompileFunction` to the graph's
+  symbolic execution (TensorFlow's function instantiation and graph passes);
+- lowering to HLO: each op's XLA kernel runs once, symbolically (grows with the traced ops);
+- hashing the HLO, the persistent cache's key;
+- reading the cache file, then loading the cached executable (a rerun); or, with no file there,
+  XLA's compile, then writing the program to the cache (a fresh process).
+
+The step itself comes after; `startup.py`'s first call minus these is the first step's run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+
+# absl's prefix: severity, MMDD (or 0000), HH:MM:SS.us (TensorFlow 2.21 prints 00:00:<unix seconds>),
+# thread id, file:line].
+LOG_LINE = re.compile(r"^[IWEF](\d{4}) (\d\d):(\d\d):(\d+(?:\.\d+)?)\s+\d+ ([\w.]+:\d+)\] (.*)$")
+
+# (what the line says, the stage that begins with it)
+MARKERS = (
+    ("XlaCompiler::CompileFunction", "prepare the function for lowering"),
+    ("Executing graph symbolically", "lower the graph to HLO"),
+    ("Building new computation", "build the XLA computation"),
+    ("Try loading serialized cache entry", "read the cache file (none there: XLA's compile)"),
+    ("Loading cached entry for", "load the cached executable"),
+    ("Serializing and saving cache entry", "write the program to the cache"),
+)
+LOWERED = "hash the HLO (the cache's key)"  # begins with the banner that closes the lowering
+END = "Compilation of XLA executable time"
+
+
+def timestamp(match) -> float:
+    """Seconds: TensorFlow's prefix is either MMDD and a clock time or 0000 00:00:<unix seconds>.
+    A run across midnight keeps counting (a month counts 31 days: only differences are used)."""
+    month, day = int(match.group(1)[:2]), int(match.group(1)[2:])
+    hours, minutes, seconds = int(match.group(2)), int(match.group(3)), float(match.group(4))
+    return ((month * 31 + day) * 24 + hours) * 3600 + minutes * 60 + seconds
+
+
+def compiles(lines) -> list[dict]:
+    """Each compile or load in the log: {"function", "stages": [(stage, seconds)], "total"}.
+
+    The lowering of a function lowers the functions it calls (loop bodies, branches) with their
+    own `CompileFunction` lines; a stack of them keeps those inside their caller's stage."""
+    found, current, stack = [], None, []
+    for line in lines:
+        match = LOG_LINE.match(line.rstrip("\n"))
+        if not match:
+            continue
+        when, message = timestamp(match), match.group(6)
+        stage = next((stage for text, stage in MARKERS if message.startswith(text)), None)
+        if message.startswith("XlaCompiler::CompileFunction"):
+            if current is None:
+                words = message.split()
+                current = {"function": words[1].split("[")[0] if len(words) > 1 else "?", "marks": []}
+            stack.append({"built": False})
+        if current is None:
+            continue
+        if stack and message.startswith("Building new computation"):
+            stack[-1]["built"] = True
+        if stack and message.startswith("=====") and stack[-1]["built"]:
+            stack.pop()  # the banner that closes a function's lowering
+            stage = None if stack else LOWERED
+        outermost = len(stack) <= 1
+        if stage and outermost and stage not in (s for s, _ in current["marks"]):
+            current["marks"].append((stage, when))
+        if message.startswith(END):
+            marks = current["marks"]
+            stages = [(stage, (marks[i + 1][1] if i + 1 < len(marks) else when) - start)
+                      for i, (stage, start) in enumerate(marks)]
+            found.append({"function": current["function"], "stages": stages, "total": when - marks[0][1]})
+            current, stack = None, []
+    return found
+
+
+def format_compiles(found, minimum_seconds: float = 0.5) -> str:
+    rows = []
+    for compiled in sorted(found, key=lambda c: -c["total"]):
+        if compiled["total"] < minimum_seconds:
+            continue
+        rows.append(f"{compiled['function']}: {compiled['total']:.2f} s")
+        rows += [f"  {stage:<70} {seconds:7.2f} s" for stage, seconds in compiled["stages"]]
+    skipped = sum(1 for c in found if c["total"] < minimum_seconds)
+    if skipped:
+        rows.append(f"({skipped} more under {minimum_seconds} s each)")
+    return "\n".join(rows) if rows else "no XLA compile in the log: was TF_CPP_VMODULE set (see the docstring)?"
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("log", help="the stderr of a process run with the docstring's TF_CPP_VMODULE")
+    args = parser.parse_args(argv)
+    with open(args.log, errors="replace") as log:
+        print(format_compiles(compiles(log)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
