@@ -68,8 +68,9 @@ first_step() {
   fi
   rm -rf "$cache"
   # Fresh: an empty compile cache, so the first step compiles; the peer and the matmul peaks in the same process.
-  # TensorFlow's log of the first call's parts goes to *_tf_log.txt; compile_stages.py times them.
-  ELECTRA_TF_COMPILE_CACHE=$cache TF_CPP_MIN_LOG_LEVEL=0 TF_CPP_VMODULE=$stages_log \
+  # TensorFlow's log of the first call's parts goes to *_tf_log.txt (compile_stages.py times them), the
+  # results to the terminal and *.txt as they are printed (unbuffered: a timeout keeps what came before it).
+  ELECTRA_TF_COMPILE_CACHE=$cache PYTHONUNBUFFERED=1 TF_CPP_MIN_LOG_LEVEL=0 TF_CPP_VMODULE=$stages_log \
     timeout "${FRESH_SECONDS:-300}" $py benchmarks/pretrain_step.py --sizes small \
     --batch 128 --precisions "$precision" --xla on --steps 30 --warmup 5 --peer --peer_python "$peer" \
     2> "$out/fresh_tf_log.txt" | tee "$out/fresh.txt"
@@ -78,7 +79,7 @@ first_step() {
   echo "cache after the fresh process: $(find "$cache" -type f | wc -l) file(s)"
   # Rerun: the same command's step, loaded from the cache; then 5 more steps under the profiler: where the
   # GPU's time goes (kernels, idle gaps, time by kind: step_profile.kernel_summary), toward the 3x goal.
-  ELECTRA_TF_COMPILE_CACHE=$cache TF_CPP_MIN_LOG_LEVEL=0 TF_CPP_VMODULE=$stages_log timeout 150 \
+  ELECTRA_TF_COMPILE_CACHE=$cache PYTHONUNBUFFERED=1 TF_CPP_MIN_LOG_LEVEL=0 TF_CPP_VMODULE=$stages_log timeout 150 \
     $py benchmarks/pretrain_step.py --sizes small --batch 128 --precisions "$precision" --xla on --steps 30 \
     --warmup 5 --profile 5 2> "$out/rerun_tf_log.txt" | tee "$out/rerun.txt"
   grep -v '^[IW][0-9]' "$out/rerun_tf_log.txt" | tail -20
