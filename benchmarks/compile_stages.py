@@ -27,7 +27,7 @@ import sys
 
 # absl's prefix: severity, MMDD (or 0000), HH:MM:SS.us (TensorFlow 2.21 prints 00:00:<unix seconds>),
 # thread id, file:line].
-LOG_LINE = re.compile(r"^[IWEF](\d{4}) (\d\d):(\d\d):(\d+(?:\.\d+)?)\s+\d+ ([\w.]+:\d+)\] (.*)$")
+LOG_LINE = re.compile(r"^[IWEF](\d{4}) (\d\d):(\d\d):(\d+(?:\.\d+)?)\s+\d+ [\w.]+:\d+\] (.*)$")
 
 # (what the line says, the stage that begins with it)
 MARKERS = (
@@ -54,24 +54,25 @@ def compiles(lines) -> list[dict]:
     """Each compile or load in the log: {"function", "stages": [(stage, seconds)], "total"}.
 
     The lowering of a function lowers the functions it calls (loop bodies, branches) with their
-    own `CompileFunction` lines; a stack of them keeps those inside their caller's stage."""
+    own `CompileFunction` lines; a stack of the functions being lowered (each: whether its
+    computation is built yet) keeps those inside their caller's stage."""
     found, current, stack = [], None, []
     for line in lines:
         match = LOG_LINE.match(line.rstrip("\n"))
         if not match:
             continue
-        when, message = timestamp(match), match.group(6)
+        when, message = timestamp(match), match.group(5)
         stage = next((stage for text, stage in MARKERS if message.startswith(text)), None)
         if message.startswith("XlaCompiler::CompileFunction"):
             if current is None:
                 words = message.split()
                 current = {"function": words[1].split("[")[0] if len(words) > 1 else "?", "marks": []}
-            stack.append({"built": False})
+            stack.append(False)
         if current is None:
             continue
         if stack and message.startswith("Building new computation"):
-            stack[-1]["built"] = True
-        if stack and message.startswith("=====") and stack[-1]["built"]:
+            stack[-1] = True
+        if stack and message.startswith("=====") and stack[-1]:
             stack.pop()  # the banner that closes a function's lowering
             stage = None if stack else LOWERED
         outermost = len(stack) <= 1

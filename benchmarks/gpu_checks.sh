@@ -58,33 +58,33 @@ matrix() {
     runs/gpu_main/metrics.json runs/gpu_main/logs 2>/dev/null
 }
 
+# One pretrain_step.py process for ELECTRA-Small at 128 x 128 over the compile cache $2, NAME ($1) its files:
+# the results to the terminal and $out/NAME.txt as they are printed (unbuffered: a timeout keeps what came before
+# it), TensorFlow's log of the first call's parts to $out/NAME_tf_log.txt, timed by compile_stages.py.
+logged_step_run() {
+  local name=$1 cache=$2 seconds=$3; shift 3
+  ELECTRA_TF_COMPILE_CACHE=$cache PYTHONUNBUFFERED=1 TF_CPP_MIN_LOG_LEVEL=0 \
+    TF_CPP_VMODULE=xla_compiler=1,device_compiler=1,device_executable_persistor=1 \
+    timeout "$seconds" $py benchmarks/pretrain_step.py --sizes small --batch 128 --precisions "$precision" \
+    --xla on --steps 30 --warmup 5 "$@" 2> "$out/${name}_tf_log.txt" | tee "$out/$name.txt"
+  grep -v '^[IW][0-9]' "$out/${name}_tf_log.txt" | tail -20
+  $py benchmarks/compile_stages.py "$out/${name}_tf_log.txt" | tee -a "$out/$name.txt"
+  echo "cache after the $name process: $(find "$cache" -type f | wc -l) file(s)"
+}
+
 first_step() {
   # transformers' PyTorch ELECTRA runs in an interpreter with torch, without this environment's TensorFlow
   # paths (PEER_PYTHON; by default python3 with PYTHONPATH and LD_LIBRARY_PATH unset).
   local peer=${PEER_PYTHON:-/tmp/peer-python} cache=/tmp/gpu_checks_cache
-  local stages_log=xla_compiler=1,device_compiler=1,device_executable_persistor=1
   if [ -z "${PEER_PYTHON:-}" ]; then
     printf '#!/bin/sh\nexec env -u PYTHONPATH -u LD_LIBRARY_PATH python3 "$@"\n' > "$peer" && chmod +x "$peer"
   fi
   rm -rf "$cache"
   # Fresh: an empty compile cache, so the first step compiles; the peer and the matmul peaks in the same process.
-  # TensorFlow's log of the first call's parts goes to *_tf_log.txt (compile_stages.py times them), the
-  # results to the terminal and *.txt as they are printed (unbuffered: a timeout keeps what came before it).
-  ELECTRA_TF_COMPILE_CACHE=$cache PYTHONUNBUFFERED=1 TF_CPP_MIN_LOG_LEVEL=0 TF_CPP_VMODULE=$stages_log \
-    timeout "${FRESH_SECONDS:-300}" $py benchmarks/pretrain_step.py --sizes small \
-    --batch 128 --precisions "$precision" --xla on --steps 30 --warmup 5 --peer --peer_python "$peer" \
-    2> "$out/fresh_tf_log.txt" | tee "$out/fresh.txt"
-  grep -v '^[IW][0-9]' "$out/fresh_tf_log.txt" | tail -20
-  $py benchmarks/compile_stages.py "$out/fresh_tf_log.txt" | tee -a "$out/fresh.txt"
-  echo "cache after the fresh process: $(find "$cache" -type f | wc -l) file(s)"
+  logged_step_run fresh "$cache" "${FRESH_SECONDS:-300}" --peer --peer_python "$peer"
   # Rerun: the same command's step, loaded from the cache; then 5 more steps under the profiler: where the
   # GPU's time goes (kernels, idle gaps, time by kind: step_profile.kernel_summary), toward the 3x goal.
-  ELECTRA_TF_COMPILE_CACHE=$cache PYTHONUNBUFFERED=1 TF_CPP_MIN_LOG_LEVEL=0 TF_CPP_VMODULE=$stages_log timeout 150 \
-    $py benchmarks/pretrain_step.py --sizes small --batch 128 --precisions "$precision" --xla on --steps 30 \
-    --warmup 5 --profile 5 2> "$out/rerun_tf_log.txt" | tee "$out/rerun.txt"
-  grep -v '^[IW][0-9]' "$out/rerun_tf_log.txt" | tail -20
-  $py benchmarks/compile_stages.py "$out/rerun_tf_log.txt" | tee -a "$out/rerun.txt"
-  echo "cache after the rerun: $(find "$cache" -type f | wc -l) file(s)"
+  logged_step_run rerun "$cache" 150 --profile 5
 }
 
 float16() {
