@@ -11,10 +11,13 @@ batches, and ELECTRA-Small on 2 CPU cores skipped 4 (batch 128 without XLA, batc
 An overflow left at a scale of 2^-20 does not come from the scale. This computes the step's
 loss and gradients (`ElectraPretrainer._pretraining_gradients`, as a training step does,
 compiled by XLA or not) on `pretrain_step.py`'s synthetic batch at each scale, and prints per
-scale: the loss and its two terms, whether each is finite, how many gradient tensors hold a
-non-finite value and the first of them by name, in the order of the model's variables. A loss
-that is already non-finite points at the forward pass; finite losses with non-finite gradients
-at every scale point at the backward pass of the named variables' layers.
+scale: the loss and its two terms, which of the step's other outputs (logits, sampled tokens'
+logits) hold a non-finite value, how many gradient tensors hold one, how many of those belong to
+each network (generator, discriminator, the shared embeddings), and the first of them by name, in
+the order of the model's variables. A loss that is already non-finite points at the forward
+pass; finite outputs with non-finite gradients at every scale point at the backward pass of the
+named variables' layers. On a GPU, XLA compiles with the package's parallel compile (as the
+runs do) and memory grows as needed.
 """
 
 from __future__ import annotations
@@ -39,6 +42,8 @@ def diagnose(size: str, batch_size: int, xla: bool, scales=SCALES) -> list[dict]
 
     from electra_tf.pretraining.pretrainer import global_loss_counts
 
+    float_outputs = ("mlm_logits", "disc_logits")
+
     keras.backend.clear_session()
     keras.config.set_dtype_policy("mixed_float16")
     config, batch = benchmark_inputs(SIZES[size][0], batch_size)
@@ -49,18 +54,36 @@ def diagnose(size: str, batch_size: int, xla: bool, scales=SCALES) -> list[dict]
     @tf.function(jit_compile=xla)
     def loss_and_gradients(batch, seed):
         gradients, outputs = pretrainer._pretraining_gradients(batch, seed, global_loss_counts(batch))
-        finite = tf.stack([tf.reduce_all(tf.math.is_finite(tf.cast(g, tf.float32))) for g in gradients])
-        return outputs["loss"], outputs["masked_lm_loss"], outputs["disc_loss"], finite
+        finite = tf.stack([all_finite(g) for g in gradients])
+        outputs_finite = tf.stack([all_finite(outputs[name]) for name in float_outputs])
+        return outputs["loss"], outputs["masked_lm_loss"], outputs["disc_loss"], finite, outputs_finite
 
     rows = []
     for scale in scales:
         pretrainer.optimizer.dynamic_scale.assign(scale)
-        loss, mlm, disc, finite = (t.numpy() for t in loss_and_gradients(batch, tf.constant([1, 2], tf.int64)))
+        loss, mlm, disc, finite, outputs_finite = (
+            t.numpy() for t in loss_and_gradients(batch, tf.constant([1, 2], tf.int64)))
         bad = [name for name, ok in zip(names, finite) if not ok]
         rows.append({"scale": scale, "loss": float(loss), "mlm": float(mlm), "disc": float(disc),
-                     "nonfinite": len(bad), "of": len(names), "first": bad[:3]})
+                     "outputs_nonfinite": [name for name, ok in zip(float_outputs, outputs_finite) if not ok],
+                     "nonfinite": len(bad), "of": len(names), "by_part": count_by_part(bad), "first": bad[:6]})
     keras.config.set_dtype_policy("float32")
     return rows
+
+
+def all_finite(tensor):
+    import tensorflow as tf
+
+    return tf.reduce_all(tf.math.is_finite(tf.cast(tensor, tf.float32)))
+
+
+def count_by_part(paths: list[str]) -> dict[str, int]:
+    """Variable paths -> how many under each top-level layer (generator, discriminator, ...)."""
+    counts: dict[str, int] = {}
+    for path in paths:
+        part = path.split("/")[0]
+        counts[part] = counts.get(part, 0) + 1
+    return counts
 
 
 def main(argv=None) -> int:
@@ -69,15 +92,25 @@ def main(argv=None) -> int:
     parser.add_argument("--batch", type=int, default=128)
     parser.add_argument("--xla", nargs="+", default=["off", "on"], choices=["off", "on"])
     args = parser.parse_args(argv)
+    from electra_tf.runtime import use_parallel_gpu_compile
+
+    use_parallel_gpu_compile()  # before TensorFlow's first compile; the CPU backend ignores it
     import tensorflow as tf
+
+    for gpu in tf.config.list_physical_devices("GPU"):
+        tf.config.experimental.set_memory_growth(gpu, True)
 
     where = "GPU" if tf.config.list_physical_devices("GPU") else "CPU"
     print(f"{args.size}, batch {args.batch} x 128, mixed_float16, on the {where}")
-    print("| XLA | loss scale | loss | MLM | RTD | gradients not finite | first of them |\n|---|---|---|---|---|---|---|")
+    print(f"XLA_FLAGS: {os.environ.get('XLA_FLAGS', '')}")
+    print("| XLA | loss scale | loss | MLM | RTD | outputs not finite | gradients not finite | by network | "
+          "first of them |\n|---|---|---|---|---|---|---|---|---|")
     for xla in args.xla:
         for row in diagnose(args.size, args.batch, xla == "on"):
             print(f"| {xla} | {row['scale']:g} | {row['loss']:.4g} | {row['mlm']:.4g} | {row['disc']:.4g} | "
-                  f"{row['nonfinite']} of {row['of']} | {', '.join(row['first'])} |", flush=True)
+                  f"{', '.join(row['outputs_nonfinite']) or 'none'} | {row['nonfinite']} of {row['of']} | "
+                  f"{', '.join(f'{k} {v}' for k, v in row['by_part'].items())} | {', '.join(row['first'])} |",
+                  flush=True)
     return 0
 
 
