@@ -11,13 +11,19 @@ batches, and ELECTRA-Small on 2 CPU cores skipped 4 (batch 128 without XLA, batc
 An overflow left at a scale of 2^-20 does not come from the scale. This computes the step's
 loss and gradients (`ElectraPretrainer._pretraining_gradients`, as a training step does,
 compiled by XLA or not) on `pretrain_step.py`'s synthetic batch at each scale, and prints per
-scale: the loss and its two terms, which of the step's other outputs (logits, sampled tokens'
-logits) hold a non-finite value, how many gradient tensors hold one, how many of those belong to
-each network (generator, discriminator, the shared embeddings), and the first of them by name, in
+scale: the loss and its two terms, which of the step's logits (the generator's and the
+discriminator's) hold a non-finite value, how many gradient tensors hold one, how many of those
+belong to each network (generator, discriminator, the shared embeddings), and the first of them by name, in
 the order of the model's variables. A loss that is already non-finite points at the forward
 pass; finite outputs with non-finite gradients at every scale point at the backward pass of the
 named variables' layers. On a GPU, XLA compiles with the package's parallel compile (as the
-runs do) and memory grows as needed.
+runs do) and memory grows as needed; XLA_FLAGS are otherwise taken as given, so the runs' fix is
+not applied here unless named.
+
+Found with it (one H200, 2026-11-27): with XLA, 7-13 of the 402 gradients (the discriminator's
+attention query and value kernels, other layers in each call) were not finite at every scale;
+with `XLA_FLAGS=--xla_gpu_enable_triton_gemm=false` none at scales 1 and 2^-20. float16 runs
+under XLA on a GPU now set that flag (`electra_tf.runtime.use_float16_safe_gemms`).
 """
 
 from __future__ import annotations

@@ -14,7 +14,8 @@
 #                                              # what `auto` picks on compute capability >= 8.0): a fresh process
 #                                              # (empty compile cache) beside transformers' PyTorch, then a rerun
 #                                              # and a profile of 5 of its steps (needs CUPTI, libcupti.so.12)
-#   bash benchmarks/gpu_checks.sh float16      # where ELECTRA-Small's float16 gradients overflow (float16_overflow.py)
+#   bash benchmarks/gpu_checks.sh float16      # where ELECTRA-Small's float16 gradients overflow (float16_overflow.py;
+#                                              # with XLA, XLA_FLAGS=--xla_gpu_enable_triton_gemm=false is the fix)
 #   bash benchmarks/gpu_checks.sh baseline     # first_step.py with XLA's own one-core compile (minutes)
 #   bash benchmarks/gpu_checks.sh checkpoints  # the tiny preset, 600 steps, a checkpoint every 100: window rates
 #
@@ -109,9 +110,10 @@ first_step) first_step ;;
 float16) float16 ;;
 next)
   # Measured on one H200 (2026-11-26): the matrix (all 24 cells), float16 without XLA (as on CPU), and in a third
-  # session `next` itself and one set of `flags` (docs/results.md). Run again, `next`'s profile splits the kernels by
-  # the part of the step they came from (step_profile.source_summary) and the checkpoints' summary keeps the first
-  # pauses apart. float16 with XLA (FLOAT16_XLA=on bash benchmarks/gpu_checks.sh float16) is still to run.
+  # session `next` itself and one set of `flags`; in a fourth (2026-11-27) first_step with the first call's split
+  # and float16 with XLA, whose overflow was XLA's Triton GEMMs (docs/results.md). Run again, `next`'s profile
+  # prints the op scopes its kernel annotations hold (step_profile.op_prefixes: the split by source read every
+  # kernel as the forward pass) and the checkpoints' summary keeps the first pauses apart.
   first_step; checkpoints ;;
 flags)
   timeout 560 $py benchmarks/first_step.py --size small --batch 128 --precision "$precision" --steps 20 \

@@ -305,6 +305,14 @@ def main(argv=None) -> int:
     import tensorflow as tf
 
     cache, gpus = benchmark_session()
+    if gpus and "mixed_float16" in args.precisions and "on" in args.xla:
+        # As runs do (runtime.resolve_runtime): XLA's Triton GEMMs made non-finite float16 gradients.
+        # XLA reads its flags once, so this process's other compiled rows run without them too.
+        from electra_tf.runtime import use_float16_safe_gemms
+
+        added = use_float16_safe_gemms()
+        print(f"float16 under XLA: {' '.join(added) or 'XLA_FLAGS already names Triton GEMMs'} "
+              f"(for every XLA row of this process; compare other precisions in a process of their own)")
     where = ", ".join(tf.config.experimental.get_device_details(gpu).get("device_name", gpu.name) for gpu in gpus)
     print(f"TensorFlow {tf.__version__}, {os.cpu_count()} CPU(s), {where or 'no GPU'}, intra-op threads "
           f"{tf.config.threading.get_intra_op_parallelism_threads() or 'default'}; XLA compile cache: {cache or 'off'}")

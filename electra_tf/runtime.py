@@ -9,8 +9,9 @@ so the decisions are visible in the run summary and testable without the hardwar
 - precision `auto`: mixed_bfloat16 on TPUs and on GPUs of compute capability 8.0 or later
   (Ampere, Hopper: bfloat16 tensor cores), mixed_float16 (dynamic loss scaling) on older GPUs.
   bfloat16 has float32's range, so nothing overflows and no batch is skipped; on one H200 the
-  ELECTRA-Small step in float16 made no update at all (every batch overflowed, at every loss
-  scale; cause open, docs/results.md "GPUs"), while its tiny preset trained. On
+  ELECTRA-Small step in float16 with XLA made no update at all: XLA's Triton GEMM fusions
+  returned non-finite gradients at every loss scale, so float16 under XLA on a GPU compiles its
+  matmuls with cuBLAS instead (`use_float16_safe_gemms`; docs/results.md "GPUs"). On
   CPU, mixed_bfloat16 for a model of ELECTRA-Small's width or wider on a CPU with native
   bfloat16 instructions (AVX512_BF16 or AMX-BF16), where a step measured 1.24x (Small) and 1.40x
   (Base) faster and Small's pre-training learned as in float32 (docs/results.md,
@@ -116,6 +117,11 @@ def resolve_runtime(strategy: str = "auto", precision: str = "auto", xla: bool |
     if use_xla is None:
         use_xla = accelerator in ("gpu", "tpu")
         notes.append(f"XLA {'on' if use_xla else 'off'} by default on {accelerator.upper()}")
+    if accelerator == "gpu" and use_xla and chosen_precision == "mixed_float16":
+        # Before the devices are listed below, so before any compile reads XLA_FLAGS.
+        kept = not use_float16_safe_gemms(environ)
+        notes.append("float16 under XLA: Triton GEMMs " + ("as XLA_FLAGS sets them" if kept else
+                     "off, cuBLAS instead (they made non-finite float16 gradients on an H200)"))
     # Listing logical devices starts TensorFlow's runtime, after which a MultiWorkerMirroredStrategy
     # can no longer configure its collectives ("must be configured at program startup").
     devices = ([] if chosen == "multi_worker" else
@@ -190,10 +196,33 @@ def use_parallel_gpu_compile(environ=None) -> list[str]:
     (so `XLA_FLAGS=--xla_gpu_enable_llvm_module_compilation_parallelism=false` restores XLA's
     own one-core compile); returns the flags added. Like the compile cache, it must run before
     TensorFlow first compiles: XLA reads XLA_FLAGS once (`use_compile_cache` calls it)."""
+    return _add_xla_flags(parallel_gpu_compile_flags(), environ)
+
+
+# float16 under XLA on a GPU: XLA's Triton GEMM fusions made non-finite gradients. One H200
+# (2026-11-27, TensorFlow 2.21.0, benchmarks/float16_overflow.py): ELECTRA-Small's step at batch
+# 128 returned finite losses and logits but 7-13 of its 402 gradients not finite (the
+# discriminator's attention query and value kernels, different layers in each call) at every
+# loss scale from 2^15 down to 2^-20, so dynamic loss scaling skipped every step. With
+# `--xla_gpu_enable_triton_gemm=false` (cuBLAS for every matmul) the same call's gradients were
+# finite at scales 1 and 2^-20, as without XLA and as on CPU, and `pretrain_step.py` skipped 1
+# of 35 steps (the loss scale's first calibration). Turning split-K off instead did not help.
+# bfloat16 runs keep Triton's GEMMs: they trained there, with nothing skipped.
+FLOAT16_GPU_XLA_FLAGS = {"--xla_gpu_enable_triton_gemm": "false"}
+
+
+def use_float16_safe_gemms(environ=None) -> list[str]:
+    """Adds `FLOAT16_GPU_XLA_FLAGS` to XLA_FLAGS unless XLA_FLAGS already names the flag (a
+    user's own choice wins); returns the flags added. For float16 runs compiled by XLA on a GPU
+    (`resolve_runtime` calls it); like the other XLA flags it takes effect only if it is set
+    before the process's first XLA compile."""
+    return _add_xla_flags(FLOAT16_GPU_XLA_FLAGS, environ)
+
+
+def _add_xla_flags(wanted: dict[str, str], environ=None) -> list[str]:
     environ = os.environ if environ is None else environ
     flags = environ.get("XLA_FLAGS", "")
-    added = [f"{name}={value}" for name, value in parallel_gpu_compile_flags().items()
-             if not re.search(rf"{name}(=|\s|$)", flags)]
+    added = [f"{name}={value}" for name, value in wanted.items() if not re.search(rf"{name}(=|\s|$)", flags)]
     if added:
         environ["XLA_FLAGS"] = " ".join([flags, *added]).strip()
     return added

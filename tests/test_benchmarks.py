@@ -258,6 +258,10 @@ def test_gpu_kernels_are_attributed_to_the_part_of_the_step_their_annotation_nam
     # kernels, their ms, the ms of short gaps before them (6 us before each kernel but the first)
     assert table == {sources[0]: [2, 0.008, 0.006], sources[1]: [2, 0.008, 0.012], sources[2]: [1, 0.004, 0.006],
                      sources[3]: [1, 0.004, 0.006], sources[4]: [1, 0.004, 0.006]}
+    scopes = step_profile.op_prefixes(found, steps=1, top=3)
+    assert [line.split()[0] for line in scopes[1:]] == ["electra_adam_w/global_norm", "electra_adam_w/ResourceApplyAdam_12",
+                                                        "electra_adam_w/AssignSubVariableOp_3"]
+    assert step_profile.op_prefixes(found, steps=1, depth=1)[1].split() == ["electra_adam_w", "4.0"]
     # Another optimizer's scope is its own name (`model.optimizer.name`).
     assert step_profile.kernel_source("adam/ResourceApplyAdam", optimizer_scope="adam") == sources[1]
     assert step_profile.kernel_source("electra_adam_w/ResourceApplyAdam", optimizer_scope="adam") == sources[3]

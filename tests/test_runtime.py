@@ -74,6 +74,29 @@ def test_xla_compiles_gpu_programs_on_every_core_unless_xla_flags_say_otherwise(
     assert mine["XLA_FLAGS"].count("module_compilation_parallelism") == 1
 
 
+def test_float16_under_xla_on_a_gpu_compiles_its_matmuls_with_cublas():
+    # XLA's Triton GEMMs made non-finite float16 gradients on an H200 (runtime.FLOAT16_GPU_XLA_FLAGS).
+    environ = {"XLA_FLAGS": "--xla_backend_optimization_level=0"}
+    volta = resolve_runtime(gpus=1, environ=environ, gpu_capabilities=[(7, 0)])
+    assert (volta.precision, volta.xla) == ("mixed_float16", True)
+    assert environ["XLA_FLAGS"].split() == ["--xla_backend_optimization_level=0", "--xla_gpu_enable_triton_gemm=false"]
+    assert any("Triton GEMMs off" in note for note in volta.notes)
+    resolve_runtime(gpus=1, environ=environ, gpu_capabilities=[(7, 0)])
+    assert environ["XLA_FLAGS"].count("triton_gemm") == 1  # named once
+    # bfloat16, float16 without XLA, and float16 on a CPU keep XLA's defaults.
+    for choices in ({"gpus": 1, "gpu_capabilities": [(9, 0)]},
+                    {"precision": "mixed_float16", "xla": False, "gpus": 1, "gpu_capabilities": [(9, 0)]},
+                    {"precision": "mixed_float16", "xla": True, "gpus": 0}):
+        untouched = {}
+        assert "Triton" not in resolve_runtime(environ=untouched, **choices).describe()
+        assert "XLA_FLAGS" not in untouched
+    # The user's own setting wins, and the header says so.
+    mine = {"XLA_FLAGS": "--xla_gpu_enable_triton_gemm=true"}
+    runtime = resolve_runtime("auto", "mixed_float16", gpus=1, environ=mine, gpu_capabilities=[(9, 0)])
+    assert mine["XLA_FLAGS"] == "--xla_gpu_enable_triton_gemm=true"
+    assert any("as XLA_FLAGS sets them" in note for note in runtime.notes)
+
+
 def test_rejects_unknown_choices():
     with pytest.raises(RunError, match="--strategy"):
         resolve_runtime("parameter_server", gpus=0, environ={})
