@@ -13,7 +13,8 @@
 #   bash benchmarks/gpu_checks.sh first_step   # ELECTRA-Small 128 x 128 in $PRECISION (default mixed_bfloat16,
 #                                              # what `auto` picks on compute capability >= 8.0): a fresh process
 #                                              # (empty compile cache) beside transformers' PyTorch, then a rerun
-#                                              # and a profile of 5 of its steps (needs CUPTI, libcupti.so.12)
+#                                              # and a profile of 5 of its steps (needs CUPTI, libcupti.so.12);
+#                                              # with ELECTRA_TF_LOOP_LAYERS=1, the layers as one XLA loop
 #   bash benchmarks/gpu_checks.sh float16      # where ELECTRA-Small's float16 gradients overflow (float16_overflow.py;
 #                                              # with XLA, XLA_FLAGS=--xla_gpu_enable_triton_gemm=false is the fix)
 #   bash benchmarks/gpu_checks.sh baseline     # first_step.py with XLA's own one-core compile (minutes)

@@ -23,6 +23,7 @@ import pytest
 import tensorflow as tf
 
 from electra_tf.config import ElectraConfig
+from electra_tf.models.transformer import looped_layers as transformer_loop
 from electra_tf.finetuning.callbacks import EpochEvaluator, FinetuningProgress
 from electra_tf.optimization import create_finetuning_optimizer, create_optimizer
 from electra_tf.pretraining.callbacks import TrainingMonitor
@@ -201,3 +202,38 @@ def test_evaluate_under_xla_reads_every_batch_once():
         losses.append(classifier.evaluate(data, verbose=0, return_dict=True)["loss"])
         assert isinstance(classifier.test_function, XlaStepLoop) == xla
     np.testing.assert_allclose(losses[1], losses[0], rtol=1e-5)
+
+
+# The mirrored float16 cell (20 s) waits for `pytest -m slow`: the default suite is near its 15 minutes.
+@pytest.mark.parametrize("strategy_name,precision", [
+    ("one_device", "float32"), pytest.param("mirrored", "mixed_float16", marks=pytest.mark.slow)])
+def test_layers_looped_under_xla_train_as_unrolled(strategy_name, precision, strategy_for, monkeypatch):
+    """ELECTRA_TF_LOOP_LAYERS=1 runs each encoder's stack as one XLA loop
+    (`transformer.looped_layers`) and trains to the same weights as the unrolled stack, to
+    rounding: the whole step compiled (one device), and each replica's gradients compiled under
+    MirroredStrategy with float16's loss scaling."""
+    from electra_tf.models import encoders
+
+    keras.config.set_dtype_policy(precision)
+    strategy = strategy_for(strategy_name)
+    config = ElectraConfig.load("electra_tiny", {**small_config().to_dict(), "num_layers": 2})
+    batches = 6
+    weights, traced_loops = {}, []
+    monkeypatch.setattr(encoders, "looped_layers",
+                        lambda *args, **kwargs: traced_loops.append(1) or transformer_loop(*args, **kwargs))
+    for looped in ("0", "1"):
+        traced_loops.clear()
+        monkeypatch.setenv("ELECTRA_TF_LOOP_LAYERS", looped)
+        keras.utils.set_random_seed(3)
+        with strategy.scope():
+            pretrainer = ElectraPretrainer.from_electra_config(config)
+            pretrainer.compile(optimizer=create_optimizer(config), jit_compile=True)
+            pretrainer.optimizer.build(pretrainer.trainable_variables)
+        dataset = tf.data.Dataset.from_tensors(masked_batch(config, 8, seed=1)).repeat()
+        pretrainer.fit(dataset, steps_per_epoch=batches, verbose=0)
+        assert int(pretrainer.optimizer.iterations.numpy()) >= (1 if precision == "mixed_float16" else batches)
+        weights[looped] = [w.numpy() for w in pretrainer.discriminator.trainable_weights]
+        assert bool(traced_loops) == (looped == "1")  # traced: the generator's and the discriminator's
+        check_compiled_as_asked(pretrainer, strategy, True)
+    for looped, unrolled, variable in zip(weights["1"], weights["0"], pretrainer.discriminator.trainable_weights):
+        np.testing.assert_allclose(looped, unrolled, rtol=1e-3, atol=1e-5, err_msg=variable.path)

@@ -97,6 +97,15 @@ def test_float16_under_xla_on_a_gpu_compiles_its_matmuls_with_cublas():
     assert any("as XLA_FLAGS sets them" in note for note in runtime.notes)
 
 
+def test_the_header_says_when_the_layers_run_as_one_xla_loop():
+    hopper = {"gpus": 1, "gpu_capabilities": [(9, 0)]}
+    looped = resolve_runtime(environ={"ELECTRA_TF_LOOP_LAYERS": "1"}, **hopper)
+    assert any("one XLA loop" in note for note in looped.notes)
+    assert not any("XLA loop" in note for note in resolve_runtime(environ={}, **hopper).notes)  # off by default
+    # Without XLA there is no loop to run (CPU's default).
+    assert not any("XLA loop" in note for note in resolve_runtime(gpus=0, environ={"ELECTRA_TF_LOOP_LAYERS": "1"}).notes)
+
+
 def test_rejects_unknown_choices():
     with pytest.raises(RunError, match="--strategy"):
         resolve_runtime("parameter_server", gpus=0, environ={})

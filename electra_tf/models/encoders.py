@@ -38,6 +38,8 @@ separate feature):
 
 from __future__ import annotations
 
+import os
+
 import keras
 
 from electra_tf.config import ElectraConfig
@@ -48,7 +50,17 @@ from electra_tf.models.heads import (
     ReplacedTokenDetectionHead,
     truncated_normal,
 )
-from electra_tf.models.transformer import TransformerLayer, attention_mask
+from electra_tf.models.transformer import TransformerLayer, attention_mask, looped_layers, tracing_for_xla
+
+# ELECTRA_TF_LOOP_LAYERS=1: under XLA the transformer stack runs as one loop over its layers
+# (transformer.looped_layers), a program a fifth the size to trace, lower, compile and load, whose
+# step launches about a fifth more kernels (docs/performance.md). Off by default until a GPU has
+# timed the step both ways.
+LOOP_LAYERS_VARIABLE = "ELECTRA_TF_LOOP_LAYERS"
+
+
+def loop_layers_under_xla(environ=None) -> bool:
+    return (os.environ if environ is None else environ).get(LOOP_LAYERS_VARIABLE, "0") == "1"
 
 
 def deserialize_as(value, cls, owner: str, argument: str):
@@ -115,6 +127,8 @@ class _EncoderModel(keras.Model):
         if self.embeddings_project is not None:
             x = self.embeddings_project(x)
         mask = attention_mask(inputs["padding_mask"])
+        if len(self.transformer_layers) > 1 and loop_layers_under_xla() and tracing_for_xla():
+            return looped_layers(self.transformer_layers, x, mask, training)
         for layer in self.transformer_layers:
             x = layer(x, padding_mask=mask, training=training)
         return x

@@ -19,7 +19,8 @@ body once, not once per layer. In inference (evaluation, prediction, the exporte
 graph) the calls are inlined (`_BLOCK_INLINED`), so the graph is optimized whole as before the
 rewrite: with the calls kept, ELECTRA-Small-sized serving was slower at batch 1 and 8 in two
 runs out of two. Under XLA (`jit_compile`) the block is plain Python again, traced per layer
-as keras-hub's. With the shared `tf.function` inside the compiled step, inlined or not, every
+as keras-hub's, or, with `ELECTRA_TF_LOOP_LAYERS=1`, once per stack as the body of one XLA loop
+(`looped_layers`: a smaller program, more kernel launches; docs/performance.md). With the shared `tf.function` inside the compiled step, inlined or not, every
 ELECTRA-Small step took 20 s instead of 1.6 s: it compiled again each time. The gradient of a
 function call takes the forward's transpose permutations (Keras' einsum lowers to transposes) as
 inputs, XLA needs those as compile-time constants, and TensorFlow then marks everything the
@@ -99,24 +100,64 @@ class TransformerLayer(keras_hub.layers.TransformerEncoder):
         # One draw per call for the layer's three dropouts (dropout.keep_masks), seeded by the
         # attention dropout's generator; the other two dropouts' generators stay in the layer
         # (keras-hub's variables, so checkpoints keep their layout) but are not advanced.
-        seed = draw_seed(attention._dropout_layer.seed_generator) if training else tf.zeros([2], tf.int32)
-        weights = [
-            tf.convert_to_tensor(variable) for variable in (
-                attention._query_dense.kernel, attention._query_dense.bias,
+        seed = self._dropout_seed(training)
+        weights = [tf.convert_to_tensor(variable) for variable in self.block_variables()]
+        inputs = tf.cast(inputs, self.compute_dtype)
+        if tracing_for_xla():
+            block = post_ln_block
+        else:
+            block = _BLOCK_NOT_INLINED if training else _BLOCK_INLINED
+        return block(inputs, mask, seed, weights, num_heads=self.num_heads, dropout=float(self.dropout),
+                     epsilon=float(self.layer_norm_epsilon), training=training)
+
+
+    def block_variables(self) -> list:
+        """The 16 variables `post_ln_block` takes, in its order."""
+        attention = self._self_attention_layer
+        return [attention._query_dense.kernel, attention._query_dense.bias,
                 attention._key_dense.kernel, attention._key_dense.bias,
                 attention._value_dense.kernel, attention._value_dense.bias,
                 attention._output_dense.kernel, attention._output_dense.bias,
                 self._self_attention_layer_norm.gamma, self._self_attention_layer_norm.beta,
                 self._feedforward_intermediate_dense.kernel, self._feedforward_intermediate_dense.bias,
                 self._feedforward_output_dense.kernel, self._feedforward_output_dense.bias,
-                self._feedforward_layer_norm.gamma, self._feedforward_layer_norm.beta)]
-        inputs = tf.cast(inputs, self.compute_dtype)
-        if _tracing_for_xla():
-            block = post_ln_block
-        else:
-            block = _BLOCK_NOT_INLINED if training else _BLOCK_INLINED
-        return block(inputs, mask, seed, weights, num_heads=self.num_heads, dropout=float(self.dropout),
-                     epsilon=float(self.layer_norm_epsilon), training=training)
+                self._feedforward_layer_norm.gamma, self._feedforward_layer_norm.beta]
+
+    def _dropout_seed(self, training: bool):
+        return (draw_seed(self._self_attention_layer._dropout_layer.seed_generator) if training
+                else tf.zeros([2], tf.int32))
+
+
+def looped_layers(layers, x, mask, training=None):
+    """`x` through `layers` (TransformerLayers of one configuration) as one XLA loop: the block
+    is traced once and XLA compiles its body once, instead of once per layer.
+
+    The same arithmetic as calling the layers in turn (`post_ln_block` with each layer's
+    weights, cast to the compute dtype as Keras' autocasting reads them, and each layer's own
+    dropout seed, drawn in layer order); the weights are stacked along a new first axis and
+    the loop (`tf.foldl`, a while loop of `len(layers)` iterations) takes layer i's slice in
+    iteration i. For the backward pass TensorFlow keeps each iteration's activations in lists
+    that XLA compiles as stacked buffers. Used when the step is traced for XLA
+    (`scan_layers_under_xla`), where the unrolled stack made a program of thousands of kernels
+    that took minutes to compile for a GPU and seconds to load from the cache.
+    """
+    first = layers[0]
+    settings = [(layer.num_heads, layer.dropout, layer.layer_norm_epsilon, layer.compute_dtype) for layer in layers]
+    if len(set(settings)) != 1:
+        raise ValueError(f"looped_layers: the layers differ in (heads, dropout, epsilon, dtype): {sorted(set(settings))}")
+    dtype = first.compute_dtype
+    training = bool(training) and first.dropout > 0
+    seeds = tf.stack([layer._dropout_seed(training) for layer in layers])
+    per_layer = [[tf.cast(tf.convert_to_tensor(variable), dtype) for variable in layer.block_variables()]
+                 for layer in layers]
+    stacked = [tf.stack(weights) for weights in zip(*per_layer)]
+
+    def block(x, slices):
+        seed, *weights = slices
+        return post_ln_block(x, mask, seed, weights, num_heads=first.num_heads, dropout=float(first.dropout),
+                             epsilon=float(first.layer_norm_epsilon), training=training)
+
+    return tf.foldl(block, [seeds, *stacked], initializer=tf.cast(x, dtype))
 
 
 def post_ln_block(x, mask, seed, weights, num_heads, dropout, epsilon, training):
@@ -169,7 +210,7 @@ _BLOCK_NOT_INLINED = tf.function(post_ln_block, autograph=False, experimental_at
 _BLOCK_INLINED = tf.function(post_ln_block, autograph=False)
 
 
-def _tracing_for_xla() -> bool:
+def tracing_for_xla() -> bool:
     """Whether the graph being traced will be compiled by XLA (`jit_compile=True`, as Keras'
     `compile(jit_compile=True)` traces its step). TensorFlow has no public query for this; if
     its private one moves, the answer is "yes", which only costs start-up: the block is then

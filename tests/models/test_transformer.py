@@ -188,3 +188,50 @@ def test_which_block_runs_where(monkeypatch):
     for jit_compile, training in ((False, True), (False, False), (True, True), (True, False)):
         tf.function(lambda x: layer(x, padding_mask=padding_mask, training=training), jit_compile=jit_compile)(x)
     assert seen == ["not inlined", "inlined", "plain", "plain"]
+
+
+@pytest.mark.parametrize("training", [True, False])
+def test_looped_layers_compute_what_the_layers_compute_one_by_one(training):
+    """Under XLA a stack can run as one loop (ELECTRA_TF_LOOP_LAYERS=1): the same outputs, each
+    layer's own dropout draw included, and the same gradients to float32 rounding."""
+    layers = [_layer(TransformerLayer, name=f"block_{i}") for i in range(3)]
+    for i, layer in enumerate(layers):  # different weights and seeds per layer, so a mixed-up slice shows
+        for variable in layer.trainable_variables:
+            variable.assign(variable * (1.0 + 0.5 * i) + 0.01 * i)
+        for state in layer.non_trainable_variables:  # the dropout seed generators' states
+            state.assign(state + 1000 * i)
+    x, padding_mask = _inputs()
+    mask = attention_mask(padding_mask)
+    variables = [variable for layer in layers for variable in layer.trainable_variables]
+    states = [variable.numpy() for layer in layers for variable in layer.non_trainable_variables]
+
+    def run(looped):
+        for variable, state in zip([v for layer in layers for v in layer.non_trainable_variables], states):
+            variable.assign(state)  # the dropout seed generators: both runs draw the same masks
+
+        @tf.function(jit_compile=True)
+        def step(x):
+            with tf.GradientTape() as tape:
+                if looped:
+                    outputs = transformer.looped_layers(layers, x, mask, training=training)
+                else:
+                    outputs = x
+                    for layer in layers:
+                        outputs = layer(outputs, padding_mask=mask, training=training)
+                loss = tf.reduce_sum(outputs * tf.cos(tf.range(x.shape[-1], dtype=tf.float32)))
+            return outputs, tape.gradient(loss, variables)
+
+        return step(x)
+
+    outputs, gradients = run(looped=True)
+    expected, expected_gradients = run(looped=False)
+    np.testing.assert_allclose(outputs.numpy(), expected.numpy(), rtol=1e-5, atol=1e-5)
+    scale = max(float(tf.reduce_max(tf.abs(g))) for g in expected_gradients)
+    for variable, gradient, want in zip(variables, gradients, expected_gradients):
+        np.testing.assert_allclose(gradient.numpy(), want.numpy(), rtol=1e-4, atol=1e-5 * scale, err_msg=variable.path)
+    # Layers that differ in heads (or dropout, epsilon, dtype) cannot share one loop body.
+    odd = TransformerLayer(intermediate_dim=INTERMEDIATE, num_heads=2, dropout=0.1, activation="gelu",
+                           layer_norm_epsilon=1e-12, normalize_first=False, name="odd")
+    odd.build((None, None, HIDDEN))
+    with pytest.raises(ValueError, match="differ"):
+        transformer.looped_layers([layers[0], odd], x, mask)
