@@ -19,9 +19,10 @@ body once, not once per layer. In inference (evaluation, prediction, the exporte
 graph) the calls are inlined (`_BLOCK_INLINED`), so the graph is optimized whole as before the
 rewrite: with the calls kept, ELECTRA-Small-sized serving was slower at batch 1 and 8 in two
 runs out of two. Under XLA (`jit_compile`) the block is plain Python again, traced per layer
-as keras-hub's, or, with `ELECTRA_TF_LOOP_LAYERS=1`, once per stack as the body of one XLA loop
-(`looped_layers`: a smaller program, more kernel launches; docs/performance.md). With the shared `tf.function` inside the compiled step, inlined or not, every
-ELECTRA-Small step took 20 s instead of 1.6 s: it compiled again each time. The gradient of a
+as keras-hub's, or, with `ELECTRA_TF_LOOP_LAYERS=1`, once per stack as the body of one XLA
+loop (`looped_layers`: a smaller program, more kernel launches; docs/performance.md). With the
+shared `tf.function` inside the compiled step, inlined or not, every ELECTRA-Small step took
+20 s instead of 1.6 s: it compiled again each time. The gradient of a
 function call takes the forward's transpose permutations (Keras' einsum lowers to transposes) as
 inputs, XLA needs those as compile-time constants, and TensorFlow then marks everything the
 forward call reads as one, the weights included, so each update meant a new program. With
@@ -110,7 +111,6 @@ class TransformerLayer(keras_hub.layers.TransformerEncoder):
         return block(inputs, mask, seed, weights, num_heads=self.num_heads, dropout=float(self.dropout),
                      epsilon=float(self.layer_norm_epsilon), training=training)
 
-
     def block_variables(self) -> list:
         """The 16 variables `post_ln_block` takes, in its order."""
         attention = self._self_attention_layer
@@ -137,14 +137,16 @@ def looped_layers(layers, x, mask, training=None):
     dropout seed, drawn in layer order); the weights are stacked along a new first axis and
     the loop (`tf.foldl`, a while loop of `len(layers)` iterations) takes layer i's slice in
     iteration i. For the backward pass TensorFlow keeps each iteration's activations in lists
-    that XLA compiles as stacked buffers. Used when the step is traced for XLA
-    (`scan_layers_under_xla`), where the unrolled stack made a program of thousands of kernels
-    that took minutes to compile for a GPU and seconds to load from the cache.
+    that XLA compiles as stacked buffers. Encoders use it when the step is traced for XLA and
+    `ELECTRA_TF_LOOP_LAYERS=1` (`encoders.loop_layers_under_xla`): the unrolled stack makes a
+    program of thousands of kernels that takes minutes to compile for a GPU and seconds to load
+    from the cache; the loop's step launches more kernels (docs/performance.md).
     """
     first = layers[0]
     settings = [(layer.num_heads, layer.dropout, layer.layer_norm_epsilon, layer.compute_dtype) for layer in layers]
     if len(set(settings)) != 1:
-        raise ValueError(f"looped_layers: the layers differ in (heads, dropout, epsilon, dtype): {sorted(set(settings))}")
+        raise ValueError("looped_layers: the layers differ in (heads, dropout, epsilon, dtype): "
+                         f"{sorted(set(settings))}")
     dtype = first.compute_dtype
     training = bool(training) and first.dropout > 0
     seeds = tf.stack([layer._dropout_seed(training) for layer in layers])
