@@ -17,6 +17,8 @@
 #                                              # with ELECTRA_TF_LOOP_LAYERS=1, the layers as one XLA loop
 #   bash benchmarks/gpu_checks.sh float16      # where ELECTRA-Small's float16 gradients overflow (float16_overflow.py;
 #                                              # with XLA, XLA_FLAGS=--xla_gpu_enable_triton_gemm=false is the fix)
+#   bash benchmarks/gpu_checks.sh gradients    # the compiled step's gradients with Triton's GEMMs on and off, bfloat16
+#                                              # and float16 (xla_gradients.py: is a GEMM kernel wrong without overflowing?)
 #   bash benchmarks/gpu_checks.sh baseline     # first_step.py with XLA's own one-core compile (minutes)
 #   bash benchmarks/gpu_checks.sh checkpoints  # the tiny preset, 600 steps, a checkpoint every 100: window rates
 #
@@ -28,7 +30,7 @@
 # it finished and a rerun continues it), so a slow compile costs its step, not the rest.
 # What was measured, and how it reads: docs/results.md.
 set -u
-part=${1:?"which part: all, next, flags, matrix, first_step, float16, baseline or checkpoints"}
+part=${1:?"which part: all, next, flags, matrix, first_step, float16, gradients, baseline or checkpoints"}
 out=${OUT:-runs/gpu_checks}
 mkdir -p "$out"
 py=${PYTHON:-python3}
@@ -98,6 +100,13 @@ float16() {
   done
 }
 
+gradients() {
+  local precision
+  for precision in mixed_bfloat16 mixed_float16; do
+    timeout 300 $py benchmarks/xla_gradients.py --precision "$precision" 2>&1 | grep -v '^[IW][0-9]' | tee -a "$out/gradients.txt"
+  done
+}
+
 checkpoints() {
   timeout 300 $py -m electra_tf.pretrain --model_dir runs/gpu_checkpoints --steps 600 --checkpoint_every 100 \
     --log_every 100 2>&1 | tee "$out/checkpoints.txt"
@@ -109,6 +118,7 @@ all) matrix; first_step ;;
 matrix) matrix ;;
 first_step) first_step ;;
 float16) float16 ;;
+gradients) gradients ;;
 next)
   # Measured on one H200 (2026-11-26): the matrix (all 24 cells), float16 without XLA (as on CPU), and in a third
   # session `next` itself and one set of `flags`; in a fourth (2026-11-27) first_step with the first call's split
@@ -129,5 +139,5 @@ baseline)
   ;;
 checkpoints) checkpoints ;;
 *)
-  echo "unknown part $part: all, next, flags, matrix, first_step, float16, baseline or checkpoints" >&2; exit 2 ;;
+  echo "unknown part $part: all, next, flags, matrix, first_step, float16, gradients, baseline or checkpoints" >&2; exit 2 ;;
 esac

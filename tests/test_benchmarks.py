@@ -160,7 +160,7 @@ def test_every_command_of_the_gpu_checks_parses(tmp_path, monkeypatch):
     expected = {"all": {"electra_tf", "electra_tf.pretrain", "runtime_matrix.py", "pretrain_step.py",
                         "compile_stages.py"},
                 "next": {"pretrain_step.py", "compile_stages.py", "electra_tf.pretrain"}, "flags": {"first_step.py"},
-                "float16": {"float16_overflow.py"}, "baseline": {"first_step.py"},
+                "float16": {"float16_overflow.py"}, "gradients": {"xla_gradients.py"}, "baseline": {"first_step.py"},
                 "checkpoints": {"electra_tf.pretrain"}}
     for part, scripts in expected.items():
         log.unlink(missing_ok=True)
@@ -382,3 +382,23 @@ I1128 00:01:01.700000   12 device_compiler.h:538] Compilation of XLA executable 
     assert [(stage.split()[0], round(seconds, 2)) for stage, seconds in only["stages"]] == [
         ("prepare", 0.5), ("lower", 2.0), ("build", 0.5), ("hash", 0.1), ("read", 60.0), ("write", 0.1)]
     assert compile_stages.format_compiles([]).startswith("no XLA compile in the log")
+
+
+def test_xla_gradients_compares_each_network_against_its_largest_gradient(tmp_path):
+    """Two saved runs of the step: the difference is relative to the network's largest gradient
+    element (near-zero gradients are rounding noise on both sides), and a non-finite gradient on
+    one side is named, not compared."""
+    import numpy as np
+
+    xla_gradients = load_benchmark("xla_gradients")
+    names = np.array(["generator/dense/kernel", "generator/dense/bias", "discriminator/head/kernel"])
+    first = {"g0": np.array([2.0, -4.0]), "g1": np.array([1e-9]), "g2": np.array([1.0, 1.0])}
+    second = {"g0": np.array([2.0, -3.0]), "g1": np.array([5e-9]), "g2": np.array([np.nan, 1.0])}
+    for name, gradients, loss, sampled in (("a.npz", first, 1.0, [1, 2, 3, 4]), ("b.npz", second, 1.5, [1, 2, 3, 5])):
+        np.savez(tmp_path / name, loss=loss, sampled=np.array(sampled), names=names, **gradients)
+    result = xla_gradients.compare(tmp_path / "a.npz", tmp_path / "b.npz")
+    assert result["losses"] == [1.0, 1.5] and result["sampled_equal"] == 0.75
+    generator, discriminator = result["networks"]
+    assert generator["network"] == "generator" and generator["largest_gradient"] == 4.0
+    assert generator["difference"] == 0.25 and generator["worst"][0] == "generator/dense/kernel"
+    assert generator["nonfinite"] == [] and discriminator["nonfinite"] == ["discriminator/head/kernel"]

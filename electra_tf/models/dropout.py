@@ -4,8 +4,12 @@ TensorFlow's stateless random ops default to `alg="auto_select"`, which is Philo
 GPUs with the seed scrambled into Philox's key and counter. Keras' `Dropout` (TensorFlow
 backend) draws that way. Named (`alg="philox"`), TensorFlow scrambles the seed the same way in
 its own graph ops (`random_ops_util._philox_scramble_seed`, "the same scrambling procedure" as
-the kernel), so the numbers are the same bit for bit, eagerly and under XLA, on CPU and GPU
-(tests/models/test_dropout.py checks it against Keras' `Dropout` on CPU). What changes is what
+the kernel), so the numbers are Keras' bit for bit, eagerly and under XLA alike
+(tests/models/test_dropout.py checks both against Keras' `Dropout` on CPU). Eager and XLA do not
+agree with each other, named or not: from one seed TensorFlow's Philox kernel and XLA's lowering
+of it give other numbers (TensorFlow 2.21.0 on CPU, 2026-11-27: `stateless_uniform` differed for
+every shape tried, 4 to 150,000 elements), so a step compiled by XLA draws other dropout masks
+and generator samples than the same step without it. What changes is what
 XLA has to compile: for `auto_select` XLA's `StatelessRandomGetKeyCounter` kernel emits
 `ScramblePhiloxKey`, 267 scalar instructions per dropout and 19,758 of the 65,521 in
 ELECTRA-Small's training step (74 dropouts), where the named scramble takes about 37.
@@ -27,8 +31,8 @@ kernels, the mask), 545 of the step's 3,011 launches for its 74 draws, and took 
 compile (63 s of XLA's work on 2 CPU cores, 23 s with dropout off). Each mask element is still an
 independent keep with probability 1 - rate, as in the official code (TensorFlow 1's stateful
 `tf.nn.dropout`), whose random numbers no TensorFlow 2 program reproduces anyway. Philox, not
-ThreeFry (which compiled a little smaller), because TensorFlow's ThreeFry runs only under XLA: the
-masks are the same with XLA on and off.
+ThreeFry (which compiled a little smaller), because TensorFlow's ThreeFry runs only under XLA:
+a step without XLA could not draw at all.
 """
 
 from __future__ import annotations
