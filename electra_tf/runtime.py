@@ -117,16 +117,16 @@ def resolve_runtime(strategy: str = "auto", precision: str = "auto", xla: bool |
     if use_xla is None:
         use_xla = accelerator in ("gpu", "tpu")
         notes.append(f"XLA {'on' if use_xla else 'off'} by default on {accelerator.upper()}")
+    if accelerator == "gpu" and use_xla and chosen_precision == "mixed_float16":
+        # First thing after the choice, before anything could compile: XLA reads XLA_FLAGS once.
+        kept = not use_float16_safe_gemms(environ)
+        notes.append("float16 under XLA: Triton GEMMs " + ("as XLA_FLAGS sets them" if kept else
+                     "off, cuBLAS instead (they made non-finite float16 gradients on an H200)"))
     if use_xla:
         from electra_tf.models.encoders import LOOP_LAYERS_VARIABLE, loop_layers_under_xla
 
         if loop_layers_under_xla(environ):
             notes.append(f"transformer layers as one XLA loop ({LOOP_LAYERS_VARIABLE}=1)")
-    if accelerator == "gpu" and use_xla and chosen_precision == "mixed_float16":
-        # Before the devices are listed below, so before any compile reads XLA_FLAGS.
-        kept = not use_float16_safe_gemms(environ)
-        notes.append("float16 under XLA: Triton GEMMs " + ("as XLA_FLAGS sets them" if kept else
-                     "off, cuBLAS instead (they made non-finite float16 gradients on an H200)"))
     # Listing logical devices starts TensorFlow's runtime, after which a MultiWorkerMirroredStrategy
     # can no longer configure its collectives ("must be configured at program startup").
     devices = ([] if chosen == "multi_worker" else
