@@ -13,8 +13,8 @@ loss and gradients (`ElectraPretrainer._pretraining_gradients`, as a training st
 compiled by XLA or not) on `pretrain_step.py`'s synthetic batch at each scale, and prints per
 scale: the loss and its two terms, which of the step's logits (the generator's and the
 discriminator's) hold a non-finite value, how many gradient tensors hold one, how many of those
-belong to each network (generator, discriminator, the shared embeddings), and the first of them by name, in
-the order of the model's variables. A loss that is already non-finite points at the forward
+belong to each network (generator, discriminator, the shared embeddings), and the first of them
+by name, in the order of the model's variables. A loss that is already non-finite points at the forward
 pass; finite outputs with non-finite gradients at every scale point at the backward pass of the
 named variables' layers. On a GPU, XLA compiles with the package's parallel compile (as the
 runs do) and memory grows as needed; XLA_FLAGS are otherwise taken as given, so the runs' fix is
@@ -29,6 +29,7 @@ under XLA on a GPU now set that flag (`electra_tf.runtime.use_float16_safe_gemms
 from __future__ import annotations
 
 import argparse
+import collections
 import os
 import sys
 from pathlib import Path
@@ -85,11 +86,7 @@ def all_finite(tensor):
 
 def count_by_part(paths: list[str]) -> dict[str, int]:
     """Variable paths -> how many under each top-level layer (generator, discriminator, ...)."""
-    counts: dict[str, int] = {}
-    for path in paths:
-        part = path.split("/")[0]
-        counts[part] = counts.get(part, 0) + 1
-    return counts
+    return dict(collections.Counter(path.split("/")[0] for path in paths))
 
 
 def main(argv=None) -> int:
@@ -98,15 +95,10 @@ def main(argv=None) -> int:
     parser.add_argument("--batch", type=int, default=128)
     parser.add_argument("--xla", nargs="+", default=["off", "on"], choices=["off", "on"])
     args = parser.parse_args(argv)
-    from electra_tf.runtime import use_parallel_gpu_compile
+    from pretrain_step import benchmark_session
 
-    use_parallel_gpu_compile()  # before TensorFlow's first compile; the CPU backend ignores it
-    import tensorflow as tf
-
-    for gpu in tf.config.list_physical_devices("GPU"):
-        tf.config.experimental.set_memory_growth(gpu, True)
-
-    where = "GPU" if tf.config.list_physical_devices("GPU") else "CPU"
+    _, gpus = benchmark_session(compile_cache=False)  # before TensorFlow's first compile
+    where = "GPU" if gpus else "CPU"
     print(f"{args.size}, batch {args.batch} x 128, mixed_float16, on the {where}")
     print(f"XLA_FLAGS: {os.environ.get('XLA_FLAGS', '')}")
     print("| XLA | loss scale | loss | MLM | RTD | outputs not finite | gradients not finite | by network | "

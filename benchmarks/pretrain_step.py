@@ -229,19 +229,27 @@ def measure(size: str, precision: str, xla: bool, steps: int, warmup: int, batch
             "names_from": names_from, "session_config": session_config_hash(), "profile": profiled}
 
 
-def benchmark_session():
+def benchmark_session(compile_cache: bool = True):
     """What every process that measures the step sets first, alike, so they share compiled
     programs (this script's, first_step.py's and step_profile.py's, a fresh one and its rerun):
-    the compile cache on (`runtime.use_compile_cache`), and memory growth on every GPU (the peer
-    needs it: TensorFlow would otherwise reserve nearly all GPU memory before it starts). The
-    cache's key holds TensorFlow's session config, memory growth included: set only with `--peer`,
-    a rerun without it missed the fresh process's program and compiled again (one H200,
-    2026-11-26; docs/results.md). Returns (the cache folder or None, the GPUs)."""
+    the compile cache on (`runtime.use_compile_cache`, with the package's parallel GPU compile),
+    and memory growth on every GPU (the peer needs it: TensorFlow would otherwise reserve nearly
+    all GPU memory before it starts). The cache's key holds TensorFlow's session config, memory
+    growth included: set only with `--peer`, a rerun without it missed the fresh process's
+    program and compiled again (one H200, 2026-11-26; docs/results.md). `compile_cache=False`
+    (the numerical checks, float16_overflow.py and xla_gradients.py): the parallel compile and
+    memory growth only, every program compiled here, since the cache's key does not hold
+    XLA_FLAGS and a process with other flags would load another's program. Returns (the cache
+    folder or None, the GPUs)."""
     import tensorflow as tf
 
-    from electra_tf.runtime import use_compile_cache
+    from electra_tf.runtime import use_compile_cache, use_parallel_gpu_compile
 
-    cache = use_compile_cache()
+    if compile_cache:
+        cache = use_compile_cache()
+    else:
+        cache = None
+        use_parallel_gpu_compile()
     gpus = tf.config.list_physical_devices("GPU")
     for gpu in gpus:
         tf.config.experimental.set_memory_growth(gpu, True)

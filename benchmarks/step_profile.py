@@ -224,7 +224,7 @@ def op_prefixes(kernels, steps: int, top: int = 8, depth: int = 2) -> list[str]:
     profile whose kernels all land in one source says why (one H200, 2026-11-27: 2,507 of 2,552
     kernels per step read as the forward pass)."""
     scopes = collections.Counter("/".join(kernel.op.split("/")[:depth]) or "(no annotation)" for kernel in kernels)
-    return [f"  op scope in the annotations (top {top}){'':21} kernels/step"] + [
+    return [f"  {f'op scope in the annotations (top {top})':60} {'kernels/step':>8}"] + [
         f"  {scope if len(scope) <= 60 else scope[:57] + '...':60} {count / steps:8.1f}"
         for scope, count in scopes.most_common(top)]
 

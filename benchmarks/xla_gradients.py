@@ -47,12 +47,11 @@ def save_gradients(size: str, batch_size: int, precision: str, path: Path) -> No
     import numpy as np
     import tensorflow as tf
 
-    from pretrain_step import SIZES, benchmark_inputs, compiled_pretrainer
+    from pretrain_step import SIZES, benchmark_inputs, benchmark_session, compiled_pretrainer
 
     from electra_tf.pretraining.pretrainer import global_loss_counts
 
-    for gpu in tf.config.list_physical_devices("GPU"):
-        tf.config.experimental.set_memory_growth(gpu, True)
+    benchmark_session(compile_cache=False)  # each process compiles its own program with its own flags
     keras.utils.set_random_seed(0)  # the same initial weights in both processes
     keras.config.set_dtype_policy(precision)
     config, batch = benchmark_inputs(SIZES[size][0], batch_size)
@@ -104,12 +103,12 @@ def main(argv=None) -> int:
                         help="XLA_FLAGS added in the second process (default: Triton's GEMMs off)")
     parser.add_argument("--save", type=Path, help=argparse.SUPPRESS)  # a child: compute and save, then exit
     args = parser.parse_args(argv)
-    from electra_tf.runtime import use_parallel_gpu_compile
-
-    use_parallel_gpu_compile()  # as the runs compile
     if args.save:
         save_gradients(args.size, args.batch, args.precision, args.save)
         return 0
+    from electra_tf.runtime import use_parallel_gpu_compile
+
+    use_parallel_gpu_compile()  # the children's XLA_FLAGS, as the runs compile
     given = os.environ.get("XLA_FLAGS", "")
     print(f"{args.size}, batch {args.batch} x 128, {args.precision}; first XLA_FLAGS: {given}; the second adds "
           f"{args.flags}", flush=True)
@@ -118,7 +117,10 @@ def main(argv=None) -> int:
         for path, flags in zip(paths, (given, f"{given} {args.flags}".strip())):
             command = [sys.executable, __file__, "--size", args.size, "--batch", str(args.batch),
                        "--precision", args.precision, "--save", str(path)]
-            child = subprocess.run(command, env=dict(os.environ, XLA_FLAGS=flags), capture_output=True, text=True)
+            environ = dict(os.environ, XLA_FLAGS=flags)
+            # A persistent cache named there would hand the second process the first one's program.
+            environ.pop("TF_XLA_FLAGS", None)
+            child = subprocess.run(command, env=environ, capture_output=True, text=True)
             if child.returncode != 0:
                 print(f"the process with XLA_FLAGS={flags!r} failed:\n{child.stderr[-3000:]}")
                 return 1
