@@ -44,6 +44,11 @@ CPU_BFLOAT16_MIN_HIDDEN_SIZE = 256
 # /proc/cpuinfo flags of the instructions oneDNN uses for bfloat16 matmuls.
 NATIVE_BFLOAT16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")
 COMPILE_CACHE_VARIABLE = "ELECTRA_TF_COMPILE_CACHE"  # a folder, or "off"
+# "1": under XLA each encoder's transformer stack runs as one loop over its layers
+# (models/transformer.looped_layers), a program a fifth the size to trace, lower, compile and
+# load, whose step launches about a fifth more kernels (docs/performance.md). Off by default
+# until a GPU has timed the step both ways.
+LOOP_LAYERS_VARIABLE = "ELECTRA_TF_LOOP_LAYERS"
 STRATEGIES = ("auto", "one_device", "mirrored", "multi_worker", "tpu")
 PRECISIONS = ("auto", "float32", "mixed_float16", "mixed_bfloat16")
 
@@ -65,6 +70,11 @@ class Runtime:
         """One line for a run's header: what was chosen, and why in brackets."""
         return (f"{self.strategy_name} ({self.num_replicas} replica(s)), {self.precision}, "
                 f"XLA {'on' if self.xla else 'off'}" + (f" [{'; '.join(self.notes)}]" if self.notes else ""))
+
+
+def loop_layers_under_xla(environ=None) -> bool:
+    """Whether `LOOP_LAYERS_VARIABLE` asks for the layers as one XLA loop (read when a step is traced)."""
+    return (os.environ if environ is None else environ).get(LOOP_LAYERS_VARIABLE, "0") == "1"
 
 
 def resolve_runtime(strategy: str = "auto", precision: str = "auto", xla: bool | None = None,
@@ -122,11 +132,8 @@ def resolve_runtime(strategy: str = "auto", precision: str = "auto", xla: bool |
         kept = not use_float16_safe_gemms(environ)
         notes.append("float16 under XLA: Triton GEMMs " + ("as XLA_FLAGS sets them" if kept else
                      "off, cuBLAS instead (they made non-finite float16 gradients on an H200)"))
-    if use_xla:
-        from electra_tf.models.encoders import LOOP_LAYERS_VARIABLE, loop_layers_under_xla
-
-        if loop_layers_under_xla(environ):
-            notes.append(f"transformer layers as one XLA loop ({LOOP_LAYERS_VARIABLE}=1)")
+    if use_xla and loop_layers_under_xla(environ):
+        notes.append(f"transformer layers as one XLA loop ({LOOP_LAYERS_VARIABLE}=1)")
     # Listing logical devices starts TensorFlow's runtime, after which a MultiWorkerMirroredStrategy
     # can no longer configure its collectives ("must be configured at program startup").
     devices = ([] if chosen == "multi_worker" else

@@ -38,8 +38,6 @@ separate feature):
 
 from __future__ import annotations
 
-import os
-
 import keras
 
 from electra_tf.config import ElectraConfig
@@ -51,16 +49,7 @@ from electra_tf.models.heads import (
     truncated_normal,
 )
 from electra_tf.models.transformer import TransformerLayer, attention_mask, looped_layers, tracing_for_xla
-
-# ELECTRA_TF_LOOP_LAYERS=1: under XLA the transformer stack runs as one loop over its layers
-# (transformer.looped_layers), a program a fifth the size to trace, lower, compile and load, whose
-# step launches about a fifth more kernels (docs/performance.md). Off by default until a GPU has
-# timed the step both ways.
-LOOP_LAYERS_VARIABLE = "ELECTRA_TF_LOOP_LAYERS"
-
-
-def loop_layers_under_xla(environ=None) -> bool:
-    return (os.environ if environ is None else environ).get(LOOP_LAYERS_VARIABLE, "0") == "1"
+from electra_tf.runtime import loop_layers_under_xla
 
 
 def deserialize_as(value, cls, owner: str, argument: str):

@@ -138,7 +138,7 @@ def looped_layers(layers, x, mask, training=None):
     the loop (`tf.foldl`, a while loop of `len(layers)` iterations) takes layer i's slice in
     iteration i. For the backward pass TensorFlow keeps each iteration's activations in lists
     that XLA compiles as stacked buffers. Encoders use it when the step is traced for XLA and
-    `ELECTRA_TF_LOOP_LAYERS=1` (`encoders.loop_layers_under_xla`): the unrolled stack makes a
+    `ELECTRA_TF_LOOP_LAYERS=1` (`runtime.loop_layers_under_xla`): the unrolled stack makes a
     program of thousands of kernels that takes minutes to compile for a GPU and seconds to load
     from the cache; the loop's step launches more kernels (docs/performance.md).
     """
