@@ -3,9 +3,9 @@
 #
 #   bash benchmarks/gpu_checks.sh all          # matrix, then first_step (about 9 minutes)
 #   bash benchmarks/gpu_checks.sh next         # what no GPU session has measured yet, in one command (about
-#                                              # 8 minutes): first_step with the layers as one XLA loop (with the
-#                                              # profile), then ELECTRA-Small pre-training in float16 through the
-#                                              # package (its Triton note, its skipped steps)
+#                                              # 8 minutes): first_step with query, key and value as one product
+#                                              # (fresh, rerun, step, profile), then ELECTRA-Small pre-training in
+#                                              # float16 through the package (its Triton note, its skipped steps)
 #   bash benchmarks/gpu_checks.sh flags        # first_step.py for two flag sets that cut the fresh compile
 #                                              # (Triton GEMMs off; and autotuning off too), fresh and rerun,
 #                                              # with the step time each costs (about 5 minutes; `next` has the
@@ -125,10 +125,11 @@ next)
   # Measured on one H200 (2026-11-26): the matrix (all 24 cells), float16 without XLA (as on CPU), and in a third
   # session first_step, checkpoints and one set of `flags`; in a fourth (2026-11-27) first_step with the first
   # call's split (fresh 110.9 s, rerun 24.0 s, 27.5 ms/step) and float16 with XLA, whose overflow was XLA's Triton
-  # GEMMs (docs/results.md). Next: the same first_step with ELECTRA_TF_LOOP_LAYERS=1 (does the step hold while the
-  # first steps shrink? its profile also prints the annotations' op scopes, step_profile.op_prefixes), then the
-  # float16 fix through the package's own command.
-  ELECTRA_TF_LOOP_LAYERS=1 first_step
+  # GEMMs (docs/results.md). Next: first_step again, now that query, key and value are one product in training
+  # (counted without a GPU: 2,135 kernels against 2,567; does the step follow? its profile also prints the
+  # annotations' op scopes, step_profile.op_prefixes), then the float16 fix through the package's own command.
+  # The layers' loop (ELECTRA_TF_LOOP_LAYERS=1 first_step) is no longer next: it launches 4,125 kernels.
+  first_step
   timeout "${FLOAT16_RUN_SECONDS:-240}" $py -m electra_tf.pretrain --config electra_small --mixed_precision mixed_float16 \
     --steps 200 --log_every 50 --model_dir runs/gpu_float16 2>&1 | grep -v '^[IW][0-9]' | tee "$out/float16_run.txt" ;;
 flags)

@@ -17,8 +17,9 @@ device properties), and jaxlib's CUDA plugin exposes that compiler. This script
    process that imports only jax (`--compile`: jaxlib's compile-only client, no device needed);
 3. counts what the optimized program launches: every instruction of its entry computation but
    parameters, constants, tuples and bitcasts (a fusion is one kernel, a cuBLAS call one or two,
-   a copy one), by kind, by the part of the step it came from (the kernel annotations'
-   classification of `step_profile.py`, from the same TensorFlow op names) and by TensorFlow op.
+   a copy one; a `while` loop's condition and body once per iteration), by kind, by the part of
+   the step it came from (the kernel annotations' classification of `step_profile.py`, from the
+   same TensorFlow op names) and by TensorFlow op.
 
 It is a proxy, not the GPU's own count. Differences, each deliberate or forced:
 - jaxlib's XLA is not the one in TensorFlow's wheel (versions are printed); fusion decisions
@@ -32,7 +33,9 @@ It is a proxy, not the GPU's own count. Differences, each deliberate or forced:
   needs itself).
 Measured for ELECTRA-Small at 128 x 128, mixed_bfloat16 (2026-11-26, docs/results.md): 3,011
 launches against 3,441 + 178 on the GPU, the same code; 2,567 since each transformer layer draws
-its dropout masks at once (`models/dropout.py`).
+its dropout masks at once (`models/dropout.py`; the H200 then counted 2,552); 2,135 since query,
+key and value are one product in training (`models/transformer.py`); 4,125 with the layers as
+one loop (`ELECTRA_TF_LOOP_LAYERS=1`, before that change), loops counted per iteration.
 
 Running it costs a minute of tracing and lowering and a minute or more of XLA's GPU
 compile on 2 CPU cores; nothing here runs on a GPU.
@@ -96,24 +99,51 @@ class Launch(collections.namedtuple("Launch", "kind op")):
 
 
 def launched_instructions(hlo_text: str) -> list[Launch]:
-    """What the entry computation of an optimized HLO module (text) launches, in order."""
-    start = hlo_text.index("\nENTRY")
-    end = hlo_text.find("\n}\n", start)
-    launches = []
-    for line in hlo_text[start:end if end >= 0 else None].splitlines()[1:]:
-        match = re.match(r"\s*(?:ROOT )?%?[\w.\-]+ = .*? ([a-z][a-z\-]*)\(", line)
-        if not match or match.group(1) in NOT_LAUNCHED:
-            continue
-        kind = match.group(1)
-        if kind == "fusion":
-            fusion_kind = re.search(r"kind=(\w+)", line)
-            kind += ":" + (fusion_kind.group(1) if fusion_kind else "?")
-        elif kind == "custom-call":
-            target = re.search(r'custom_call_target="([^"]+)"', line)
-            kind += ":" + (target.group(1) if target else "?")
-        op = re.search(r'op_name="([^"]*)"', line)
-        launches.append(Launch(kind, op.group(1) if op else ""))
-    return launches
+    """What the entry computation of an optimized HLO module (text) launches per run, in order.
+
+    A `while` loop (the layers' loop of `ELECTRA_TF_LOOP_LAYERS=1`) launches its condition and
+    its body once per iteration, so each counts its trip count's times (the condition once more,
+    for the test that ends the loop); the `while` itself launches nothing. The trip count is
+    XLA's `known_trip_count`; XLA does not know it for TensorFlow's gradient loops, which run
+    their forward loop's count ("gradient_tape/X/X_grad" is the gradient of "X"). A loop whose
+    count is still unknown is counted once, with kind "while:unknown trip count".
+    """
+    trip_counts = {op: int(n) for op, n in re.findall(
+        r' while\(.*?op_name="([^"]*)".*?"known_trip_count":\{"n":"(\d+)"', hlo_text)}
+    computations = {}  # name ("ENTRY" for the entry) -> its instruction lines
+    for block in hlo_text.split("\n}"):
+        header = re.search(r"^(ENTRY )?%?([\w.\-]+) \(.*\{$", block, re.MULTILINE)
+        if header:
+            computations["ENTRY" if header.group(1) else header.group(2)] = block[header.end():].splitlines()[1:]
+
+    def launches_of(name: str) -> list[Launch]:
+        launches = []
+        for line in computations[name]:
+            match = re.match(r"\s*(?:ROOT )?%?[\w.\-]+ = .*? ([a-z][a-z\-]*)\(", line)
+            if not match or match.group(1) in NOT_LAUNCHED:
+                continue
+            kind = match.group(1)
+            op = re.search(r'op_name="([^"]*)"', line)
+            op = op.group(1) if op else ""
+            if kind == "while":
+                loop = re.search(r"condition=%?([\w.\-]+), body=%?([\w.\-]+)", line)
+                gradient_of = re.fullmatch(r"gradient_tape/(.+)/\1_grad", op)
+                trips = trip_counts.get(op, trip_counts.get(gradient_of.group(1)) if gradient_of else None)
+                if trips is None:
+                    launches.append(Launch("while:unknown trip count", op))
+                    trips = 1
+                launches += launches_of(loop.group(1)) * (trips + 1) + launches_of(loop.group(2)) * trips
+                continue
+            if kind == "fusion":
+                fusion_kind = re.search(r"kind=(\w+)", line)
+                kind += ":" + (fusion_kind.group(1) if fusion_kind else "?")
+            elif kind == "custom-call":
+                target = re.search(r'custom_call_target="([^"]+)"', line)
+                kind += ":" + (target.group(1) if target else "?")
+            launches.append(Launch(kind, op))
+        return launches
+
+    return launches_of("ENTRY")
 
 
 def op_family(op: str) -> str:

@@ -2,6 +2,7 @@
 matrix itself runs the commands; it was tried by hand on CPU, docs/results.md), and its
 scheduling, with stand-in commands."""
 
+import collections
 import csv
 import json
 import sys
@@ -321,6 +322,53 @@ def test_gpu_kernels_counts_what_the_entry_computation_launches():
     assert counts["backward pass"] == 1 and counts["forward pass, losses and sampling"] == 1
     assert counts["unattributed (no annotation)"] == 1
     assert counts["ResourceApplyAdam"] == 1 and counts["BiasAdd"] == 1 and counts["(none)"] == 1
+
+
+# A forward loop of 3 iterations and TensorFlow's gradient loop, whose trip count XLA does not
+# know, shortened from the step of ELECTRA_TF_LOOP_LAYERS=1.
+LOOPED_HLO = """HloModule a_inference_one_step_on_data_1000001, is_scheduled=true
+
+%body (p: (s32[], f32[4])) -> (s32[], f32[4]) {
+  %p = (s32[], f32[4]{0}) parameter(0)
+  %i = s32[] get-tuple-element(%p), index=0
+  %f = f32[4]{0} fusion(%p), kind=kLoop, calls=%fused_add, metadata={op_name="generator_1/foldl/while/MatMul"}
+  %c = f32[4]{0} custom-call(%f), custom_call_target="__cublas$lt$matmul", metadata={op_name="generator_1/foldl/while/MatMul_1"}
+  ROOT %t = (s32[], f32[4]{0}) tuple(%i, %c)
+}
+
+%condition (p: (s32[], f32[4])) -> pred[] {
+  %p = (s32[], f32[4]{0}) parameter(0)
+  ROOT %less = pred[] fusion(%p), kind=kLoop, calls=%fused_less, metadata={op_name="generator_1/foldl/while/Less"}
+}
+
+%grad_body (p: (s32[], f32[4])) -> (s32[], f32[4]) {
+  %p = (s32[], f32[4]{0}) parameter(0)
+  ROOT %g = (s32[], f32[4]{0}) fusion(%p), kind=kLoop, calls=%fused_add, metadata={op_name="gradient_tape/generator_1/foldl/while/TensorListPopBack"}
+}
+
+ENTRY %main.9 (XLA_Args.1: f32[4]) -> f32[4] {
+  %XLA_Args.1 = f32[4]{0} parameter(0)
+  %tuple.1 = (s32[], f32[4]{0}) tuple(%XLA_Args.1, %XLA_Args.1)
+  %while.1 = (s32[], f32[4]{0}) while(%tuple.1), condition=%condition, body=%body, metadata={op_name="generator_1/foldl/while"}, backend_config={"known_trip_count":{"n":"3"},"known_init_step":{"init":"0","step":"1"}}
+  %while.2 = (s32[], f32[4]{0}) while(%while.1), condition=%condition, body=%grad_body, metadata={op_name="gradient_tape/generator_1/foldl/while/generator_1/foldl/while_grad"}
+  %while.3 = (s32[], f32[4]{0}) while(%while.2), condition=%condition, body=%grad_body, metadata={op_name="some/other/while"}
+  ROOT %out = f32[4]{0} get-tuple-element(%while.3), index=1
+}
+"""
+
+
+def test_gpu_kernels_counts_each_loop_iteration():
+    """A loop launches its condition and body per iteration; TensorFlow's gradient loop runs
+    its forward loop's count, which XLA does not annotate; an unknown count is shown as such."""
+    gpu_kernels = load_benchmark("gpu_kernels")
+    launches = gpu_kernels.launched_instructions(LOOPED_HLO)
+    kinds = collections.Counter(launch.kind for launch in launches)
+    # forward: 4 condition tests + 3 x (fusion + GEMM); gradient: 4 tests + 3 bodies;
+    # the unknown loop: once, marked, with its condition and body once.
+    assert kinds["custom-call:__cublas$lt$matmul"] == 3
+    assert kinds["while:unknown trip count"] == 1
+    assert kinds["fusion:kLoop"] == (4 + 3) + (4 + 3) + (2 + 1)
+    assert len(launches) == 3 + 14 + 3 + 1
 
 
 def test_gpu_kernels_passes_copies_to_the_gpu_compiler_as_reshapes():

@@ -32,7 +32,9 @@ calls to XLA's HLO costs what tracing them saves (2 CPU cores, the first step of
 docs/results.md), so it was not taken.
 
 The arithmetic is the Keras ops keras-hub's sublayers call, in the same order (the same
-einsum equations, masked softmax, LayerNorm, dropout applied as TensorFlow's):
+einsum equations, masked softmax, LayerNorm, dropout applied as TensorFlow's; in training the
+query, key and value projections are one einsum over the three kernels side by side, the same
+dot products in fewer GPU kernels):
 with the same weights (and in training the same dropout masks) the outputs are bit-identical to
 `keras_hub.layers.TransformerEncoder`'s.
 Gradients agree to float32 rounding, not to the bit: grappler optimizes the separate forward
@@ -96,8 +98,8 @@ class TransformerLayer(keras_hub.layers.TransformerEncoder):
         if padding_mask is None:
             raise ValueError("TransformerLayer: `padding_mask` is required.")
         mask = padding_mask if padding_mask.shape.rank == 4 else attention_mask(padding_mask)
-        attention = self._self_attention_layer
-        training = bool(training) and self.dropout > 0
+        fuse_projections = bool(training)
+        training = fuse_projections and self.dropout > 0
         # One draw per call for the layer's three dropouts (dropout.keep_masks), seeded by the
         # attention dropout's generator; the other two dropouts' generators stay in the layer
         # (keras-hub's variables, so checkpoints keep their layout) but are not advanced.
@@ -109,7 +111,7 @@ class TransformerLayer(keras_hub.layers.TransformerEncoder):
         else:
             block = _BLOCK_NOT_INLINED if training else _BLOCK_INLINED
         return block(inputs, mask, seed, weights, num_heads=self.num_heads, dropout=float(self.dropout),
-                     epsilon=float(self.layer_norm_epsilon), training=training)
+                     epsilon=float(self.layer_norm_epsilon), training=training, fuse_projections=fuse_projections)
 
     def block_variables(self) -> list:
         """The 16 variables `post_ln_block` takes, in its order."""
@@ -148,7 +150,8 @@ def looped_layers(layers, x, mask, training=None):
         raise ValueError("looped_layers: the layers differ in (heads, dropout, epsilon, dtype): "
                          f"{sorted(set(settings))}")
     dtype = first.compute_dtype
-    training = bool(training) and first.dropout > 0
+    fuse_projections = bool(training)
+    training = fuse_projections and first.dropout > 0
     seeds = tf.stack([layer._dropout_seed(training) for layer in layers])
     per_layer = [[tf.cast(tf.convert_to_tensor(variable), dtype) for variable in layer.block_variables()]
                  for layer in layers]
@@ -157,18 +160,20 @@ def looped_layers(layers, x, mask, training=None):
     def block(x, slices):
         seed, *weights = slices
         return post_ln_block(x, mask, seed, weights, num_heads=first.num_heads, dropout=float(first.dropout),
-                             epsilon=float(first.layer_norm_epsilon), training=training)
+                             epsilon=float(first.layer_norm_epsilon), training=training,
+                             fuse_projections=fuse_projections)
 
     return tf.foldl(block, [seeds, *stacked], initializer=tf.cast(x, dtype))
 
 
-def post_ln_block(x, mask, seed, weights, num_heads, dropout, epsilon, training):
+def post_ln_block(x, mask, seed, weights, num_heads, dropout, epsilon, training, fuse_projections=False):
     """BERT's post-LN block: x + Dropout(Attention(x)) -> LN -> + Dropout(FFN) -> LN.
 
     x: [B, L, H] in the compute dtype; mask: bool [B, 1, 1, L]; seed: int32 [2], the one draw of
-    the three dropouts' masks (attention probabilities, attention output, FFN output). Each
-    step is the Keras op the corresponding keras-hub sublayer calls, with the same einsum
-    equations.
+    the three dropouts' masks (attention probabilities, attention output, FFN output);
+    `training`: apply them; `fuse_projections`: query, key and value as one product (below;
+    in training, with or without dropout). Each step is the Keras op the corresponding
+    keras-hub sublayer calls, with the same einsum equations.
     """
     (query_kernel, query_bias, key_kernel, key_bias, value_kernel, value_bias, output_kernel, output_bias,
      attention_gamma, attention_beta, intermediate_kernel, intermediate_bias, ffn_kernel, ffn_bias,
@@ -180,12 +185,22 @@ def post_ln_block(x, mask, seed, weights, num_heads, dropout, epsilon, training)
             [[batch, num_heads, length, length], [batch, length, x.shape[-1]], [batch, length, x.shape[-1]]],
             dropout, seed, x.dtype)
 
-    def heads(kernel, bias):  # MultiHeadAttention's query/key/value EinsumDense: [B, L, heads, head_size]
-        return ops.add(ops.einsum("abc,cde->abde", x, kernel), bias)
-
-    query = ops.multiply(heads(query_kernel, query_bias), ops.cast(1.0 / math.sqrt(head_size), x.dtype))
-    key = heads(key_kernel, key_bias)
-    value = heads(value_kernel, value_bias)
+    # MultiHeadAttention's query, key and value EinsumDense: "abc,cde->abde", [B, L, heads,
+    # head_size] each. In training as one product with the three kernels side by side on the
+    # heads axis: the same dot products; the backward pass then has one product per gradient
+    # and one bias-gradient reduction, and XLA fuses the three AdamW updates (they read one
+    # gradient buffer). Compiled for an H100, ELECTRA-Small's step launches 2,135 kernels
+    # instead of 2,567 (benchmarks/gpu_kernels.py; docs/results.md, with XLA on CPU's cost).
+    # Inference keeps three products: one product would copy the kernels on every call.
+    if fuse_projections:
+        projected = ops.add(
+            ops.einsum("abc,cde->abde", x, ops.concatenate([query_kernel, key_kernel, value_kernel], axis=1)),
+            ops.concatenate([query_bias, key_bias, value_bias], axis=0))
+        query, key, value = ops.split(projected, 3, axis=2)
+    else:
+        query, key, value = (ops.add(ops.einsum("abc,cde->abde", x, kernel), bias) for kernel, bias in
+                             ((query_kernel, query_bias), (key_kernel, key_bias), (value_kernel, value_bias)))
+    query = ops.multiply(query, ops.cast(1.0 / math.sqrt(head_size), x.dtype))
     scores = ops.einsum("aecd,abcd->acbe", key, query)  # [B, heads, L_query, L_key]
     # keras.layers.Softmax with a mask: padded keys get a large negative score, and rows with
     # no real key are zeroed after the softmax.
