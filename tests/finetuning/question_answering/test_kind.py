@@ -4,6 +4,7 @@ reproduces in a TensorFlow-only process, and bad files named."""
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -93,6 +94,7 @@ def test_squad_2_0_reports_the_official_names_and_null_odds(pretrained_run, corp
     predictions = json.loads((tmp_path / "out" / "predictions.json").read_text())
     assert set(null_odds) == set(predictions) and len(predictions) == 20
     assert all(text == "" for qid, text in predictions.items() if null_odds[qid] > -2.75)
+    assert (Path(summary["export"]) / "saved_model.pb").is_file()  # the plain head exports too
 
 
 def test_a_question_length_that_leaves_no_room_is_refused_before_training(pretrained_run, corpus, tmp_path, capsys):
