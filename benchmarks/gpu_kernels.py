@@ -106,7 +106,8 @@ def launched_instructions(hlo_text: str) -> list[Launch]:
     for the test that ends the loop); the `while` itself launches nothing. The trip count is
     XLA's `known_trip_count`; XLA does not know it for TensorFlow's gradient loops, which run
     their forward loop's count ("gradient_tape/X/X_grad" is the gradient of "X"). A loop whose
-    count is still unknown is counted once, with kind "while:unknown trip count".
+    count is still unknown is counted as one iteration and flagged by one more entry, of kind
+    "while:unknown trip count", so the summary shows that its total is short.
     """
     trip_counts = {op: int(n) for op, n in re.findall(
         r' while\(.*?op_name="([^"]*)".*?"known_trip_count":\{"n":"(\d+)"', hlo_text)}
