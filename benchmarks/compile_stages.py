@@ -17,6 +17,15 @@ the process compiled or loaded (the longest first):
   XLA's compile, then writing the program to the cache (a fresh process).
 
 The step itself comes after; `startup.py`'s first call minus these is the first step's run.
+
+With `command_buffer_thunk=3` in TF_CPP_VMODULE too, the script also sums up how the program ran its
+command buffers (`command_buffers`): XLA's GPU backend records runs of kernels into CUDA graphs
+and replays each graph with one launch (`--xla_gpu_enable_command_buffer`, on by default in XLA's
+source; whether TensorFlow's step gets them is what this log shows). The log says how often a graph
+was launched, how often it was recorded again because the buffers it points at had moved (host
+work that grows with its commands, timed in the log), and how often it ran kernel by kernel instead
+because a profiler was on (XLA's workaround for CUPTI, unless
+`--xla_enable_command_buffers_during_profiling=true`).
 """
 
 from __future__ import annotations
@@ -100,12 +109,71 @@ def format_compiles(found, minimum_seconds: float = 0.5) -> str:
     return "\n".join(rows) if rows else "no XLA compile in the log: was TF_CPP_VMODULE set (see the docstring)?"
 
 
+# command_buffer_thunk.cc's VLOG(3) lines (TensorFlow 2.21's XLA) and its VLOG(1) line under a profiler.
+RECORDED = re.compile(r"^Initialized command buffer on device #\d+ in (\d+) \S+; num_commands=(\d+)")
+UPDATE = re.compile(r"^Update command buffer on device #\d+ by recoding command buffer cmd sequence after "
+                    r"(\d+) executions")
+UPDATED = re.compile(r"^Updated command buffer in (\d+) \S+; num_commands=(\d+)")
+EXECUTED = "Execute command buffer on device #"
+OP_BY_OP = "Execute command buffer thunk as a regular thunk sequence"
+
+
+def command_buffers(lines) -> dict:
+    """How a process's command buffers ran, from command_buffer_thunk's log: launches as graphs,
+    first recordings and re-recordings (count, microseconds, commands), the executions before
+    each re-recording, and the replays kernel by kernel under a profiler."""
+    found = {"launched": 0, "recorded": 0, "recorded_us": 0, "rerecorded": 0, "rerecorded_us": 0,
+             "commands": [], "executions_before_rerecording": [], "op_by_op": 0}
+    for line in lines:
+        match = LOG_LINE.match(line.rstrip("\n"))
+        if not match:
+            continue
+        message = match.group(5)
+        if message.startswith(EXECUTED):
+            found["launched"] += 1
+        elif message.startswith(OP_BY_OP):
+            found["op_by_op"] += 1
+        elif recorded := RECORDED.match(message):
+            found["recorded"] += 1
+            found["recorded_us"] += int(recorded.group(1))
+            found["commands"].append(int(recorded.group(2)))
+        elif update := UPDATE.match(message):
+            found["executions_before_rerecording"].append(int(update.group(1)))
+        elif updated := UPDATED.match(message):
+            found["rerecorded"] += 1
+            found["rerecorded_us"] += int(updated.group(1))
+    return found
+
+
+def format_command_buffers(found: dict) -> str:
+    if not (found["launched"] or found["recorded"] or found["op_by_op"]):
+        return ("no command buffer in the log (command_buffer_thunk=3 not in TF_CPP_VMODULE, no GPU, or "
+                "--xla_gpu_enable_command_buffer= empty)")
+    commands = sorted(found["commands"])
+    lines = [f"command buffers (CUDA graphs): {found['recorded']} recorded ({found['recorded_us'] / 1e3:.1f} ms; "
+             f"commands each: {commands[0] if commands else 0} to {commands[-1] if commands else 0}, "
+             f"{sum(commands)} in all), launched {found['launched']} times as graphs, "
+             f"{found['op_by_op']} times kernel by kernel (a profiler was on)"]
+    if found["rerecorded"]:
+        waits = sorted(found["executions_before_rerecording"])
+        lines.append(f"  re-recorded {found['rerecorded']} times (the buffers they point at had moved): "
+                     f"{found['rerecorded_us'] / 1e3:.1f} ms, {found['rerecorded_us'] / found['rerecorded']:.0f} us "
+                     f"each; median executions before one: {waits[len(waits) // 2] if waits else '?'}")
+    else:
+        lines.append("  never re-recorded: every launch replayed its graph as recorded")
+    return "\n".join(lines)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("log", help="the stderr of a process run with the docstring's TF_CPP_VMODULE")
     args = parser.parse_args(argv)
     with open(args.log, errors="replace") as log:
-        print(format_compiles(compiles(log)))
+        lines = log.readlines()
+    print(format_compiles(compiles(lines)))
+    buffers = command_buffers(lines)
+    if any(buffers[key] for key in ("launched", "recorded", "op_by_op")):
+        print(format_command_buffers(buffers))
     return 0
 
 

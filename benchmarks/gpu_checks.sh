@@ -6,6 +6,9 @@
 #                                              # 8 minutes): first_step with query, key and value as one product
 #                                              # (fresh, rerun, step, profile), then ELECTRA-Small pre-training in
 #                                              # float16 through the package (its Triton note, its skipped steps)
+#   bash benchmarks/gpu_checks.sh graphs       # XLA's command buffers (CUDA graphs): the step with them off, and a
+#                                              # profile that keeps them (the profiler otherwise replays them kernel
+#                                              # by kernel), each a fresh process over its own cache (about 5 minutes)
 #   bash benchmarks/gpu_checks.sh flags        # first_step.py for two flag sets that cut the fresh compile
 #                                              # (Triton GEMMs off; and autotuning off too), fresh and rerun,
 #                                              # with the step time each costs (about 5 minutes; `next` has the
@@ -32,7 +35,7 @@
 # it finished and a rerun continues it), so a slow compile costs its step, not the rest.
 # What was measured, and how it reads: docs/results.md.
 set -u
-part=${1:?"which part: all, next, flags, matrix, first_step, float16, gradients, baseline or checkpoints"}
+part=${1:?"which part: all, next, graphs, flags, matrix, first_step, float16, gradients, baseline or checkpoints"}
 out=${OUT:-runs/gpu_checks}
 mkdir -p "$out"
 py=${PYTHON:-python3}
@@ -67,10 +70,12 @@ matrix() {
 # One pretrain_step.py process for ELECTRA-Small at 128 x 128 over the compile cache $2, NAME ($1) its files:
 # the results to the terminal and $out/NAME.txt as they are printed (unbuffered: a timeout keeps what came before
 # it), TensorFlow's log of the first call's parts to $out/NAME_tf_log.txt, timed by compile_stages.py.
+# VMODULE_MORE adds modules to TensorFlow's log (command_buffer_thunk=3: how the command buffers ran, which
+# compile_stages.py sums up; a line per graph launch, so not in a process whose step time is the figure).
 logged_step_run() {
   local name=$1 cache=$2 seconds=$3; shift 3
   ELECTRA_TF_COMPILE_CACHE=$cache PYTHONUNBUFFERED=1 TF_CPP_MIN_LOG_LEVEL=0 \
-    TF_CPP_VMODULE=xla_compiler=1,device_compiler=1,device_executable_persistor=1 \
+    TF_CPP_VMODULE=xla_compiler=1,device_compiler=1,device_executable_persistor=1${VMODULE_MORE:+,$VMODULE_MORE} \
     timeout "$seconds" $py benchmarks/pretrain_step.py --sizes small --batch 128 --precisions "$precision" \
     --xla on --steps 30 --warmup 5 "$@" 2> "$out/${name}_tf_log.txt" | tee "$out/$name.txt"
   grep -v '^[IW][0-9]' "$out/${name}_tf_log.txt" | tail -20
@@ -90,7 +95,23 @@ first_step() {
   logged_step_run fresh "$cache" "${FRESH_SECONDS:-300}" --peer --peer_python "$peer"
   # Rerun: the same command's step, loaded from the cache; then 5 more steps under the profiler: where the
   # GPU's time goes (kernels, idle gaps, time by kind: step_profile.kernel_summary), toward the 3x goal.
-  logged_step_run rerun "$cache" 150 --profile 5
+  # With command_buffer_thunk's log: are the loaded program's CUDA graphs launched, and recorded again each step?
+  VMODULE_MORE=command_buffer_thunk=3 logged_step_run rerun "$cache" 150 --profile 5
+}
+
+graphs() {
+  # XLA records runs of kernels into CUDA graphs by default (jaxlib 0.10.2's does for this step, compiled without
+  # a GPU; first_step's rerun log says whether TensorFlow 2.21's does) and replays them kernel by kernel while a
+  # profiler is on: the profiles' gaps between kernels are that mode's. XLA_FLAGS are not part of the
+  # compile cache's key (and the graphs are formed when compiling), so each setting compiles in a fresh process
+  # over its own cache. (1) The step without command buffers, against first_step's fresh process; (2) a profile
+  # that keeps them (XLA calls it experimental: CUPTI and CUDA graphs once corrupted memory).
+  local base=${XLA_FLAGS:-}
+  rm -rf /tmp/gpu_checks_cache_no_graphs /tmp/gpu_checks_cache_graphs_profiled
+  XLA_FLAGS="$base --xla_gpu_enable_command_buffer=" \
+    logged_step_run no_command_buffers /tmp/gpu_checks_cache_no_graphs "${FRESH_SECONDS:-300}"
+  XLA_FLAGS="$base --xla_enable_command_buffers_during_profiling=true" VMODULE_MORE=command_buffer_thunk=3 \
+    logged_step_run graphs_profiled /tmp/gpu_checks_cache_graphs_profiled "${FRESH_SECONDS:-300}" --profile 5
 }
 
 float16() {
@@ -119,6 +140,7 @@ case $part in
 all) matrix; first_step ;;
 matrix) matrix ;;
 first_step) first_step ;;
+graphs) graphs ;;
 float16) float16 ;;
 gradients) gradients ;;
 next)
@@ -127,7 +149,8 @@ next)
   # call's split (fresh 110.9 s, rerun 24.0 s, 27.5 ms/step) and float16 with XLA, whose overflow was XLA's Triton
   # GEMMs (docs/results.md). Next: first_step again, now that query, key and value are one product in training
   # (counted without a GPU: 2,135 kernels against 2,567; does the step follow? its profile also prints the
-  # annotations' op scopes, step_profile.op_prefixes), then the float16 fix through the package's own command.
+  # annotations' op scopes, step_profile.op_prefixes; and the rerun's log says whether its CUDA graphs are launched
+  # and recorded again each step: compile_stages.py), then the float16 fix through the package's own command.
   # The layers' loop (ELECTRA_TF_LOOP_LAYERS=1 first_step) is no longer next: it launches 4,125 kernels.
   first_step
   timeout "${FLOAT16_RUN_SECONDS:-240}" $py -m electra_tf.pretrain --config electra_small --mixed_precision mixed_float16 \
@@ -145,5 +168,6 @@ baseline)
   ;;
 checkpoints) checkpoints ;;
 *)
-  echo "unknown part $part: all, next, flags, matrix, first_step, float16, gradients, baseline or checkpoints" >&2; exit 2 ;;
+  echo "unknown part $part: all, next, graphs, flags, matrix, first_step, float16, gradients, baseline or checkpoints" >&2
+  exit 2 ;;
 esac

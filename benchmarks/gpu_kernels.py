@@ -19,7 +19,12 @@ device properties), and jaxlib's CUDA plugin exposes that compiler. This script
    parameters, constants, tuples and bitcasts (a fusion is one kernel, a cuBLAS call one or two,
    a copy one; a `while` loop's condition and body once per iteration), by kind, by the part of
    the step it came from (the kernel annotations' classification of `step_profile.py`, from the
-   same TensorFlow op names) and by TensorFlow op.
+   same TensorFlow op names) and by TensorFlow op;
+4. reads XLA's dump of the program's thunks to say what the host launches per step with XLA's
+   command buffers, on by default: runs of kernels recorded into CUDA graphs, each replayed with
+   one launch (`host_launches`). The kernels still run one after another on the GPU, but without
+   a launch from the host before each. (A profiler turns them back into kernel-by-kernel
+   launches: `step_profile.command_buffer_note`.)
 
 It is a proxy, not the GPU's own count. Differences, each deliberate or forced:
 - jaxlib's XLA is not the one in TensorFlow's wheel (versions are printed); fusion decisions
@@ -30,12 +35,19 @@ It is a proxy, not the GPU's own count. Differences, each deliberate or forced:
   kernels of its own; on one H200 Triton's GEMMs off added 178 kernels to 3,441;
 - TensorFlow's HLO has `copy` instructions (values it returns), which jaxlib's HLO import
   rejects; they are passed as same-shape reshapes (value identities; XLA inserts the copies it
-  needs itself).
+  needs itself);
+- the command buffers are jaxlib's XLA's; whether TensorFlow's forms the same, and whether it
+  must record them again every step (when the buffers they point at move), a GPU's log says
+  (`gpu_checks.sh first_step`'s rerun, read by `compile_stages.py`).
 Measured for ELECTRA-Small at 128 x 128, mixed_bfloat16 (2026-11-26, docs/results.md): 3,011
 launches against 3,441 + 178 on the GPU, the same code; 2,567 since each transformer layer draws
 its dropout masks at once (`models/dropout.py`; the H200 then counted 2,552); 2,135 since query,
 key and value are one product in training (`models/transformer.py`); 4,125 with the layers as
-one loop (`ELECTRA_TF_LOOP_LAYERS=1`, before that change), loops counted per iteration.
+one loop (`ELECTRA_TF_LOOP_LAYERS=1`, before that change; 3,744 after), loops counted per iteration. With
+command buffers (2026-11-27): **one host launch per step**, a single CUDA graph holding all 2,135
+kernels (1,035 launches before the target named a driver version: XLA then assumed a driver older
+than 12.3 and left every cuBLAS matmul out of the graphs); the layers' loop, 1,101 (its loops
+break the graphs: a graph or a kernel per body part and iteration).
 
 Running it costs a minute of tracing and lowering and a minute or more of XLA's GPU
 compile on 2 CPU cores; nothing here runs on a GPU.
@@ -48,6 +60,7 @@ import collections
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -60,7 +73,10 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 # An H100 SXM (80 GB HBM3) as XLA's GpuTargetConfig describes a device: what XLA's cost models
 # and emitters read from a real one. Values from NVIDIA's H100 data sheet and its CUDA device
-# query (132 SMs, 228 KiB shared memory per SM, 50 MiB L2, compute capability 9.0).
+# query (132 SMs, 228 KiB shared memory per SM, 50 MiB L2, compute capability 9.0); the driver
+# and runtime versions are the GPU sessions' (driver 580, CUDA 13.0; the kit's CUDA runtime 12.9).
+# Without a driver version XLA assumes one older than 12.3 and leaves cuBLAS calls out of its
+# command buffers (CUDA graphs): the graphs then break at every matmul.
 H100_TARGET = """
 gpu_device_info {
   threads_per_block_limit: 1024
@@ -81,10 +97,12 @@ gpu_device_info {
   cuda_compute_capability { major: 9 minor: 0 }
   registers_per_core_limit: 65536
   registers_per_block_limit: 65536
+  driver_version: "13.0.0"
+  runtime_version: "12.9.0"
 }
 platform_name: "CUDA"
 dnn_version_info { major: 9 minor: 7 }
-runtime_version { major: 12 minor: 8 }
+runtime_version { major: 12 minor: 9 }
 device_description_str: "NVIDIA H100 80GB HBM3"
 """
 
@@ -98,6 +116,29 @@ class Launch(collections.namedtuple("Launch", "kind op")):
     "custom-call:__cublas$lt$matmul", "copy", ...) and the TensorFlow op it came from ("" if none)."""
 
 
+def _computations(hlo_text: str) -> dict:
+    """An optimized HLO module's computations by name ("ENTRY" for the entry): their instruction lines."""
+    computations = {}
+    for block in hlo_text.split("\n}"):
+        header = re.search(r"^(ENTRY )?%?([\w.\-]+) \(.*\{$", block, re.MULTILINE)
+        if header:
+            computations["ENTRY" if header.group(1) else header.group(2)] = block[header.end():].splitlines()[1:]
+    return computations
+
+
+def _loop_trips(hlo_text: str):
+    """A function from a `while` instruction's TensorFlow op name to its trip count (None: unknown):
+    XLA's `known_trip_count`, or for TensorFlow's gradient loops ("gradient_tape/X/X_grad", which
+    XLA does not annotate) their forward loop's."""
+    known = {op: int(n) for op, n in re.findall(
+        r' while\(.*?op_name="([^"]*)".*?"known_trip_count":\{"n":"(\d+)"', hlo_text)}
+
+    def trips(op: str):
+        gradient_of = re.fullmatch(r"gradient_tape/(.+)/\1_grad", op)
+        return known.get(op, known.get(gradient_of.group(1)) if gradient_of else None)
+    return trips
+
+
 def launched_instructions(hlo_text: str) -> list[Launch]:
     """What the entry computation of an optimized HLO module (text) launches per run, in order.
 
@@ -109,13 +150,7 @@ def launched_instructions(hlo_text: str) -> list[Launch]:
     count is still unknown is counted as one iteration and flagged by one more entry, of kind
     "while:unknown trip count", so the summary shows that its total is short.
     """
-    trip_counts = {op: int(n) for op, n in re.findall(
-        r' while\(.*?op_name="([^"]*)".*?"known_trip_count":\{"n":"(\d+)"', hlo_text)}
-    computations = {}  # name ("ENTRY" for the entry) -> its instruction lines
-    for block in hlo_text.split("\n}"):
-        header = re.search(r"^(ENTRY )?%?([\w.\-]+) \(.*\{$", block, re.MULTILINE)
-        if header:
-            computations["ENTRY" if header.group(1) else header.group(2)] = block[header.end():].splitlines()[1:]
+    trip_count, computations = _loop_trips(hlo_text), _computations(hlo_text)
 
     def launches_of(name: str) -> list[Launch]:
         launches = []
@@ -128,8 +163,7 @@ def launched_instructions(hlo_text: str) -> list[Launch]:
             op = op.group(1) if op else ""
             if kind == "while":
                 loop = re.search(r"condition=%?([\w.\-]+), body=%?([\w.\-]+)", line)
-                gradient_of = re.fullmatch(r"gradient_tape/(.+)/\1_grad", op)
-                trips = trip_counts.get(op, trip_counts.get(gradient_of.group(1)) if gradient_of else None)
+                trips = trip_count(op)
                 if trips is None:
                     launches.append(Launch("while:unknown trip count", op))
                     trips = 1
@@ -145,6 +179,73 @@ def launched_instructions(hlo_text: str) -> list[Launch]:
         return launches
 
     return launches_of("ENTRY")
+
+
+def entry_loop_trips(hlo_text: str) -> list:
+    """The trip count of each `while` loop of the entry computation, in program order (None: unknown)."""
+    trip_count = _loop_trips(hlo_text)
+    return [trip_count(op.group(1) if op else "") for line in _computations(hlo_text).get("ENTRY", [])
+            if re.match(r"\s*(?:ROOT )?%?[\w.\-]+ = .*? while\(", line)
+            for op in [re.search(r'op_name="([^"]*)"', line)]]
+
+
+THUNK_LINE = re.compile(r"^( *)(?:\d+: (k\w+)|(condition|body):)")
+
+
+def host_launches(thunk_text: str, loop_trips: list) -> dict:
+    """What the host launches per step when XLA's command buffers are on, from XLA's dump of the
+    program's thunks after its thunk passes (`*.thunk_sequence_after_thunk_passes.txt`).
+
+    Each line is a thunk, nested ones indented below theirs: a `kCommandBuffer` is one launch (a
+    CUDA graph) however many kernels it holds; a `kWhile` runs its condition and body sequences
+    (under "condition:" and "body:") once per iteration, the condition once more, its trip count
+    the next of `loop_trips` (the entry's loops in order, `entry_loop_trips`; unknown: 1); a
+    `kDynamicSliceFusion`'s nested copy is how it runs, one launch; anything else is one launch.
+    Returns {"launches", "graphs", "kernels_in_graphs", "alone" (thunks launched on their own),
+    "unknown_trips"} per step."""
+    lines = [(len(match.group(1)), match.group(2) or match.group(3))
+             for match in map(THUNK_LINE.match, thunk_text.splitlines()) if match]
+    trips = iter(loop_trips)
+    totals = collections.Counter()
+
+    def nested_end(i: int) -> int:
+        # A loop's "condition:" label sits at the loop's own indent; its sequences below it, deeper.
+        indent, labels, j = lines[i][0], ("condition", "body") if lines[i][1] == "kWhile" else (), i + 1
+        while j < len(lines) and (lines[j][0] > indent or lines[j][1] in labels):
+            j += 1
+        return j
+
+    def sequence(i: int, indent: int, times: int) -> int:
+        """Counts the thunks from `i` at `indent` as run `times` times; returns where they end."""
+        while i < len(lines) and lines[i][0] >= indent:
+            kind = lines[i][1]
+            if lines[i][0] > indent or kind in ("condition", "body"):
+                i += 1
+                continue
+            end = nested_end(i)
+            if kind == "kCommandBuffer":
+                totals["graphs"] += times
+                totals["kernels_in_graphs"] += times * (end - i - 1)
+            elif kind == "kWhile":
+                count = next(trips, None) if indent == 0 else None
+                totals["unknown_trips"] += count is None
+                count = 1 if count is None else count
+                j = i + 1
+                while j < end:
+                    if lines[j][1] in ("condition", "body") and j + 1 < end:
+                        extra = 1 if lines[j][1] == "condition" else 0
+                        j = sequence(j + 1, lines[j + 1][0], times * (count + extra))
+                    else:
+                        j += 1
+            else:
+                totals["alone"] += times
+            i = end
+        return i
+
+    sequence(0, 0, 1)
+    return {"launches": totals["graphs"] + totals["alone"], "graphs": totals["graphs"],
+            "kernels_in_graphs": totals["kernels_in_graphs"], "alone": totals["alone"],
+            "unknown_trips": totals["unknown_trips"]}
 
 
 def op_family(op: str) -> str:
@@ -258,29 +359,47 @@ def main(argv=None) -> int:
     (folder / "step.hlo.pb").write_bytes(module)
     print(f"{args.preset}, batch {args.batch}, {args.precision}: traced and lowered in {made['trace_and_lower_s']} s "
           f"(TensorFlow {made['tensorflow']}); compiling for the GPU (a minute or more) ...", flush=True)
-    env = {**os.environ, "XLA_FLAGS": " ".join(filter(None, (os.environ.get("XLA_FLAGS", ""), COMPILE_FLAGS)))}
+    dump = Path(tempfile.mkdtemp(prefix="xla_dump_"))  # XLA's thunk sequence: what the host launches
+    env = {**os.environ, "XLA_FLAGS": " ".join(filter(None, (
+        os.environ.get("XLA_FLAGS", ""), COMPILE_FLAGS, f"--xla_dump_to={dump} --xla_gpu_dump_llvmir=false")))}
     child = subprocess.run([sys.executable, __file__, "--compile", str(folder / "step.hlo.pb"),
                             str(folder / "step.gpu.hlo.txt")] + (["--target_config", str(args.target_config)]
                                                                  if args.target_config else []),
                            env=env, capture_output=True, text=True)
     if child.returncode != 0:
+        shutil.rmtree(dump, ignore_errors=True)
         print(child.stderr[-4000:], file=sys.stderr)
         if "No module named 'jax" in child.stderr:
             print("XLA's GPU compiler comes with the gpu-kernels extra: pip install -e \".[gpu-kernels]\"",
                   file=sys.stderr)
         return 1
     compiled = json.loads(child.stdout.strip().splitlines()[-1])
-    launches = launched_instructions((folder / "step.gpu.hlo.txt").read_text())
+    optimized = (folder / "step.gpu.hlo.txt").read_text()
+    launches = launched_instructions(optimized)
     print(f"compiled for {compiled['device']} in {compiled['compile_s']} s (jaxlib {compiled['jaxlib']}'s XLA, "
           f"XLA_FLAGS {compiled['xla_flags']}; {copies} copies passed as reshapes)")
     for line in launch_summary(launches):
         print(line)
     summary = {**made, **compiled, "launches": len(launches),
                "by_kind": dict(collections.Counter(launch.kind for launch in launches))}
+    # With command buffers on (XLA's default) the thunk passes' dump says what the host launches; without
+    # them the pass does not run, and each thunk of the plain sequence is its own launch.
+    thunks = sorted(dump.glob("*.thunk_sequence_after_thunk_passes.txt")) or sorted(
+        dump.glob("*.thunk_sequence.txt"))
+    if thunks:
+        (folder / "step.thunks.txt").write_text(thunks[-1].read_text())
+        host = host_launches(thunks[-1].read_text(), entry_loop_trips(optimized))
+        print(f"the host launches {host['launches']:,} per step with XLA's command buffers (CUDA graphs, "
+              f"this XLA's defaults for a CUDA 13.0 driver): {host['graphs']:,} graphs holding "
+              f"{host['kernels_in_graphs']:,} kernels and copies, {host['alone']:,} launched on their own"
+              + (f"; {host['unknown_trips']} loop(s) of unknown trip count counted once" if host["unknown_trips"]
+                 else ""))
+        summary["host_launches"] = host
+    shutil.rmtree(dump, ignore_errors=True)
     (folder / "counts.json").write_text(json.dumps(summary, indent=1))
     if args.keep:
         print(f"kept in {folder}: step.hlo.pb (TensorFlow's HLO), step.gpu.hlo.txt (the optimized program), "
-              "counts.json")
+              "step.thunks.txt (its thunks, as XLA dumps them), counts.json")
     return 0
 
 

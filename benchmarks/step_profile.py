@@ -272,6 +272,19 @@ def kernel_summary(kernels, steps: int, top: int = 15, optimizer_scope: str = "e
     return lines + source_summary(kernels, steps, optimizer_scope)
 
 
+def command_buffer_note(xla_flags: str) -> str:
+    """What the profiled steps ran: XLA launches runs of kernels as CUDA graphs (command buffers, on
+    by default in XLA) but replays them kernel by kernel while a profiler is on, unless told not to."""
+    if re.search(r"--xla_gpu_enable_command_buffer=(\s|$)", xla_flags):
+        return "  (command buffers off in XLA_FLAGS: every kernel launched on its own, as in the unprofiled steps)"
+    if re.search(r"--xla_enable_command_buffers_during_profiling=(true|1)\b", xla_flags):
+        return ("  (command buffers kept under the profiler, --xla_enable_command_buffers_during_profiling: "
+                "graphs launched as in the unprofiled steps)")
+    return ("  (XLA replays its command buffers, CUDA graphs, kernel by kernel while a profiler is on: the gaps "
+            "between kernels above are that mode's, not necessarily the unprofiled step's; "
+            "--xla_enable_command_buffers_during_profiling=true keeps them)")
+
+
 def read_space(logdir: str):
     """The newest trace (`XSpace`) the profiler wrote under `logdir`."""
     from tensorflow.tsl.profiler.protobuf import xplane_pb2
@@ -336,8 +349,9 @@ def profiled_steps(model, dataset, steps: int, logdir: str) -> list[str]:
     kernels = device_kernels(read_space(logdir))
     on_gpu = bool(kernels or tf.config.list_physical_devices("GPU"))  # a GPU and no kernel: CUPTI was missing
     return [f"profiled: {steps} steps, {1000 * wall / steps:.2f} ms/step wall with the profiler on, trace in "
-            f"{logdir}", *(kernel_summary(kernels, steps, optimizer_scope=model.optimizer.name) + op_prefixes(
-                kernels, steps) if on_gpu else [])]
+            f"{logdir}", *(kernel_summary(kernels, steps, optimizer_scope=model.optimizer.name)
+                           + [command_buffer_note(os.environ.get("XLA_FLAGS", ""))] + op_prefixes(kernels, steps)
+                           if on_gpu else [])]
 
 
 def main(argv=None) -> int:

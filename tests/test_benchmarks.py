@@ -161,6 +161,7 @@ def test_every_command_of_the_gpu_checks_parses(tmp_path, monkeypatch):
     expected = {"all": {"electra_tf", "electra_tf.pretrain", "runtime_matrix.py", "pretrain_step.py",
                         "compile_stages.py"},
                 "next": {"pretrain_step.py", "compile_stages.py", "electra_tf.pretrain"}, "flags": {"first_step.py"},
+                "graphs": {"pretrain_step.py", "compile_stages.py"},
                 "float16": {"float16_overflow.py"}, "gradients": {"xla_gradients.py"}, "baseline": {"first_step.py"},
                 "checkpoints": {"electra_tf.pretrain"}}
     for part, scripts in expected.items():
@@ -371,6 +372,53 @@ def test_gpu_kernels_counts_each_loop_iteration():
     assert len(launches) == 3 + 14 + 3 + 1
 
 
+# XLA's thunk dump after its thunk passes, shaped as jaxlib 0.10.2 writes it (shortened): a command
+# buffer, a kernel and a matmul on their own, a loop (its "condition:" label at the loop's indent)
+# whose body holds a dynamic-slice fusion (its copy nested under it) and a command buffer, a second
+# loop, and a last command buffer.
+THUNKS = """000: kCommandBuffer  [source       | next=004 (1)  ]
+    001: kCustomKernel [source        | sink         ] loop_multiply_fusion grid: [1, 1, 1]
+    002: kCopy         [source        | next=003 (1) ] kCopy
+    003: kCublasLtMatmul [prev=002 (1) | sink ] kCublasLtMatmul
+004: kCustomKernel   [prev=000 (1) | next=005 (1)  ] input_reduce_fusion grid: [32, 1, 1]
+005: kCublasLtMatmul [prev=004 (1) | next=006 (1)  ] kCublasLtMatmul
+006: kWhile          [prev=005 (1)  | next=014 (1) ]
+condition:
+    007: kCustomKernel [source | sink] loop_compare_fusion grid: [1, 1, 1]
+  body:
+    008: kDynamicSliceFusion [source        | next=010 (1) ] params=1, results=1
+        009: kCopy [source | sink] kCopy
+    000: kCommandBuffer      [prev=008 (1)  | next=013 (1) ]
+        010: kCustomKernel [source | sink] loop_dynamic_update_slice_fusion grid: [128, 1, 1]
+        011: kCublasLtMatmul [source | sink] kCublasLtMatmul
+    013: kCustomKernel       [prev=010 (1)  | sink         ] loop_add_fusion grid: [1, 1, 1]
+014: kWhile          [prev=006 (1)  | next=000 (1) ]
+condition:
+    015: kCustomKernel [source | sink] loop_compare_fusion grid: [1, 1, 1]
+  body:
+    016: kCustomKernel [source | sink] loop_add_fusion grid: [1, 1, 1]
+000: kCommandBuffer  [prev=014 (1) | sink          ]
+    017: kCustomKernel [source | sink] loop_convert_fusion grid: [1, 1, 1]
+"""
+
+
+def test_gpu_kernels_counts_what_the_host_launches_with_command_buffers():
+    """A command buffer is one launch whatever it holds; a loop's condition runs trips + 1 times and
+    its body trips times, the trip counts those of the entry's loops in order (unknown: once,
+    flagged); a dynamic-slice fusion is one launch with its nested copy."""
+    gpu_kernels = load_benchmark("gpu_kernels")
+    assert gpu_kernels.entry_loop_trips(LOOPED_HLO) == [3, 3, None]
+    host = gpu_kernels.host_launches(THUNKS, [3, None])
+    # outside loops: 2 graphs (3 + 1 kernels), 2 alone; loop 1 (3 trips): 4 conditions, 3 x (fusion,
+    # graph of 2, kernel); loop 2 (unknown: 1 trip): 2 conditions, 1 body kernel.
+    assert host == {"graphs": 2 + 3, "kernels_in_graphs": 4 + 3 * 2, "alone": 2 + (4 + 3 * 2) + (2 + 1),
+                    "launches": 5 + 15, "unknown_trips": 1}
+    # Command buffers off: the plain sequence, every thunk its own launch.
+    plain = "\n".join(f"{i:03d}: kCustomKernel [source | sink] fusion_{i}" for i in range(7))
+    assert gpu_kernels.host_launches(plain, []) == {"graphs": 0, "kernels_in_graphs": 0, "alone": 7,
+                                                     "launches": 7, "unknown_trips": 0}
+
+
 def test_gpu_kernels_passes_copies_to_the_gpu_compiler_as_reshapes():
     """jaxlib's HLO import rejects `copy`; a same-shape reshape is the same value."""
     from tensorflow.compiler.xla.service import hlo_pb2
@@ -430,6 +478,49 @@ I1128 00:01:01.700000   12 device_compiler.h:538] Compilation of XLA executable 
     assert [(stage.split()[0], round(seconds, 2)) for stage, seconds in only["stages"]] == [
         ("prepare", 0.5), ("lower", 2.0), ("build", 0.5), ("hash", 0.1), ("read", 60.0), ("write", 0.1)]
     assert compile_stages.format_compiles([]).startswith("no XLA compile in the log")
+
+
+def test_a_gpu_profile_says_whether_its_kernels_ran_as_graphs():
+    """XLA replays command buffers kernel by kernel under a profiler unless a flag keeps them; with
+    command buffers off (the flag's empty set) there is nothing to replay."""
+    note = load_benchmark("step_profile").command_buffer_note
+    assert "kernel by kernel while a profiler is on" in note("")
+    assert "kernel by kernel while a profiler is on" in note("--xla_gpu_enable_command_buffer=FUSION,CUBLAS")
+    assert "command buffers off" in note("--xla_gpu_autotune_level=0 --xla_gpu_enable_command_buffer=")
+    assert "command buffers off" in note("--xla_gpu_enable_command_buffer= --xla_gpu_autotune_level=0")
+    assert "kept under the profiler" in note("--xla_enable_command_buffers_during_profiling=true")
+    assert "kept under the profiler" not in note("--xla_enable_command_buffers_during_profiling=false")
+
+
+def test_compile_stages_sums_up_how_the_command_buffers_ran():
+    """command_buffer_thunk's lines as TensorFlow 2.21's XLA words them (its VLOG(3) and, under a
+    profiler, VLOG(1)): two graphs recorded, launched, one re-recorded after its buffers moved,
+    then a profiled launch that ran kernel by kernel."""
+    compile_stages = load_benchmark("compile_stages")
+    prefix = "I0000 00:00:100.000000   12 command_buffer_thunk.cc:200] "
+    log = [prefix + line for line in (
+        "Initialize command buffer on device #0 by recoding command buffer cmd sequence; num_commands=40",
+        "Initialized command buffer on device #0 in 900 \u03bcs; num_commands=40",
+        "Initialized command buffer on device #0 in 100 \u03bcs; num_commands=7",
+        "Execute command buffer on device #0; num_executions=1",
+        "Execute command buffer on device #0; num_executions=1",
+        "Update command buffer on device #0 by recoding command buffer cmd sequence after 1 executions since "
+        "last update; num_commands=40",
+        "Updated command buffer in 700 \u03bcs; num_commands=40",
+        "Execute command buffer on device #0; num_executions=1",
+        "Execute command buffer thunk as a regular thunk sequence because we detected active profiling session",
+    )] + ["Execute command buffer on device #0; printed without absl's prefix: not counted"]
+    found = compile_stages.command_buffers(log)
+    assert (found["recorded"], found["recorded_us"], found["commands"]) == (2, 1000, [40, 7])
+    assert (found["launched"], found["rerecorded"], found["rerecorded_us"], found["op_by_op"]) == (3, 1, 700, 1)
+    assert found["executions_before_rerecording"] == [1]
+    text = compile_stages.format_command_buffers(found)
+    assert "2 recorded (1.0 ms; commands each: 7 to 40, 47 in all), launched 3 times" in text
+    assert "1 times kernel by kernel" in text and "re-recorded 1 times" in text and "700 us each" in text
+    quiet = compile_stages.command_buffers(log[:4])
+    assert "never re-recorded" in compile_stages.format_command_buffers(quiet)
+    assert compile_stages.format_command_buffers(compile_stages.command_buffers([])).startswith(
+        "no command buffer in the log")
 
 
 def test_xla_gradients_compares_each_network_against_its_largest_gradient(tmp_path):
