@@ -167,12 +167,15 @@ def format_command_buffers(found: dict) -> str:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("log", help="the stderr of a process run with the docstring's TF_CPP_VMODULE")
+    parser.add_argument("--command_buffers", action="store_true",
+                        help="sum up the command buffers even if the log has none (then says so): for a log "
+                             "with command_buffer_thunk=3 in TF_CPP_VMODULE")
     args = parser.parse_args(argv)
     with open(args.log, errors="replace") as log:
         lines = log.readlines()
     print(format_compiles(compiles(lines)))
     buffers = command_buffers(lines)
-    if any(buffers[key] for key in ("launched", "recorded", "op_by_op")):
+    if args.command_buffers or any(buffers[key] for key in ("launched", "recorded", "op_by_op")):
         print(format_command_buffers(buffers))
     return 0
 

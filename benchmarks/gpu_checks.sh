@@ -6,9 +6,13 @@
 #                                              # 8 minutes): first_step with query, key and value as one product
 #                                              # (fresh, rerun, step, profile), then ELECTRA-Small pre-training in
 #                                              # float16 through the package (its Triton note, its skipped steps)
+#   bash benchmarks/gpu_checks.sh aot_thunks   # the rerun's load of the cached program when the cache holds XLA's
+#                                              # compiled thunks too (--xla_gpu_experimental_aot_compiled_thunks):
+#                                              # a fresh process and its rerun over their own cache (about 3 minutes)
 #   bash benchmarks/gpu_checks.sh graphs       # XLA's command buffers (CUDA graphs): the step with them off, and a
 #                                              # profile that keeps them (the profiler otherwise replays them kernel
-#                                              # by kernel), each a fresh process over its own cache (about 5 minutes)
+#                                              # by kernel), each a fresh process over its own cache, the second
+#                                              # with XLA's autotuning and kernel caches warm (about 5 minutes)
 #   bash benchmarks/gpu_checks.sh flags        # first_step.py for two flag sets that cut the fresh compile
 #                                              # (Triton GEMMs off; and autotuning off too), fresh and rerun,
 #                                              # with the step time each costs (about 5 minutes; `next` has the
@@ -35,7 +39,7 @@
 # it finished and a rerun continues it), so a slow compile costs its step, not the rest.
 # What was measured, and how it reads: docs/results.md.
 set -u
-part=${1:?"which part: all, next, graphs, flags, matrix, first_step, float16, gradients, baseline or checkpoints"}
+part=${1:?"which part: all, next, aot_thunks, graphs, flags, matrix, first_step, float16, gradients, baseline or checkpoints"}
 out=${OUT:-runs/gpu_checks}
 mkdir -p "$out"
 py=${PYTHON:-python3}
@@ -79,7 +83,7 @@ logged_step_run() {
     timeout "$seconds" $py benchmarks/pretrain_step.py --sizes small --batch 128 --precisions "$precision" \
     --xla on --steps 30 --warmup 5 "$@" 2> "$out/${name}_tf_log.txt" | tee "$out/$name.txt"
   grep -v '^[IW][0-9]' "$out/${name}_tf_log.txt" | tail -20
-  $py benchmarks/compile_stages.py "$out/${name}_tf_log.txt" | tee -a "$out/$name.txt"
+  $py benchmarks/compile_stages.py "$out/${name}_tf_log.txt" ${VMODULE_MORE:+--command_buffers} | tee -a "$out/$name.txt"
   echo "cache after the $name process: $(find "$cache" -type f | wc -l) file(s)"
 }
 
@@ -99,6 +103,18 @@ first_step() {
   VMODULE_MORE=command_buffer_thunk=3 logged_step_run rerun "$cache" 150 --profile 5
 }
 
+aot_thunks() {
+  # A rerun's first call spent 7.7 s of 24.0 loading the cached program (one H200). XLA writes a GPU program to
+  # the cache in its legacy form, the optimized HLO and the compiled binary, and a load emits the program's
+  # thunks (its code's structure) from the HLO again; with --xla_gpu_experimental_aot_compiled_thunks the
+  # thunks are serialized too, and the program itself is the same. The flag is read when the program is
+  # written, so: a fresh process over an empty cache of its own, then its rerun; against first_step's rerun.
+  local cache=/tmp/gpu_checks_cache_aot_thunks flags="${XLA_FLAGS:-} --xla_gpu_experimental_aot_compiled_thunks=true"
+  rm -rf "$cache"
+  XLA_FLAGS="$flags" logged_step_run aot_thunks_fresh "$cache" "${FRESH_SECONDS:-300}"
+  XLA_FLAGS="$flags" logged_step_run aot_thunks_rerun "$cache" 150
+}
+
 graphs() {
   # XLA records runs of kernels into CUDA graphs by default (jaxlib 0.10.2's does for this step, compiled without
   # a GPU; first_step's rerun log says whether TensorFlow 2.21's does) and replays them kernel by kernel while a
@@ -106,10 +122,18 @@ graphs() {
   # compile cache's key (and the graphs are formed when compiling), so each setting compiles in a fresh process
   # over its own cache. (1) The step without command buffers, against first_step's fresh process; (2) a profile
   # that keeps them (XLA calls it experimental: CUPTI and CUDA graphs once corrupted memory).
-  local base=${XLA_FLAGS:-}
-  rm -rf /tmp/gpu_checks_cache_no_graphs /tmp/gpu_checks_cache_graphs_profiled
+  # Both compiles also keep XLA's per-fusion autotuning results and compiled kernels in caches of their own
+  # (fusions and their kernels do not depend on the command buffers), so the second compile, of a program the
+  # compile cache does not hold, shows what those caches save: a new batch size's or another run's step whose
+  # fusions were compiled before (against (1)'s compile, which filled them, and first_step's, without them).
+  local base=${XLA_FLAGS:-} tuned=/tmp/gpu_checks_xla_caches
+  rm -rf /tmp/gpu_checks_cache_no_graphs /tmp/gpu_checks_cache_graphs_profiled "$tuned"
+  mkdir -p "$tuned/autotune"
+  base="$base --xla_gpu_per_fusion_autotune_cache_dir=$tuned/autotune --xla_gpu_kernel_cache_file=$tuned/kernels"
   XLA_FLAGS="$base --xla_gpu_enable_command_buffer=" \
     logged_step_run no_command_buffers /tmp/gpu_checks_cache_no_graphs "${FRESH_SECONDS:-300}"
+  echo "XLA's caches after the first compile: $(find "$tuned/autotune" -type f | wc -l) autotuning result(s), " \
+    "kernel cache $(du -k "$tuned/kernels" 2>/dev/null | cut -f1) KiB"
   XLA_FLAGS="$base --xla_enable_command_buffers_during_profiling=true" VMODULE_MORE=command_buffer_thunk=3 \
     logged_step_run graphs_profiled /tmp/gpu_checks_cache_graphs_profiled "${FRESH_SECONDS:-300}" --profile 5
 }
@@ -141,6 +165,7 @@ all) matrix; first_step ;;
 matrix) matrix ;;
 first_step) first_step ;;
 graphs) graphs ;;
+aot_thunks) aot_thunks ;;
 float16) float16 ;;
 gradients) gradients ;;
 next)
@@ -168,6 +193,7 @@ baseline)
   ;;
 checkpoints) checkpoints ;;
 *)
-  echo "unknown part $part: all, next, graphs, flags, matrix, first_step, float16, gradients, baseline or checkpoints" >&2
+  echo "unknown part $part: all, next, aot_thunks, graphs, flags, matrix, first_step, float16, gradients, baseline" \
+    "or checkpoints" >&2
   exit 2 ;;
 esac
