@@ -18,13 +18,13 @@ the process compiled or loaded (the longest first):
 
 The step itself comes after; `startup.py`'s first call minus these is the first step's run.
 
-With `command_buffer_thunk=3` in TF_CPP_VMODULE too, the script also sums up how the program ran its
-command buffers (`command_buffers`): XLA's GPU backend records runs of kernels into CUDA graphs
-and replays each graph with one launch (`--xla_gpu_enable_command_buffer`, on by default in XLA's
-source; whether TensorFlow's step gets them is what this log shows). The log says how often a graph
-was launched, how often it was recorded again because the buffers it points at had moved (host
-work that grows with its commands, timed in the log), and how often it ran kernel by kernel instead
-because a profiler was on (XLA's workaround for CUPTI, unless
+With `command_buffer_thunk=3` in TF_CPP_VMODULE too, the script also sums up how the program ran
+its command buffers (`command_buffers`): XLA's GPU backend records runs of kernels into CUDA
+graphs and replays each graph with one launch (`--xla_gpu_enable_command_buffer`, on by default
+in TensorFlow 2.21's XLA; how TensorFlow's step runs them is what this log shows). The log says
+how often a graph was launched, how often it was recorded again because the buffers it points at
+had moved (host work that grows with its commands, timed in the log), and how often it ran kernel
+by kernel instead because a profiler was on (XLA's workaround for CUPTI, unless
 `--xla_enable_command_buffers_during_profiling=true`).
 """
 

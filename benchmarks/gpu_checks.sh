@@ -116,8 +116,8 @@ aot_thunks() {
 }
 
 graphs() {
-  # XLA records runs of kernels into CUDA graphs by default (jaxlib 0.10.2's does for this step, compiled without
-  # a GPU; first_step's rerun log says whether TensorFlow 2.21's does) and replays them kernel by kernel while a
+  # XLA records runs of kernels into CUDA graphs by default (TensorFlow 2.21's too: its dumped debug options; the
+  # whole step is one graph when jaxlib compiles it without a GPU) and replays them kernel by kernel while a
   # profiler is on: the profiles' gaps between kernels are that mode's. XLA_FLAGS are not part of the
   # compile cache's key (and the graphs are formed when compiling), so each setting compiles in a fresh process
   # over its own cache. (1) The step without command buffers, against first_step's fresh process; (2) a profile

@@ -36,9 +36,10 @@ It is a proxy, not the GPU's own count. Differences, each deliberate or forced:
 - TensorFlow's HLO has `copy` instructions (values it returns), which jaxlib's HLO import
   rejects; they are passed as same-shape reshapes (value identities; XLA inserts the copies it
   needs itself);
-- the command buffers are jaxlib's XLA's; whether TensorFlow's forms the same, and whether it
-  must record them again every step (when the buffers they point at move), a GPU's log says
-  (`gpu_checks.sh first_step`'s rerun, read by `compile_stages.py`).
+- the command buffers are jaxlib's XLA's (TensorFlow 2.21's has the same defaults, its dumped
+  debug options say); whether TensorFlow records them again every step (when the buffers they
+  point at move), a GPU's log says (`gpu_checks.sh first_step`'s rerun, read by
+  `compile_stages.py`).
 Measured for ELECTRA-Small at 128 x 128, mixed_bfloat16 (2026-11-26, docs/results.md): 3,011
 launches against 3,441 + 178 on the GPU, the same code; 2,567 since each transformer layer draws
 its dropout masks at once (`models/dropout.py`; the H200 then counted 2,552); 2,135 since query,
