@@ -44,11 +44,11 @@ Measured for ELECTRA-Small at 128 x 128, mixed_bfloat16 (2026-11-26, docs/result
 launches against 3,441 + 178 on the GPU, the same code; 2,567 since each transformer layer draws
 its dropout masks at once (`models/dropout.py`; the H200 then counted 2,552); 2,135 since query,
 key and value are one product in training (`models/transformer.py`); 4,125 with the layers as
-one loop (`ELECTRA_TF_LOOP_LAYERS=1`, before that change; 3,744 after), loops counted per iteration. With
-command buffers (2026-11-27): **one host launch per step**, a single CUDA graph holding all 2,135
-kernels (1,035 launches before the target named a driver version: XLA then assumed a driver older
-than 12.3 and left every cuBLAS matmul out of the graphs); the layers' loop, 1,101 (its loops
-break the graphs: a graph or a kernel per body part and iteration).
+one loop (`ELECTRA_TF_LOOP_LAYERS=1`, before that change; 3,744 after), loops counted per
+iteration. With command buffers (2026-11-27): **one host launch per step**, a single CUDA graph
+holding all 2,135 kernels (1,035 launches before the target named a driver version: XLA then
+assumed a driver older than 12.3 and left every cuBLAS matmul out of the graphs); the layers'
+loop, 1,101 (its loops break the graphs: a graph or a kernel per body part and iteration).
 
 Running it costs a minute of tracing and lowering and a minute or more of XLA's GPU
 compile on 2 CPU cores; nothing here runs on a GPU.
@@ -390,8 +390,8 @@ def main(argv=None) -> int:
     if thunks:
         (folder / "step.thunks.txt").write_text(thunks[-1].read_text())
         host = host_launches(thunks[-1].read_text(), entry_loop_trips(optimized))
-        print(f"the host launches {host['launches']:,} per step with XLA's command buffers (CUDA graphs, "
-              f"this XLA's defaults for a CUDA 13.0 driver): {host['graphs']:,} graphs holding "
+        print(f"the host launches {host['launches']:,} per step with XLA's command buffers (CUDA graphs, as "
+              f"this XLA forms them for the target): {host['graphs']:,} graphs holding "
               f"{host['kernels_in_graphs']:,} kernels and copies, {host['alone']:,} launched on their own"
               + (f"; {host['unknown_trips']} loop(s) of unknown trip count counted once" if host["unknown_trips"]
                  else ""))
