@@ -391,7 +391,7 @@ def main(argv=None) -> int:
         (folder / "step.thunks.txt").write_text(thunks[-1].read_text())
         host = host_launches(thunks[-1].read_text(), entry_loop_trips(optimized))
         print(f"the host launches {host['launches']:,} per step with XLA's command buffers (CUDA graphs, as "
-              f"this XLA forms them for the target): {host['graphs']:,} graphs holding "
+              f"this XLA forms them for the target): {host['graphs']:,} graph(s) holding "
               f"{host['kernels_in_graphs']:,} kernels and copies, {host['alone']:,} launched on their own"
               + (f"; {host['unknown_trips']} loop(s) of unknown trip count counted once" if host["unknown_trips"]
                  else ""))
