@@ -153,7 +153,7 @@ def format_command_buffers(found: dict) -> str:
     lines = [f"command buffers (CUDA graphs): {found['recorded']} recorded ({found['recorded_us'] / 1e3:.1f} ms; "
              f"commands each: {commands[0] if commands else 0} to {commands[-1] if commands else 0}, "
              f"{sum(commands)} in all), launched {found['launched']} times as graphs, "
-             f"{found['op_by_op']} times kernel by kernel (a profiler was on)"]
+             f"{found['op_by_op']} times kernel by kernel (under a profiler)"]
     if found["rerecorded"]:
         waits = sorted(found["executions_before_rerecording"])
         lines.append(f"  re-recorded {found['rerecorded']} times (the buffers they point at had moved): "
