@@ -3,9 +3,11 @@
 #
 #   bash benchmarks/gpu_checks.sh all          # matrix, then first_step (about 9 minutes)
 #   bash benchmarks/gpu_checks.sh next         # what no GPU session has measured yet, in one command (about
-#                                              # 8 minutes): first_step with query, key and value as one product
-#                                              # (fresh, rerun, step, profile), then ELECTRA-Small pre-training in
-#                                              # float16 through the package (its Triton note, its skipped steps)
+#                                              # 7 minutes): first_step with query, key and value as one product
+#                                              # (fresh, rerun with its CUDA graphs' log, step, profile), then
+#                                              # aot_thunks, the same program's fresh and rerun with compiled thunks
+#   bash benchmarks/gpu_checks.sh float16_run  # ELECTRA-Small pre-training in float16 through the package (its
+#                                              # Triton note, its skipped steps; about 3 minutes)
 #   bash benchmarks/gpu_checks.sh aot_thunks   # the rerun's load of the cached program when the cache holds XLA's
 #                                              # compiled thunks too (--xla_gpu_experimental_aot_compiled_thunks):
 #                                              # a fresh process and its rerun over their own cache (about 3 minutes)
@@ -39,7 +41,7 @@
 # it finished and a rerun continues it), so a slow compile costs its step, not the rest.
 # What was measured, and how it reads: docs/results.md.
 set -u
-part=${1:?"which part: all, next, aot_thunks, graphs, flags, matrix, first_step, float16, gradients, baseline or checkpoints"}
+part=${1:?"which part: one of those listed at the top of this script"}
 out=${OUT:-runs/gpu_checks}
 mkdir -p "$out"
 py=${PYTHON:-python3}
@@ -175,9 +177,13 @@ next)
   # GEMMs (docs/results.md). Next: first_step again, now that query, key and value are one product in training
   # (counted without a GPU: 2,135 kernels against 2,567; does the step follow? its profile also prints the
   # annotations' op scopes, step_profile.op_prefixes; and the rerun's log says whether its CUDA graphs are launched
-  # and recorded again each step: compile_stages.py), then the float16 fix through the package's own command.
-  # The layers' loop (ELECTRA_TF_LOOP_LAYERS=1 first_step) is no longer next: it launches 4,125 kernels.
+  # and recorded again each step: compile_stages.py), then the rerun's load with compiled thunks (aot_thunks),
+  # against first_step's rerun on the same machine. The float16 fix through the package's own command is
+  # `float16_run`; the layers' loop (ELECTRA_TF_LOOP_LAYERS=1 first_step) is no longer next (4,125 kernels; 1,101
+  # host launches against one CUDA graph, counted without a GPU).
   first_step
+  aot_thunks ;;
+float16_run)
   timeout "${FLOAT16_RUN_SECONDS:-240}" $py -m electra_tf.pretrain --config electra_small --mixed_precision mixed_float16 \
     --steps 200 --log_every 50 --model_dir runs/gpu_float16 2>&1 | grep -v '^[IW][0-9]' | tee "$out/float16_run.txt" ;;
 flags)
@@ -193,7 +199,7 @@ baseline)
   ;;
 checkpoints) checkpoints ;;
 *)
-  echo "unknown part $part: all, next, aot_thunks, graphs, flags, matrix, first_step, float16, gradients, baseline" \
-    "or checkpoints" >&2
+  echo "unknown part $part: all, next, float16_run, aot_thunks, graphs, flags, matrix, first_step, float16, gradients," \
+    "baseline or checkpoints" >&2
   exit 2 ;;
 esac

@@ -160,7 +160,8 @@ def test_every_command_of_the_gpu_checks_parses(tmp_path, monkeypatch):
            "OUT": str(tmp_path / "out")}
     expected = {"all": {"electra_tf", "electra_tf.pretrain", "runtime_matrix.py", "pretrain_step.py",
                         "compile_stages.py"},
-                "next": {"pretrain_step.py", "compile_stages.py", "electra_tf.pretrain"}, "flags": {"first_step.py"},
+                "next": {"pretrain_step.py", "compile_stages.py"}, "float16_run": {"electra_tf.pretrain"},
+                "flags": {"first_step.py"},
                 "graphs": {"pretrain_step.py", "compile_stages.py"}, "aot_thunks": {"pretrain_step.py", "compile_stages.py"},
                 "float16": {"float16_overflow.py"}, "gradients": {"xla_gradients.py"}, "baseline": {"first_step.py"},
                 "checkpoints": {"electra_tf.pretrain"}}
@@ -170,6 +171,8 @@ def test_every_command_of_the_gpu_checks_parses(tmp_path, monkeypatch):
                        capture_output=True, text=True, timeout=120)
         commands = [json.loads(line) for line in log.read_text().splitlines()]
         assert {c[1] if c[0] == "-m" else c[0].split("/")[-1] for c in commands} == scripts, part
+        if part == "next":  # first_step's fresh process and rerun, then aot_thunks' two
+            assert sum(c[0].endswith("pretrain_step.py") for c in commands) == 4
         for argv in commands:
             assert _parses(argv), (part, argv)
     assert subprocess.run(["bash", str(REPO / "benchmarks" / "gpu_checks.sh"), "nonsense"], cwd=tmp_path, env=env,
