@@ -145,8 +145,13 @@ def command_buffers(lines) -> dict:
     return found
 
 
+def any_command_buffer(found: dict) -> bool:
+    """Whether `command_buffers` found a graph recorded, launched or replayed in the log."""
+    return bool(found["launched"] or found["recorded"] or found["op_by_op"])
+
+
 def format_command_buffers(found: dict) -> str:
-    if not (found["launched"] or found["recorded"] or found["op_by_op"]):
+    if not any_command_buffer(found):
         return ("no command buffer in the log (command_buffer_thunk=3 not in TF_CPP_VMODULE, no GPU, or "
                 "--xla_gpu_enable_command_buffer= empty)")
     commands = sorted(found["commands"])
@@ -175,7 +180,7 @@ def main(argv=None) -> int:
         lines = log.readlines()
     print(format_compiles(compiles(lines)))
     buffers = command_buffers(lines)
-    if args.command_buffers or any(buffers[key] for key in ("launched", "recorded", "op_by_op")):
+    if args.command_buffers or any_command_buffer(buffers):
         print(format_command_buffers(buffers))
     return 0
 

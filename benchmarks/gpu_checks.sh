@@ -77,7 +77,8 @@ matrix() {
 # the results to the terminal and $out/NAME.txt as they are printed (unbuffered: a timeout keeps what came before
 # it), TensorFlow's log of the first call's parts to $out/NAME_tf_log.txt, timed by compile_stages.py.
 # VMODULE_MORE adds modules to TensorFlow's log (command_buffer_thunk=3: how the command buffers ran, which
-# compile_stages.py sums up; a line per graph launch, so not in a process whose step time is the figure).
+# compile_stages.py sums up; a line or two per graph launch, a few per step, so kept out of the fresh process,
+# whose step time is the one compared across sessions).
 logged_step_run() {
   local name=$1 cache=$2 seconds=$3; shift 3
   ELECTRA_TF_COMPILE_CACHE=$cache PYTHONUNBUFFERED=1 TF_CPP_MIN_LOG_LEVEL=0 \
@@ -199,7 +200,5 @@ baseline)
   ;;
 checkpoints) checkpoints ;;
 *)
-  echo "unknown part $part: all, next, float16_run, aot_thunks, graphs, flags, matrix, first_step, float16, gradients," \
-    "baseline or checkpoints" >&2
-  exit 2 ;;
+  echo "unknown part $part: see the list at the top of this script" >&2; exit 2 ;;
 esac

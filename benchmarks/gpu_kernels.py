@@ -61,7 +61,6 @@ import collections
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -184,10 +183,12 @@ def launched_instructions(hlo_text: str) -> list[Launch]:
 
 def entry_loop_trips(hlo_text: str) -> list:
     """The trip count of each `while` loop of the entry computation, in program order (None: unknown)."""
-    trip_count = _loop_trips(hlo_text)
-    return [trip_count(op.group(1) if op else "") for line in _computations(hlo_text).get("ENTRY", [])
-            if re.match(r"\s*(?:ROOT )?%?[\w.\-]+ = .*? while\(", line)
-            for op in [re.search(r'op_name="([^"]*)"', line)]]
+    trip_count, trips = _loop_trips(hlo_text), []
+    for line in _computations(hlo_text).get("ENTRY", []):
+        if re.match(r"\s*(?:ROOT )?%?[\w.\-]+ = .*? while\(", line):
+            op = re.search(r'op_name="([^"]*)"', line)
+            trips.append(trip_count(op.group(1) if op else ""))
+    return trips
 
 
 THUNK_LINE = re.compile(r"^( *)(?:\d+: (k\w+)|(condition|body):)")
@@ -226,7 +227,7 @@ def host_launches(thunk_text: str, loop_trips: list) -> dict:
             end = nested_end(i)
             if kind == "kCommandBuffer":
                 totals["graphs"] += times
-                totals["kernels_in_graphs"] += times * (end - i - 1)
+                totals["kernels_in_graphs"] += times * sum(kind.startswith("k") for _, kind in lines[i + 1:end])
             elif kind == "kWhile":
                 count = next(trips, None) if indent == 0 else None
                 totals["unknown_trips"] += count is None
@@ -360,15 +361,19 @@ def main(argv=None) -> int:
     (folder / "step.hlo.pb").write_bytes(module)
     print(f"{args.preset}, batch {args.batch}, {args.precision}: traced and lowered in {made['trace_and_lower_s']} s "
           f"(TensorFlow {made['tensorflow']}); compiling for the GPU (a minute or more) ...", flush=True)
-    dump = Path(tempfile.mkdtemp(prefix="xla_dump_"))  # XLA's thunk sequence: what the host launches
-    env = {**os.environ, "XLA_FLAGS": " ".join(filter(None, (
-        os.environ.get("XLA_FLAGS", ""), COMPILE_FLAGS, f"--xla_dump_to={dump} --xla_gpu_dump_llvmir=false")))}
-    child = subprocess.run([sys.executable, __file__, "--compile", str(folder / "step.hlo.pb"),
-                            str(folder / "step.gpu.hlo.txt")] + (["--target_config", str(args.target_config)]
-                                                                 if args.target_config else []),
-                           env=env, capture_output=True, text=True)
+    with tempfile.TemporaryDirectory(prefix="xla_dump_") as dump:  # XLA's thunks: what the host launches
+        env = {**os.environ, "XLA_FLAGS": " ".join(filter(None, (
+            os.environ.get("XLA_FLAGS", ""), COMPILE_FLAGS, f"--xla_dump_to={dump} --xla_gpu_dump_llvmir=false")))}
+        child = subprocess.run([sys.executable, __file__, "--compile", str(folder / "step.hlo.pb"),
+                                str(folder / "step.gpu.hlo.txt")] + (["--target_config", str(args.target_config)]
+                                                                     if args.target_config else []),
+                               env=env, capture_output=True, text=True)
+        # With command buffers on (XLA's default) the thunk passes' dump says what the host launches;
+        # without them the pass does not run, and each thunk of the plain sequence is its own launch.
+        dumped = (sorted(Path(dump).glob("*.thunk_sequence_after_thunk_passes.txt"))
+                  or sorted(Path(dump).glob("*.thunk_sequence.txt")))
+        thunks = dumped[-1].read_text() if dumped else None
     if child.returncode != 0:
-        shutil.rmtree(dump, ignore_errors=True)
         print(child.stderr[-4000:], file=sys.stderr)
         if "No module named 'jax" in child.stderr:
             print("XLA's GPU compiler comes with the gpu-kernels extra: pip install -e \".[gpu-kernels]\"",
@@ -383,20 +388,15 @@ def main(argv=None) -> int:
         print(line)
     summary = {**made, **compiled, "launches": len(launches),
                "by_kind": dict(collections.Counter(launch.kind for launch in launches))}
-    # With command buffers on (XLA's default) the thunk passes' dump says what the host launches; without
-    # them the pass does not run, and each thunk of the plain sequence is its own launch.
-    thunks = sorted(dump.glob("*.thunk_sequence_after_thunk_passes.txt")) or sorted(
-        dump.glob("*.thunk_sequence.txt"))
-    if thunks:
-        (folder / "step.thunks.txt").write_text(thunks[-1].read_text())
-        host = host_launches(thunks[-1].read_text(), entry_loop_trips(optimized))
+    if thunks is not None:
+        (folder / "step.thunks.txt").write_text(thunks)
+        host = host_launches(thunks, entry_loop_trips(optimized))
         print(f"the host launches {host['launches']:,} per step with XLA's command buffers (CUDA graphs, as "
               f"this XLA forms them for the target): {host['graphs']:,} graph(s) holding "
               f"{host['kernels_in_graphs']:,} kernels and copies, {host['alone']:,} launched on their own"
               + (f"; {host['unknown_trips']} loop(s) of unknown trip count counted once" if host["unknown_trips"]
                  else ""))
         summary["host_launches"] = host
-    shutil.rmtree(dump, ignore_errors=True)
     (folder / "counts.json").write_text(json.dumps(summary, indent=1))
     if args.keep:
         print(f"kept in {folder}: step.hlo.pb (TensorFlow's HLO), step.gpu.hlo.txt (the optimized program), "

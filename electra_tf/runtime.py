@@ -48,7 +48,8 @@ COMPILE_CACHE_VARIABLE = "ELECTRA_TF_COMPILE_CACHE"  # a folder, or "off"
 # (models/transformer.looped_layers), a program a fifth the size to trace, lower, compile and
 # load, whose step launches 61% more kernels (compiled for an H100: 4,125 against 2,567; each
 # layer's activations are saved and read back in kernels of their own; docs/performance.md).
-# Off by default: on a GPU the step waits on its launches.
+# Off by default: its loops also break the step's CUDA graph (XLA's command buffers): 1,101
+# launches from the host per step against one (counted without a GPU, docs/results.md).
 LOOP_LAYERS_VARIABLE = "ELECTRA_TF_LOOP_LAYERS"
 STRATEGIES = ("auto", "one_device", "mirrored", "multi_worker", "tpu")
 PRECISIONS = ("auto", "float32", "mixed_float16", "mixed_bfloat16")
