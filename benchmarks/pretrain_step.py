@@ -56,7 +56,14 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-SIZES = {"tiny": ("electra_tiny", 32), "small": ("electra_small", 32), "base": ("electra_base", 8)}
+SIZES = {"tiny": ("electra_tiny", 32), "small": ("electra_small", 32), "base": ("electra_base", 8),
+         "small_layout": ("electra_small_layout", 2)}
+# "small_layout": ELECTRA-Small's layers, variables and ops at widths of 16 and sequences of 16,
+# next to no arithmetic: its step time is what the host spends on each step (Python, TensorFlow's
+# launch of a step over 1,200 variables), which on a GPU adds to the GPU's time unless the host
+# runs ahead (`direct_steps`).
+LAYOUT_ONLY = {"hidden_size": 16, "num_heads": 4, "intermediate_size": 16, "embedding_size": 16,
+               "vocab_size": 64, "max_seq_length": 16}
 
 
 def matmul_rate(dims, repeats: int = 10, dtype: str = "float32", chain: int = 1) -> float:
@@ -126,8 +133,10 @@ def benchmark_inputs(preset: str, batch_size: int):
     from electra_tf.config import ElectraConfig
     from electra_tf.pretraining.synthetic import masked_batch
 
-    config = ElectraConfig.load(preset).replace(train_batch_size=batch_size, num_train_steps=10_000,
-                                                num_warmup_steps=100)
+    layout_only = preset.endswith("_layout")
+    config = ElectraConfig.load(preset.removesuffix("_layout")).replace(
+        train_batch_size=batch_size, num_train_steps=10_000, num_warmup_steps=100,
+        **(LAYOUT_ONLY if layout_only else {}))
     return config, masked_batch(config, batch_size, seed=0)
 
 
@@ -209,6 +218,7 @@ def measure(size: str, precision: str, xla: bool, steps: int, warmup: int, batch
     pretrainer.fit(dataset, steps_per_epoch=steps, epochs=1, verbose=0, shuffle=False, callbacks=[unsynced_run])
     ends = sorted(unsynced_run.times)  # appended from a thread pool: not necessarily in order
     unsynced = (ends[-1] - ends[0]) / (steps - 1) if steps > 1 else float("nan")
+    direct = direct_steps(pretrainer, dataset, steps) if xla else {}
     profiled = []
     if profile:
         import step_profile  # beside this script (its directory is on sys.path when it runs)
@@ -217,7 +227,7 @@ def measure(size: str, precision: str, xla: bool, steps: int, warmup: int, batch
                                                tempfile.mkdtemp(prefix="electra_profile_"))
     keras.config.set_dtype_policy("float32")
     flops = training_flops(config, batch_size)
-    batches = warmup + 2 * steps + profile  # every fit's batches
+    batches = warmup + 2 * steps + profile + sum(run["batches"] for run in direct.values())  # every step's
     # The first step in three parts: building the networks and the optimizer's slots; tracing the
     # step; the rest (Keras' set-up, graph optimization, XLA's lowering and compile or cache load,
     # the step's first run).
@@ -225,8 +235,53 @@ def measure(size: str, precision: str, xla: bool, steps: int, warmup: int, batch
     return {"first_step_s": first, **parts, "step_s": timed, "unsynced_step_s": unsynced,
             "tokens_per_s": batch_size * config.max_seq_length / timed,
             "gflops_per_step": flops / 1e9, "gflops_per_s": flops / timed / 1e9, "batch": batch_size,
+            "sequence": config.max_seq_length,
             "batches": batches, "skipped": batches - int(pretrainer.optimizer.iterations.numpy()),
-            "names_from": names_from, "session_config": session_config_hash(), "profile": profiled}
+            "names_from": names_from, "session_config": session_config_hash(), "profile": profiled,
+            "direct": direct}
+
+
+def direct_steps(pretrainer, dataset, steps: int) -> dict:
+    """The compiled step called `steps` times in a row with one batch and nothing read in between,
+    the batch first in host memory (as tf.data hands it to the loop), then already on the step's
+    device. Returns {"host"|"device": {"step_s", "launch_s", "batches"}}: `step_s`, wall time per
+    step over the stretch, is the step's rate when the host may run ahead of the device;
+    `launch_s`, the median time until a call returned, how long the host spends launching one
+    step (on a GPU the call returns once the step is queued; on a CPU when it has run, so there
+    the two agree); `batches`, the steps taken (a warm-up call and `steps`).
+
+    Why: TensorFlow copies a host tensor to a GPU only after the GPU has finished all the work
+    queued before (`GPUUtil::CopyCPUTensorToGPU` makes the copy stream wait on the compute stream,
+    and an eager copy waits for the copy), so a batch from the host holds every step's launch
+    until the previous step has run: the host's launch time adds to the GPU's. The device rows
+    show what is left without that wait (docs/results.md, "The host's share of a step")."""
+    import tensorflow as tf
+
+    from electra_tf.compiled_gradients import XlaStepLoop
+
+    loop = pretrainer.make_train_function()
+    if not isinstance(loop, XlaStepLoop):
+        return {}
+    step = loop.traced_step(dataset.element_spec)
+    with tf.device("/CPU:0"):
+        host = {key: tf.identity(value) for key, value in next(iter(dataset)).items()}
+    device = pretrainer.optimizer.iterations.value.device  # where the compiled step runs
+    with tf.device(device):
+        on_device = {key: tf.identity(value) for key, value in host.items()}
+    results = {}
+    for where, batch in (("host", host), ("device", on_device)):
+        step(batch)
+        pretrainer.optimizer.iterations.numpy()  # everything before has run
+        returns = []
+        started = time.perf_counter()
+        for _ in range(steps):
+            called = time.perf_counter()
+            step(batch)
+            returns.append(time.perf_counter() - called)
+        pretrainer.optimizer.iterations.numpy()
+        results[where] = {"step_s": (time.perf_counter() - started) / steps,
+                          "launch_s": sorted(returns)[len(returns) // 2], "batches": steps + 1}
+    return results
 
 
 def benchmark_session(compile_cache: bool = True):
@@ -335,7 +390,7 @@ def main(argv=None) -> int:
     def row(name, size, precision, xla, result, flops, extra=""):
         peak = peaks["float32" if precision == "float32" else "bfloat16"]
         rate = flops / result["step_s"] / 1e9
-        print(f"{name:12} {size:6} {precision:15} {xla:4} {result['batch']:>3}x128 {result['first_step_s']:12.1f} "
+        print(f"{name:12} {size:6} {precision:15} {xla:4} {result['batch']:>3}x{result.get('sequence', 128):<3} {result['first_step_s']:12.1f} "
               f"{1000 * result['step_s']:8.1f} {result['tokens_per_s']:9.0f} {flops / 1e9:10.1f} {rate:8.1f} "
               f"{rate / peak:8.1%}{extra}", flush=True)
 
@@ -362,6 +417,10 @@ def main(argv=None) -> int:
                 print(f"{'':12} without a sync after each step: {1000 * result['unsynced_step_s']:.1f} ms/step "
                       f"({result['step_s'] / result['unsynced_step_s']:.2f}x the row's; the row syncs every step, "
                       "as the run's loop does)", flush=True)
+                for where, run in result["direct"].items():
+                    print(f"{'':12} called directly, the batch {'already on the device' if where == 'device' else 'in host memory'}"
+                          f", nothing read between steps: {1000 * run['step_s']:.1f} ms/step; a call returned in "
+                          f"{1000 * run['launch_s']:.1f} ms (median: the host's launch)", flush=True)
                 if xla == "on":  # what the compile cache's key is made of, besides the step's HLO
                     print(f"{'':12} compile cache key: function-name counter aligned at {result['names_from']:,}, "
                           f"session config {result['session_config']}", flush=True)
@@ -371,9 +430,7 @@ def main(argv=None) -> int:
 
 
 def measure_flops(size: str, batch_size: int) -> float:
-    from electra_tf.config import ElectraConfig
-
-    return training_flops(ElectraConfig.load(SIZES[size][0]), batch_size)
+    return training_flops(benchmark_inputs(SIZES[size][0], batch_size)[0], batch_size)
 
 
 if __name__ == "__main__":

@@ -14,8 +14,8 @@ Here XLA keeps the model's math. Under a mirrored strategy, `compile(jit_compile
 makes Keras trace a plain step, and that step calls a `tf.function(jit_compile=True)` that
 computes one replica's loss and gradients (the forward and backward pass: nearly all of the
 FLOPs). What is left outside XLA is what the strategy does anyway in its own runtime: the
-gradients' all-reduce (NCCL on GPUs), the loss-scale decision and the optimizer's update, which
-is one fused ResourceApplyAdam kernel per variable (`optimization.ElectraAdamW`). This is the
+gradients' all-reduce (NCCL on GPUs), the loss-scale decision and the optimizer's update
+(`optimization.ElectraAdamW`: elementwise work over the moments and the weights). This is the
 arrangement of NVIDIA's TF2 ELECTRA (DeepLearningExamples), whose XLA step computes gradients
 and leaves Horovod's all-reduce and the update to the runtime.
 
@@ -148,6 +148,12 @@ class XlaStepLoop:
     (measured: a resumed run's step was named 6 lower and compiled again). Iterators other than
     a local tf.data one (train_on_batch's generator, a distributed dataset's) go to Keras' own
     function. The end of the data is the StopIteration Keras' epoch loop expects.
+
+    Each batch goes to the traced (concrete) function, not through the `tf.function`: the latter
+    looks its trace up again at every call, hashing the type of every variable the step captures
+    (1,200 and more for ELECTRA-Small: its weights and the optimizer's two slots per weight).
+    Measured on the 2 CPU cores (docs/results.md, "The host's share of a step"): about 3 ms a
+    step of Python; on a GPU the host's work adds to the step's time.
     """
 
     def __init__(self, strategy, step_function, keras_function):
@@ -159,15 +165,24 @@ class XlaStepLoop:
         self.step = tf.function(one_step_on_data, jit_compile=True, reduce_retracing=True, autograph=False)
         self.keras_function = keras_function
         self.traced = False
+        self._traces = []  # (element spec, concrete step): one per kind of input seen
 
     def __call__(self, iterator):
         if not isinstance(iterator, tf.data.Iterator):  # a distributed dataset's iterator is not one
             return self.keras_function(iterator)
+        return self.traced_step(iterator.element_spec)(next(iterator))
+
+    def traced_step(self, element_spec):
+        """The step traced for batches of `element_spec` (traced at the first call for it)."""
+        for spec, concrete in self._traces:
+            if spec == element_spec:
+                return concrete
         if not self.traced:
             align_function_names()
-            self.step.get_concrete_function(iterator.element_spec)
             self.traced = True
-        return self.step(next(iterator))
+        concrete = self.step.get_concrete_function(element_spec)
+        self._traces.append((element_spec, concrete))
+        return concrete
 
 
 def apply_gradients(optimizer, gradients, variables):

@@ -545,3 +545,25 @@ def test_xla_gradients_compares_each_network_against_its_largest_gradient(tmp_pa
     assert generator["network"] == "generator" and generator["largest_gradient"] == 4.0
     assert generator["difference"] == 0.25 and generator["worst"][0] == "generator/dense/kernel"
     assert generator["nonfinite"] == [] and discriminator["nonfinite"] == ["discriminator/head/kernel"]
+
+
+def test_pretrain_step_calls_the_compiled_step_directly_from_host_and_device_memory():
+    """`pretrain_step.direct_steps`: the XLA step called in a row with the batch in host memory,
+    then already on the step's device, each run taking its steps (the optimizer counts them)."""
+    import tensorflow as tf
+
+    from electra_tf.config import ElectraConfig
+    from electra_tf.pretraining.synthetic import masked_batch
+
+    pretrain_step = load_benchmark("pretrain_step")
+    config = ElectraConfig.load("electra_tiny", {"num_layers": 1, "vocab_size": 50, "max_seq_length": 16})
+    pretrainer = pretrain_step.compiled_pretrainer(config, xla=True)
+    dataset = tf.data.Dataset.from_tensors(masked_batch(config, 2, seed=0)).repeat()
+    pretrainer.fit(dataset, steps_per_epoch=1, verbose=0)
+    runs = pretrain_step.direct_steps(pretrainer, dataset, steps=3)
+    assert sorted(runs) == ["device", "host"]
+    assert all(run["batches"] == 4 and run["step_s"] > 0 and run["launch_s"] > 0 for run in runs.values())
+    assert int(pretrainer.optimizer.iterations.numpy()) == 1 + 2 * 4
+    without_xla = pretrain_step.compiled_pretrainer(config, xla=False)
+    without_xla.fit(dataset, steps_per_epoch=1, verbose=0)
+    assert pretrain_step.direct_steps(without_xla, dataset, steps=3) == {}  # Keras' own loop: no step to call

@@ -183,7 +183,8 @@ def test_the_h100_failures_reproduce_when_the_whole_step_is_compiled(precision, 
 
 def test_evaluate_under_xla_reads_every_batch_once():
     """`evaluate` through `XlaStepLoop`: the same loss as without XLA, over all batches
-    of a finite dataset (the last one shorter), and the loop ends with the data."""
+    of a finite dataset (the last one shorter), and the loop ends with the data. A dataset of
+    another element spec (a fixed batch size) through the same loop gets its own trace."""
     from electra_tf.compiled_gradients import XlaStepLoop
     from electra_tf.finetuning.text.classifiers import ElectraClassifier
     from electra_tf.models.embeddings import ElectraEmbeddings
@@ -192,15 +193,17 @@ def test_evaluate_under_xla_reads_every_batch_once():
     config = small_config()
     batch = masked_batch(config, 7, seed=4)
     inputs = {key: batch[key] for key in ("token_ids", "segment_ids", "padding_mask")}
-    data = tf.data.Dataset.from_tensor_slices((inputs, np.arange(7) % 2)).batch(3)  # 3 + 3 + 1
+    examples = tf.data.Dataset.from_tensor_slices((inputs, np.arange(7) % 2))
+    datasets = (examples.batch(3), examples.batch(2, drop_remainder=True))  # 3 + 3 + 1; 2 + 2 + 2
     losses = []
     for xla in (False, True):
         keras.utils.set_random_seed(0)
         backbone = Discriminator.from_electra_config(config, ElectraEmbeddings.from_electra_config(config))
         classifier = ElectraClassifier(backbone, num_classes=2)
         classifier.compile(optimizer=create_finetuning_optimizer(1e-3, 10, config.num_layers), jit_compile=xla)
-        losses.append(classifier.evaluate(data, verbose=0, return_dict=True)["loss"])
+        losses.append([classifier.evaluate(data, verbose=0, return_dict=True)["loss"] for data in datasets])
         assert isinstance(classifier.test_function, XlaStepLoop) == xla
+    assert len(classifier.test_function._traces) == 2  # [None, 16] and [2, 16] batches
     np.testing.assert_allclose(losses[1], losses[0], rtol=1e-5)
 
 
