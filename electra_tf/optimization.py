@@ -9,6 +9,9 @@ Official behaviour (`optimization.py` of google-research/electra) and where we d
   on the full variable path with the same patterns. Deviation: Keras' Adam applies bias
   correction to the moment estimates, the official optimizer does not; with 10k warmup steps
   the two differ only during the first few thousand steps, where the learning rate is tiny.
+  The update's equations are in `ElectraAdamW._adam_update`; the moments of all weights are
+  kept in two flat variables (the official optimizer and Keras keep two per weight), which
+  changes no value and spares the host work every step (that method's docstring).
 - layer-wise learning-rate decay for fine-tuning (`layerwise_lr_multiplier`): a variable's
   rate is multiplied by decay ** (head depth - its depth), with depth 0 for the embeddings
   (and embeddings_project), i + 1 for transformer layer i, and the task head at the top.
@@ -27,6 +30,8 @@ Official behaviour (`optimization.py` of google-research/electra) and where we d
 
 from __future__ import annotations
 
+import functools
+import math
 import re
 
 import keras
@@ -138,9 +143,16 @@ class ElectraAdamW(keras.optimizers.AdamW):
         self.layerwise_lr_decay = layerwise_lr_decay
         self.num_layers = num_layers
         self.layer_decay_schedule = layer_decay_schedule
-        self._step_scalars = None  # set for the duration of each update, see below
 
     def build(self, variables):
+        if self.built:
+            return
+        if self.amsgrad:
+            raise ValueError("ElectraAdamW: amsgrad is not supported (the official optimizer has none).")
+        float32 = [v.path for v in variables if v.dtype != "float32"]
+        if float32:
+            raise ValueError(f"ElectraAdamW keeps float32 moments for float32 weights; {float32[:3]} are not "
+                             "float32 (mixed precision keeps its weights in float32: use a mixed_* policy).")
         # Decided once, on the Keras variables' full paths; the update later sees unwrapped
         # tf.Variables, which Keras matches by key.
         self.exclude_from_weight_decay(var_list=[
@@ -149,55 +161,77 @@ class ElectraAdamW(keras.optimizers.AdamW):
         self.lr_multipliers = [1.0 if self.layerwise_lr_decay is None else layerwise_lr_multiplier(
             v.path, self.num_layers, self.layerwise_lr_decay, self.layer_decay_schedule)
             for v in variables]
-        super().build(variables)
+        # Keras' Adam.build would add two slot variables per weight (`_momentums`, `_velocities`);
+        # here the optimizer's own build, then both moments as one flat variable each.
+        super(keras.optimizers.Adam, self).build(variables)
+        self.moment_sizes = [int(math.prod(v.shape)) for v in variables]
+        self.decays_weights = [self._use_weight_decay(v) for v in variables]
+        self.momentum = self.add_variable((sum(self.moment_sizes),), initializer="zeros", dtype="float32",
+                                          name="momentum")
+        self.velocity = self.add_variable((sum(self.moment_sizes),), initializer="zeros", dtype="float32",
+                                          name="velocity")
 
     def _apply_weight_decay(self, variables):
-        # Applied in update_step instead, where the variable's layer multiplier is known.
+        # Applied in the update instead, where the variable's layer multiplier is known.
         return
 
     def update_step(self, gradient, variable, learning_rate):
-        multiplier = self.lr_multipliers[self._get_variable_index(variable)]
-        learning_rate = learning_rate * multiplier if multiplier != 1.0 else learning_rate
-        scalars = {name: tf.cast(value, variable.dtype) for name, value in self._step_scalars.items()}
-        if self.weight_decay is not None and self._use_weight_decay(variable):
-            # Decoupled decay on the pre-update value, scaled like the update (official).
-            decay = tf.cast(learning_rate, variable.dtype) * scalars["weight_decay"]
-            self.assign_sub(variable, variable * decay)
-        if self.amsgrad:
-            super().update_step(gradient, variable, learning_rate)
-        else:
-            self._apply_adam(gradient, variable, learning_rate, scalars)
+        raise NotImplementedError("ElectraAdamW updates every variable at once (_distributed_tf_update_step).")
 
     def _distributed_tf_update_step(self, distribution, grads_and_vars, learning_rate):
-        # The update's scalars (Adam's bias-correction powers, betas, epsilon, the decay rate)
-        # depend only on the step, so they are made once here, in the update's cross-replica
-        # context, and shared by every variable's update. Made per variable they were ~5,000
-        # of ELECTRA-Small's 22,070 graph ops (benchmarks/startup.py), each traced and
-        # optimized before the first step. Overrides a private method, like the clipping below.
-        step = tf.cast(self.iterations + 1, "float32")
-        beta_1, beta_2 = tf.constant(self.beta_1, "float32"), tf.constant(self.beta_2, "float32")
-        self._step_scalars = {"beta1": beta_1, "beta2": beta_2,
-                              "beta1_power": tf.pow(beta_1, step), "beta2_power": tf.pow(beta_2, step),
-                              "epsilon": tf.constant(self.epsilon, "float32"),
-                              "weight_decay": tf.constant(self.weight_decay or 0.0, "float32")}
-        try:
-            super()._distributed_tf_update_step(distribution, grads_and_vars, learning_rate)
-        finally:
-            self._step_scalars = None
+        # Overrides a private method of Keras' TensorFlow optimizer (like the clipping below),
+        # which updates one variable at a time: here all of them in one update of the flat
+        # moments, on each replica's copies (`extended.update` hands each replica's function its
+        # own copies of the moments, the gradients and the weights).
+        updated = [(self._get_variable_index(var), grad, var) for grad, var in grads_and_vars if grad is not None]
+        if not updated:
+            return
+        indices, gradients, variables = (list(column) for column in zip(*updated))
+        distribution.extended.update(
+            self.momentum.value, functools.partial(self._adam_update, indices=indices),
+            args=(self.velocity.value, gradients, variables, learning_rate), group=False)
 
-    def _apply_adam(self, gradient, variable, learning_rate, scalars):
-        # Keras' Adam update, same formula (bias-corrected step size, epsilon outside the
-        # square root), as TensorFlow's one fused ResourceApplyAdam kernel per variable instead
-        # of Keras' ~15 separate ops: for ELECTRA-Small's 402 variables that is ~5,000 fewer
-        # graph ops to trace and instantiate before the first step, and fewer passes over the
-        # weights in every step. tests/test_optimization.py pins it to keras.optimizers.AdamW.
-        dtype = variable.dtype
-        index = self._get_variable_index(variable)
-        tf.raw_ops.ResourceApplyAdam(
-            var=_handle(variable), m=_handle(self._momentums[index]), v=_handle(self._velocities[index]),
-            beta1_power=scalars["beta1_power"], beta2_power=scalars["beta2_power"],
-            lr=tf.cast(learning_rate, dtype), beta1=scalars["beta1"], beta2=scalars["beta2"],
-            epsilon=scalars["epsilon"], grad=tf.cast(tf.convert_to_tensor(gradient), dtype))
+    def _adam_update(self, momentum, velocity, gradients, variables, learning_rate, indices):
+        """AdamW over all of `variables` (the trainable variables at `indices`), their moments in
+        two flat float32 variables. Keras' Adam update, the same formula as TensorFlow's
+        `ResourceApplyAdam` (bias-corrected step size, epsilon outside the square root):
+            m <- m + (g - m)(1 - beta1);  v <- v + (g^2 - v)(1 - beta2)
+            w <- w - lr_w * wd * w                   (decayed variables only, before the step)
+            w <- w - lr_w * sqrt(1 - beta2^t) / (1 - beta1^t) * m / (sqrt(v) + epsilon)
+        with lr_w the learning rate times the variable's layer multiplier.
+
+        Why flat moments: a compiled step takes every variable it reads or updates as an input,
+        and TensorFlow's launch of the step looks each one up, locks it, and hands its buffer to
+        XLA, every step, on the host. With two moments per weight, ELECTRA-Small's step had 1,200
+        such variables; flat, 400 (docs/results.md, "The host's share of a step"). Checkpoints
+        keep the two flat variables (`RunCheckpoint` reads earlier checkpoints' per-variable
+        moments into them)."""
+        dtype = tf.float32
+        step = tf.cast(self.iterations + 1, dtype)
+        beta_1, beta_2 = tf.constant(self.beta_1, dtype), tf.constant(self.beta_2, dtype)
+        learning_rate = tf.cast(learning_rate, dtype)
+        step_size = learning_rate * tf.sqrt(1.0 - tf.pow(beta_2, step)) / (1.0 - tf.pow(beta_1, step))
+        flat = {index: tf.reshape(tf.cast(tf.convert_to_tensor(gradient), dtype), [-1])
+                for index, gradient in zip(indices, gradients)}
+        gradient = tf.concat([flat[i] if i in flat else tf.zeros([size], dtype)
+                              for i, size in enumerate(self.moment_sizes)], axis=0)
+        new_momentum = momentum + (gradient - momentum) * (1.0 - beta_1)
+        new_velocity = velocity + (tf.square(gradient) - velocity) * (1.0 - beta_2)
+        if len(flat) < len(self.moment_sizes):  # variables without a gradient keep their moments
+            has_gradient = tf.repeat([i in flat for i in range(len(self.moment_sizes))], self.moment_sizes)
+            new_momentum = tf.where(has_gradient, new_momentum, momentum)
+            new_velocity = tf.where(has_gradient, new_velocity, velocity)
+        momentum.assign(new_momentum)
+        velocity.assign(new_velocity)
+        direction = tf.split(new_momentum / (tf.sqrt(new_velocity) + tf.constant(self.epsilon, dtype)),
+                             self.moment_sizes)
+        for index, variable in zip(indices, variables):
+            multiplier = self.lr_multipliers[index]
+            if self.weight_decay and self.decays_weights[index]:
+                # Decoupled decay on the pre-update value, scaled like the update (official).
+                variable.assign_sub(variable * (learning_rate * multiplier * self.weight_decay))
+            scale = step_size if multiplier == 1.0 else step_size * multiplier
+            variable.assign_sub(tf.reshape(direction[index], variable.shape) * scale)
 
     def _all_reduce_sum_gradients(self, grads_and_vars):
         grads_and_vars = list(super()._all_reduce_sum_gradients(grads_and_vars))
@@ -255,12 +289,6 @@ def clip_by_global_norm(gradients, clip_norm: float) -> list:
         # are, and adding (norm - norm) makes every gradient NaN when the norm is inf or NaN.
         scale = clip_norm * tf.minimum(1.0 / norm, 1.0 / clip_norm) + (norm - norm)
         return [gradient * tf.cast(scale, gradient.dtype) for gradient in gradients]
-
-
-def _handle(variable):
-    """The resource handle of a Keras variable or of the tf.Variable inside it (under a
-    strategy's update, the handle of this device's copy)."""
-    return (variable.value if isinstance(variable, keras.Variable) else variable).handle
 
 
 def create_optimizer(config: ElectraConfig) -> ElectraAdamW:

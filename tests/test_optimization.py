@@ -142,3 +142,69 @@ def test_layerwise_decay_needs_num_layers_and_a_known_schedule():
                              layer_decay_schedule="corrected")
     clone = keras.optimizers.deserialize(keras.optimizers.serialize(optimizer))
     assert (clone.layerwise_lr_decay, clone.num_layers, clone.layer_decay_schedule) == (0.8, 2, "corrected")
+
+
+def _keras_adamw_reference(initial, steps, weight_decay=0.1):
+    """keras.optimizers.AdamW over variables named like ours (decay skipped for "bias"), each
+    step a list of gradients (None: the variable has none that step)."""
+    variables = [keras.Variable(value, name=name) for name, value in initial]
+    optimizer = keras.optimizers.AdamW(learning_rate=0.01, weight_decay=weight_decay, epsilon=1e-6)
+    optimizer.exclude_from_weight_decay(var_names=["bias"])
+    for gradients in steps:
+        present = [(g, v) for g, v in zip(gradients, variables) if g is not None]
+        optimizer.apply([tf.constant(g) for g, _ in present], [v for _, v in present])
+    return [v.numpy() for v in variables]
+
+
+MOMENT_CASE = ([("kernel", np.array([[0.5, -1.0, 0.3], [2.0, 0.25, -0.7]], "float32")),
+                ("bias", np.array([0.1, -0.2, 0.3, 0.4], "float32")),
+                ("kernel", np.full((1, 2, 2), 0.75, "float32"))],
+               [[np.full((2, 3), 0.1, "float32"), np.array([0.3, -0.1, 0.0, 0.2], "float32"),
+                 np.array([[[0.5, -0.5], [0.25, 1.0]]], "float32")],
+                [np.full((2, 3), -0.2, "float32"), None, np.full((1, 2, 2), 0.05, "float32")],
+                [np.full((2, 3), 0.3, "float32"), np.array([1.0, 1.0, -1.0, 0.5], "float32"), None]])
+
+
+def test_the_flat_moments_update_as_keras_adamw_with_variables_left_out_of_a_step():
+    """All weights' moments in two flat variables: the same weights as Keras' AdamW (one slot pair
+    per weight) over several shapes, a step in which some weights have no gradient (their moments
+    stay), and decay skipped for biases."""
+    initial, steps = MOMENT_CASE
+    expected = _keras_adamw_reference(initial, steps)
+    variables = [keras.Variable(value, name=name) for name, value in initial]
+    optimizer = ElectraAdamW(learning_rate=0.01, weight_decay=0.1, epsilon=1e-6, clip_global_norm=None)
+    for gradients in steps:
+        optimizer.apply([None if g is None else tf.constant(g) for g in gradients], variables)
+    assert [v.path for v in optimizer.variables][-2:] == ["electra_adam_w/momentum", "electra_adam_w/velocity"]
+    assert optimizer.momentum.shape == (6 + 4 + 4,)
+    for got, want in zip(variables, expected):
+        np.testing.assert_allclose(got.numpy(), want, rtol=1e-6, atol=1e-7)
+
+
+def test_the_flat_moments_update_every_replicas_copy_alike(two_replicas):
+    """Under MirroredStrategy each replica updates its own copies of the flat moments and the
+    weights; with the same gradients on both replicas, to the weights Keras' AdamW reaches on one
+    device (the per-variable optimizer before the flat moments did the same)."""
+    initial, steps = MOMENT_CASE
+    expected = _keras_adamw_reference(initial, steps)
+    with two_replicas.scope():
+        variables = [keras.Variable(value, name=name) for name, value in initial]
+        optimizer = ElectraAdamW(learning_rate=0.01, weight_decay=0.1, epsilon=1e-6, clip_global_norm=None)
+        optimizer.build(variables)
+
+    for gradients in steps:
+        present = [(tf.constant(g), v) for g, v in zip(gradients, variables) if g is not None]
+        tf.function(lambda: two_replicas.run(
+            lambda: optimizer.apply([g for g, _ in present], [v for _, v in present])))()
+    for got, want in zip(variables, expected):
+        for copy in got.value.values:
+            np.testing.assert_allclose(copy.numpy(), want, rtol=1e-6, atol=1e-7)
+    momentum_copies = optimizer.momentum.value.values
+    np.testing.assert_array_equal(momentum_copies[0].numpy(), momentum_copies[1].numpy())
+
+
+def test_the_optimizer_refuses_what_flat_moments_cannot_hold():
+    with pytest.raises(ValueError, match="amsgrad"):
+        ElectraAdamW(learning_rate=0.01, amsgrad=True).build([keras.Variable(np.zeros(2, "float32"))])
+    with pytest.raises(ValueError, match="float32"):
+        ElectraAdamW(learning_rate=0.01).build([keras.Variable(np.zeros(2, "float16"), dtype="float16")])

@@ -32,7 +32,7 @@ import numpy as np
 import tensorflow as tf
 
 from electra_tf.errors import RunError
-from electra_tf.optimization import optimizer_step
+from electra_tf.optimization import ElectraAdamW, optimizer_step
 
 
 class ResumableInput:
@@ -271,7 +271,13 @@ class RunCheckpoint:
                 try:
                     if self.worker_index != 0:
                         self.model_checkpoint.restore(path).expect_partial()
-                    self._restorer(own).restore(own).assert_existing_objects_matched()
+                    if moments_per_variable(path, self.pretrainer.optimizer):
+                        # Written before the moments were flat: all but the moments restore by
+                        # name; the moments are read from the file.
+                        self._restorer(own, flat_moments=False).restore(own).assert_existing_objects_matched()
+                        restore_moments_per_variable(path, self.pretrainer.optimizer)
+                    else:
+                        self._restorer(own).restore(own).assert_existing_objects_matched()
                 except (tf.errors.OpError, IndexError) as error:
                     # Damage in what checkpoint_damage cannot read; an older checkpoint's
                     # restore then overwrites every value this one set.
@@ -291,13 +297,18 @@ class RunCheckpoint:
         raise RunError(f"{directory} has no intact checkpoint (the damaged ones are in {directory / DAMAGED_FOLDER}). "
                        "Start a new run in another --model_dir, or restore the files from a copy.")
 
-    def _restorer(self, path: str):
+    def _restorer(self, path: str, flat_moments: bool = True):
         """The checkpoint object to restore `path` with: one without the skipped-steps counter
-        for a checkpoint written before it existed (its count starts at 0)."""
-        if self.worker_index != 0 or "skipped_steps/.ATTRIBUTES/VARIABLE_VALUE" in \
-                tf.train.load_checkpoint(path).get_variable_to_shape_map():
+        for a checkpoint written before it existed (its count starts at 0); with `flat_moments`
+        False, one whose optimizer lacks its flat moments (`moments_per_variable`)."""
+        with_skipped = self.worker_index == 0 and "skipped_steps/.ATTRIBUTES/VARIABLE_VALUE" in \
+            tf.train.load_checkpoint(path).get_variable_to_shape_map()
+        if with_skipped and flat_moments:
             return self.checkpoint
-        return tf.train.Checkpoint(**self._state)
+        state = dict(self._state)
+        if not flat_moments:
+            state["optimizer"] = _without_flat_moments(state["optimizer"])
+        return tf.train.Checkpoint(**state, **({"skipped_steps": self.skipped_steps} if with_skipped else {}))
 
     def _own_input_path(self, run_checkpoint_path: str) -> str:
         return str(Path(worker_input_directory(self.run_directory, self.worker_index)) / Path(run_checkpoint_path).name)
@@ -470,6 +481,64 @@ def check_architecture(path: str, variables) -> None:
         raise RunError(f"checkpoint {path} holds a different architecture: {'; '.join(mismatched[:5])}"
                        + (f"; and {extra} more saved variables than the model has" if extra else "")
                        + ". Use the config it was trained with, or another --model_dir.")
+
+
+def _moment_key(optimizer, number: int) -> str:
+    """The checkpoint key of the optimizer's `number`-th Keras variable, as checkpoints before flat
+    moments held Adam's slots: after `iterations` (and the learning rate, when it was a number and
+    not a schedule), the momentum and the velocity of each trainable variable in turn; under
+    float16's loss scaling, the inner optimizer's."""
+    inner = "/inner_optimizer" if hasattr(optimizer, "inner_optimizer") else ""
+    return f"optimizer{inner}/_variables/{number}/.ATTRIBUTES/VARIABLE_VALUE"
+
+
+def moments_per_variable(path: str, optimizer) -> bool:
+    """Whether the checkpoint at `path` keeps Adam's moments one pair per weight (electra_tf
+    before 2026-11-27), where `ElectraAdamW` now keeps them in two flat variables."""
+    inner = getattr(optimizer, "inner_optimizer", optimizer)
+    if not isinstance(inner, ElectraAdamW):
+        return False
+    saved = tf.train.load_checkpoint(path).get_variable_to_shape_map()
+    flat = _moment_key(optimizer, 0).replace("/_variables/0/", "/momentum/")
+    return flat not in saved and _moment_key(optimizer, len(inner.variables) - 2) in saved
+
+
+def _without_flat_moments(optimizer):
+    """A stand-in for `optimizer` that holds what it checkpoints (its step, learning rate, loss
+    scale, ...) under the same names, but not `ElectraAdamW`'s flat moments: an earlier
+    checkpoint's per-weight moments sit where the optimizer's variable list now has the flat
+    ones (`optimizer/_variables/1`), and would not restore into them. Reads the optimizer's
+    tracked children (TensorFlow's private `_trackable_children`, as Keras' own checkpoints do)."""
+    moments = [getattr(optimizer, name) for name in ("momentum", "velocity") if hasattr(optimizer, name)]
+    stand_in = tf.Module()
+    for name, child in optimizer._trackable_children().items():
+        if any(child is moment for moment in moments):
+            continue
+        if name == "inner_optimizer":
+            child = _without_flat_moments(child)
+        elif name == "_variables":
+            child = [variable for variable in child if not any(variable is moment for moment in moments)]
+        setattr(stand_in, name, child)
+    return stand_in
+
+
+def restore_moments_per_variable(path: str, optimizer) -> None:
+    """Reads an earlier checkpoint's per-weight moments into the optimizer's flat moments, in the
+    order of the trainable variables (the same values: resuming from it continues the run)."""
+    inner = getattr(optimizer, "inner_optimizer", optimizer)
+    first = len(inner.variables) - 2  # the optimizer's variables before the moments
+    reader = tf.train.load_checkpoint(path)
+    parts = {"momentum": [], "velocity": []}
+    for index, size in enumerate(inner.moment_sizes):
+        for offset, name in ((0, "momentum"), (1, "velocity")):
+            key = _moment_key(optimizer, first + 2 * index + offset)
+            if not reader.has_tensor(key) or reader.get_tensor(key).size != size:
+                raise RunError(f"checkpoint {path} keeps Adam's moments per variable, but its {name} of "
+                               f"variable {index} ({key}) is missing or not of {size} values: it was not "
+                               "written for this model. Use the config it was trained with, or another --model_dir.")
+            parts[name].append(reader.get_tensor(key).reshape(-1))
+    inner.momentum.assign(np.concatenate(parts["momentum"]).astype(np.float32))
+    inner.velocity.assign(np.concatenate(parts["velocity"]).astype(np.float32))
 
 
 def check_input_batch(path: str, resumable_input: ResumableInput, num_workers: int) -> None:

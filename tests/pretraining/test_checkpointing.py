@@ -266,3 +266,60 @@ def test_background_checkpoints_of_mirrored_variables_restore_their_steps_values
         restored = keras_model()
         assert RunCheckpoint(tmp_path, restored, ResumableInput(numbered_batches())).restore_latest() == 20
     np.testing.assert_array_equal(restored.variables[0].numpy(), [20.0] * 3)
+
+
+class PerVariableAdam(tf.Module):
+    """What a checkpoint held of Keras' Adam before `ElectraAdamW`'s moments were flat: its step,
+    then a momentum and a velocity per weight, and the weights it trained."""
+
+    def __init__(self, weights, moments):
+        super().__init__()
+        self._iterations = tf.Variable(7, dtype=tf.int64)
+        self._variables = [self._iterations] + [tf.Variable(m) for pair in moments for m in pair]
+        self._trainable_variables = [w.value for w in weights]
+
+    @property
+    def iterations(self):
+        return self._iterations
+
+
+def test_a_checkpoint_with_adams_moments_per_variable_restores_them_into_the_flat_moments(tmp_path):
+    """A run checkpointed before `ElectraAdamW` kept its moments flat resumes with them (its
+    schedule, as every run's, keeps the learning rate out of the optimizer's variables)."""
+    from electra_tf.optimization import ElectraAdamW, WarmupLinearDecay
+
+    def weights():
+        return [keras.Variable(np.full((2, 3), value, np.float32), name="kernel") for value in (1.0, 2.0)]
+
+    moments = [(np.full((2, 3), 0.1, np.float32), np.full((2, 3), 0.01, np.float32)),
+               (np.arange(6, dtype=np.float32).reshape(2, 3), np.full((2, 3), 0.04, np.float32))]
+    earlier = types.SimpleNamespace(variables=weights(), optimizer=None)
+    earlier.optimizer = PerVariableAdam(earlier.variables, moments)
+    RunCheckpoint(tmp_path, earlier, ResumableInput(numbered_batches())).save()
+
+    now = types.SimpleNamespace(variables=weights(), optimizer=ElectraAdamW(learning_rate=WarmupLinearDecay(0.1, 10)))
+    now.optimizer.build(now.variables)
+    for variable in now.variables:
+        variable.assign(np.zeros((2, 3), np.float32))
+    assert RunCheckpoint(tmp_path, now, ResumableInput(numbered_batches())).restore_latest() == 7
+    np.testing.assert_array_equal(now.variables[1].numpy(), np.full((2, 3), 2.0))
+    np.testing.assert_array_equal(now.optimizer.momentum.numpy(), np.concatenate([m.ravel() for m, _ in moments]))
+    np.testing.assert_array_equal(now.optimizer.velocity.numpy(), np.concatenate([v.ravel() for _, v in moments]))
+
+    # A checkpoint with flat moments restores them as they are (a learning rate that is a number
+    # puts a variable where the first momentum was).
+    flat = types.SimpleNamespace(variables=weights(), optimizer=ElectraAdamW(learning_rate=0.1))
+    flat.optimizer.build(flat.variables)
+    flat.optimizer.momentum.assign(np.arange(12, dtype=np.float32))
+    RunCheckpoint(tmp_path / "flat", flat, ResumableInput(numbered_batches())).save()
+    again = types.SimpleNamespace(variables=weights(), optimizer=ElectraAdamW(learning_rate=0.1))
+    again.optimizer.build(again.variables)
+    RunCheckpoint(tmp_path / "flat", again, ResumableInput(numbered_batches())).restore_latest()
+    np.testing.assert_array_equal(again.optimizer.momentum.numpy(), np.arange(12))
+
+    wider = types.SimpleNamespace(variables=[keras.Variable(np.zeros((2, 4), np.float32), name="kernel")] * 2,
+                                  optimizer=ElectraAdamW(learning_rate=0.1))
+    wider.optimizer.build(wider.variables[:1])
+    from electra_tf.errors import RunError
+    with pytest.raises(RunError, match="different architecture"):
+        RunCheckpoint(tmp_path, wider, ResumableInput(numbered_batches())).restore_latest()
