@@ -181,7 +181,10 @@ next)
   # and recorded again each step: compile_stages.py), then the rerun's load with compiled thunks (aot_thunks),
   # against first_step's rerun on the same machine. The float16 fix through the package's own command is
   # `float16_run`; the layers' loop (ELECTRA_TF_LOOP_LAYERS=1 first_step) is no longer next (4,125 kernels; 1,101
-  # host launches against one CUDA graph, counted without a GPU).
+  # host launches against one CUDA graph, counted without a GPU). Since 2026-11-27 pretrain_step.py's XLA rows also
+  # call the step directly, the batch in host memory and already on the GPU (does a host batch hold each launch until
+  # the previous step has run? how long is the host's launch?), and the step's host work is smaller (flat Adam
+  # moments, the concrete call: docs/results.md, "The host's share of a step").
   first_step
   aot_thunks ;;
 float16_run)
