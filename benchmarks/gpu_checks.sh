@@ -11,6 +11,8 @@
 #   bash benchmarks/gpu_checks.sh aot_thunks   # the rerun's load of the cached program when the cache holds XLA's
 #                                              # compiled thunks too (--xla_gpu_experimental_aot_compiled_thunks):
 #                                              # a fresh process and its rerun over their own cache (about 3 minutes)
+#   bash benchmarks/gpu_checks.sh host_share   # the step's host work alone (ELECTRA-Small's layout at widths of 16),
+#                                              # and whether a host batch serializes launch and step (about 1 minute)
 #   bash benchmarks/gpu_checks.sh graphs       # XLA's command buffers (CUDA graphs): the step with them off, and a
 #                                              # profile that keeps them (the profiler otherwise replays them kernel
 #                                              # by kernel), each a fresh process over its own cache, the second
@@ -157,6 +159,14 @@ gradients() {
   done
 }
 
+host_share() {
+  # ELECTRA-Small's variables and ops at widths of 16 (next to no GPU work): the step's time is the host's, and the
+  # direct calls say whether a batch from host memory holds each launch until the previous step has run
+  # (docs/results.md, "The host's share of a step"). 2 CPU cores: 9-11 ms a step; one GPU host: to measure.
+  timeout 240 $py benchmarks/pretrain_step.py --sizes small_layout --precisions "$precision" --xla on --steps 200 \
+    --warmup 10 2>&1 | grep -v '^[IWE][0-9]' | tee "$out/host_share.txt"
+}
+
 checkpoints() {
   timeout 300 $py -m electra_tf.pretrain --model_dir runs/gpu_checkpoints --steps 600 --checkpoint_every 100 \
     --log_every 100 2>&1 | tee "$out/checkpoints.txt"
@@ -169,6 +179,7 @@ matrix) matrix ;;
 first_step) first_step ;;
 graphs) graphs ;;
 aot_thunks) aot_thunks ;;
+host_share) host_share ;;
 float16) float16 ;;
 gradients) gradients ;;
 next)

@@ -8,7 +8,7 @@
 script takes the same work apart, timing each stage in order in one fresh process:
 
 1. building the generator and discriminator (variable creation) and the optimizer's slots
-   (Adam's two moments per variable), as `run_pretraining` does before `fit`;
+   (Adam's two moments, each one flat variable), as `run_pretraining` does before `fit`;
 2. tracing the train step into a graph (Python: Keras layer calls, autodiff, the optimizer's
    update), with the number of ops in the traced graph, nested functions included;
 3. the first call of the traced graph: TensorFlow's graph optimization (grappler, oneDNN

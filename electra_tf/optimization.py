@@ -196,9 +196,10 @@ class ElectraAdamW(keras.optimizers.AdamW):
         two flat float32 variables. Keras' Adam update, the same formula as TensorFlow's
         `ResourceApplyAdam` (bias-corrected step size, epsilon outside the square root):
             m <- m + (g - m)(1 - beta1);  v <- v + (g^2 - v)(1 - beta2)
-            w <- w - lr_w * wd * w                   (decayed variables only, before the step)
-            w <- w - lr_w * sqrt(1 - beta2^t) / (1 - beta1^t) * m / (sqrt(v) + epsilon)
-        with lr_w the learning rate times the variable's layer multiplier.
+            w <- w - (lr_w * sqrt(1 - beta2^t) / (1 - beta1^t) * m / (sqrt(v) + epsilon)
+                      + lr_w * wd * w)               (the decay term for decayed variables only)
+        with lr_w the learning rate times the variable's layer multiplier, the decay taken from the
+        weight before the update (decoupled, as the official optimizer).
 
         Why flat moments: a compiled step takes every variable it reads or updates as an input,
         and TensorFlow's launch of the step looks each one up, locks it, and hands its buffer to
@@ -223,15 +224,26 @@ class ElectraAdamW(keras.optimizers.AdamW):
             new_velocity = tf.where(has_gradient, new_velocity, velocity)
         momentum.assign(new_momentum)
         velocity.assign(new_velocity)
-        direction = tf.split(new_momentum / (tf.sqrt(new_velocity) + tf.constant(self.epsilon, dtype)),
-                             self.moment_sizes)
+        direction = new_momentum / (tf.sqrt(new_velocity) + tf.constant(self.epsilon, dtype))
+        multipliers = {self.lr_multipliers[index] for index in indices}
+        one_rate = multipliers == {1.0}  # pre-training: one step size, applied once to all
+        if one_rate:
+            direction *= step_size
+        direction = tf.split(direction, self.moment_sizes)
+        decay_rate = learning_rate * (self.weight_decay or 0.0)
+        # Per layer multiplier: (the step size, or None when applied above; the decay rate).
+        scales = {m: (None if one_rate else step_size if m == 1.0 else step_size * m,
+                      decay_rate if m == 1.0 else decay_rate * m) for m in multipliers}
         for index, variable in zip(indices, variables):
-            multiplier = self.lr_multipliers[index]
+            step_scale, decay = scales[self.lr_multipliers[index]]
+            update = tf.reshape(direction[index], variable.shape)
+            if step_scale is not None:
+                update *= step_scale
             if self.weight_decay and self.decays_weights[index]:
-                # Decoupled decay on the pre-update value, scaled like the update (official).
-                variable.assign_sub(variable * (learning_rate * multiplier * self.weight_decay))
-            scale = step_size if multiplier == 1.0 else step_size * multiplier
-            variable.assign_sub(tf.reshape(direction[index], variable.shape) * scale)
+                # Decoupled decay of the pre-update value, scaled like the update, in the same
+                # subtraction (the official `param - lr * (adam_update + decay_rate * param)`).
+                update += variable * decay
+            variable.assign_sub(update)
 
     def _all_reduce_sum_gradients(self, grads_and_vars):
         grads_and_vars = list(super()._all_reduce_sum_gradients(grads_and_vars))
