@@ -225,6 +225,7 @@ class RunCheckpoint:
         self.keep = keep
         self.run_directory = str(directory)
         self.model_checkpoint = tf.train.Checkpoint(**model_state)  # restores a chief's checkpoint's model
+        self._model_state = model_state
         self._state = {**model_state, **input_state}
         if worker_index == 0:
             self.checkpoint = tf.train.Checkpoint(**self._state, skipped_steps=self.skipped_steps)
@@ -269,15 +270,16 @@ class RunCheckpoint:
                 own = path if self.worker_index == 0 else self._own_input_path(path)
                 check_input_batch(own, self.input, self.num_workers)
                 try:
+                    # Written before the moments were flat: all but the moments restore by name;
+                    # the moments are read from the file.
+                    earlier = moments_per_variable(path, self.pretrainer.optimizer)
                     if self.worker_index != 0:
-                        self.model_checkpoint.restore(path).expect_partial()
-                    if moments_per_variable(path, self.pretrainer.optimizer):
-                        # Written before the moments were flat: all but the moments restore by
-                        # name; the moments are read from the file.
-                        self._restorer(own, flat_moments=False).restore(own).assert_existing_objects_matched()
+                        model = self.model_checkpoint if not earlier else tf.train.Checkpoint(**{
+                            **self._model_state, "optimizer": _without_flat_moments(self.pretrainer.optimizer)})
+                        model.restore(path).expect_partial()
+                    self._restorer(own, flat_moments=not earlier).restore(own).assert_existing_objects_matched()
+                    if earlier:
                         restore_moments_per_variable(path, self.pretrainer.optimizer)
-                    else:
-                        self._restorer(own).restore(own).assert_existing_objects_matched()
                 except (tf.errors.OpError, IndexError) as error:
                     # Damage in what checkpoint_damage cannot read; an older checkpoint's
                     # restore then overwrites every value this one set.
@@ -301,7 +303,9 @@ class RunCheckpoint:
         """The checkpoint object to restore `path` with: one without the skipped-steps counter
         for a checkpoint written before it existed (its count starts at 0); with `flat_moments`
         False, one whose optimizer lacks its flat moments (`moments_per_variable`)."""
-        with_skipped = self.worker_index == 0 and "skipped_steps/.ATTRIBUTES/VARIABLE_VALUE" in \
+        if self.worker_index != 0:  # a worker's own checkpoints hold its input position alone
+            return self.checkpoint
+        with_skipped = "skipped_steps/.ATTRIBUTES/VARIABLE_VALUE" in \
             tf.train.load_checkpoint(path).get_variable_to_shape_map()
         if with_skipped and flat_moments:
             return self.checkpoint

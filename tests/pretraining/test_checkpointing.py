@@ -323,3 +323,28 @@ def test_a_checkpoint_with_adams_moments_per_variable_restores_them_into_the_fla
     from electra_tf.errors import RunError
     with pytest.raises(RunError, match="different architecture"):
         RunCheckpoint(tmp_path, wider, ResumableInput(numbered_batches())).restore_latest()
+
+
+def test_a_worker_resumes_from_a_chiefs_checkpoint_with_moments_per_variable(tmp_path):
+    """A worker of a multi-worker run restores the model (and the optimizer) from the chief's
+    checkpoint and its input position from its own: from a checkpoint written before the moments
+    were flat, too."""
+    from electra_tf.optimization import ElectraAdamW, WarmupLinearDecay
+
+    def weights():
+        return [keras.Variable(np.full((2, 3), value, np.float32), name="kernel") for value in (1.0, 2.0)]
+
+    moments = [(np.full((2, 3), 0.1, np.float32), np.full((2, 3), 0.01, np.float32)),
+               (np.full((2, 3), 0.3, np.float32), np.full((2, 3), 0.04, np.float32))]
+    for worker in (0, 1):
+        earlier = types.SimpleNamespace(variables=weights(), optimizer=None)
+        earlier.optimizer = PerVariableAdam(earlier.variables, moments)
+        RunCheckpoint(tmp_path, earlier, ResumableInput(numbered_batches()), worker_index=worker, num_workers=2).save()
+
+    now = types.SimpleNamespace(variables=weights(), optimizer=ElectraAdamW(learning_rate=WarmupLinearDecay(0.1, 10)))
+    now.optimizer.build(now.variables)
+    now.variables[0].assign(np.zeros((2, 3), np.float32))
+    checkpoint = RunCheckpoint(tmp_path, now, ResumableInput(numbered_batches()), worker_index=1, num_workers=2)
+    assert checkpoint.restore_latest() == 7
+    np.testing.assert_array_equal(now.variables[0].numpy(), np.ones((2, 3)))
+    np.testing.assert_array_equal(now.optimizer.velocity.numpy(), np.concatenate([v.ravel() for _, v in moments]))
