@@ -164,7 +164,6 @@ class XlaStepLoop:
         # step traces as it does there, and converting it cost 1.2 s of ELECTRA-Small's tracing.
         self.step = tf.function(one_step_on_data, jit_compile=True, reduce_retracing=True, autograph=False)
         self.keras_function = keras_function
-        self.traced = False
         self._traces = []  # (element spec, concrete step): one per kind of input seen
 
     def __call__(self, iterator):
@@ -177,9 +176,8 @@ class XlaStepLoop:
         for spec, concrete in self._traces:
             if spec == element_spec:
                 return concrete
-        if not self.traced:
+        if not self._traces:  # the first trace: named alike in a run and its resume (above)
             align_function_names()
-            self.traced = True
         concrete = self.step.get_concrete_function(element_spec)
         self._traces.append((element_spec, concrete))
         return concrete

@@ -230,19 +230,18 @@ class ElectraAdamW(keras.optimizers.AdamW):
         if one_rate:
             direction *= step_size
         direction = tf.split(direction, self.moment_sizes)
-        decay_rate = learning_rate * (self.weight_decay or 0.0)
-        # Per layer multiplier: (the step size, or None when applied above; the decay rate).
-        scales = {m: (None if one_rate else step_size if m == 1.0 else step_size * m,
-                      decay_rate if m == 1.0 else decay_rate * m) for m in multipliers}
+        # Each layer multiplier's step size and decay rate, made once (a multiplier of 1 adds no op).
+        step_sizes = {m: step_size if m == 1.0 else step_size * m for m in multipliers}
+        decay_rates = {m: learning_rate * (self.weight_decay * m) for m in multipliers} if self.weight_decay else {}
         for index, variable in zip(indices, variables):
-            step_scale, decay = scales[self.lr_multipliers[index]]
+            multiplier = self.lr_multipliers[index]
             update = tf.reshape(direction[index], variable.shape)
-            if step_scale is not None:
-                update *= step_scale
+            if not one_rate:
+                update *= step_sizes[multiplier]
             if self.weight_decay and self.decays_weights[index]:
                 # Decoupled decay of the pre-update value, scaled like the update, in the same
                 # subtraction (the official `param - lr * (adam_update + decay_rate * param)`).
-                update += variable * decay
+                update += variable * decay_rates[multiplier]
             variable.assign_sub(update)
 
     def _all_reduce_sum_gradients(self, grads_and_vars):

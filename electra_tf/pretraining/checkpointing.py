@@ -487,24 +487,31 @@ def check_architecture(path: str, variables) -> None:
                        + ". Use the config it was trained with, or another --model_dir.")
 
 
-def _moment_key(optimizer, number: int) -> str:
-    """The checkpoint key of the optimizer's `number`-th Keras variable, as checkpoints before flat
-    moments held Adam's slots: after `iterations` (and the learning rate, when it was a number and
-    not a schedule), the momentum and the velocity of each trainable variable in turn; under
-    float16's loss scaling, the inner optimizer's."""
-    inner = "/inner_optimizer" if hasattr(optimizer, "inner_optimizer") else ""
-    return f"optimizer{inner}/_variables/{number}/.ATTRIBUTES/VARIABLE_VALUE"
+def _earlier_moment_key(optimizer, number: int) -> str:
+    """The checkpoint key of the `number`-th per-weight moment in a checkpoint written before
+    `ElectraAdamW`'s moments were flat: Keras' Adam listed, after its own variables (`iterations`,
+    and the learning rate when it was a number and not a schedule), the momentum and the velocity
+    of each trainable variable in turn (0: the first weight's momentum, 1: its velocity, ...).
+    The optimizer's own variables then were what they are now less the two flat moments."""
+    inner = getattr(optimizer, "inner_optimizer", optimizer)
+    first = len(inner.variables) - 2
+    return f"{_optimizer_key_prefix(optimizer)}/_variables/{first + number}/.ATTRIBUTES/VARIABLE_VALUE"
+
+
+def _optimizer_key_prefix(optimizer) -> str:
+    """Where a run checkpoint keeps the Adam optimizer's variables: under float16's loss scaling,
+    inside the LossScaleOptimizer."""
+    return "optimizer/inner_optimizer" if hasattr(optimizer, "inner_optimizer") else "optimizer"
 
 
 def moments_per_variable(path: str, optimizer) -> bool:
     """Whether the checkpoint at `path` keeps Adam's moments one pair per weight (electra_tf
     before 2026-11-27), where `ElectraAdamW` now keeps them in two flat variables."""
-    inner = getattr(optimizer, "inner_optimizer", optimizer)
-    if not isinstance(inner, ElectraAdamW):
+    if not isinstance(getattr(optimizer, "inner_optimizer", optimizer), ElectraAdamW):
         return False
     saved = tf.train.load_checkpoint(path).get_variable_to_shape_map()
-    flat = _moment_key(optimizer, 0).replace("/_variables/0/", "/momentum/")
-    return flat not in saved and _moment_key(optimizer, len(inner.variables) - 2) in saved
+    flat = f"{_optimizer_key_prefix(optimizer)}/momentum/.ATTRIBUTES/VARIABLE_VALUE"
+    return flat not in saved and _earlier_moment_key(optimizer, 0) in saved
 
 
 def _without_flat_moments(optimizer):
@@ -530,12 +537,11 @@ def restore_moments_per_variable(path: str, optimizer) -> None:
     """Reads an earlier checkpoint's per-weight moments into the optimizer's flat moments, in the
     order of the trainable variables (the same values: resuming from it continues the run)."""
     inner = getattr(optimizer, "inner_optimizer", optimizer)
-    first = len(inner.variables) - 2  # the optimizer's variables before the moments
     reader = tf.train.load_checkpoint(path)
     parts = {"momentum": [], "velocity": []}
     for index, size in enumerate(inner.moment_sizes):
         for offset, name in ((0, "momentum"), (1, "velocity")):
-            key = _moment_key(optimizer, first + 2 * index + offset)
+            key = _earlier_moment_key(optimizer, 2 * index + offset)
             if not reader.has_tensor(key) or reader.get_tensor(key).size != size:
                 raise RunError(f"checkpoint {path} keeps Adam's moments per variable, but its {name} of "
                                f"variable {index} ({key}) is missing or not of {size} values: it was not "
