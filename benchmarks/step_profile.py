@@ -142,7 +142,8 @@ class Kernel(collections.namedtuple("Kernel", "name start end op")):
 # op-name prefix of what the kernel fuses, xla/service/gpu's annotation.cc), and the profiler keeps
 # that as the kernel event's "annotation" stat. ELECTRA-Small's step updates 402 variables, one
 # by one: XLA:CPU's optimized step (batch 8) held 1,207 fusions for the Adam updates and, until
-# `optimization.clip_by_global_norm`, 796 for the global norm's per-variable sums. Where a GPU's
+# the norm was summed over concatenated gradients (now `optimization.clip_flat_gradient`), 796
+# for the global norm's per-variable sums. Where a GPU's
 # step is thousands of launches, this says how many are the optimizer's.
 KERNEL_SOURCES = ("optimizer: gradient clipping (global norm)", "optimizer: AdamW update and weight decay",
                   "backward pass", "forward pass, losses and sampling", "unattributed (no annotation)")
@@ -154,7 +155,7 @@ def kernel_source(op: str, optimizer_scope: str = "electra_adam_w") -> str:
     if not op:
         return KERNEL_SOURCES[4]
     if f"/{optimizer_scope}/" in path:
-        # tf.clip_by_global_norm's scope, and optimization.clip_by_global_norm's of the same name
+        # tf.clip_by_global_norm's scope, and optimization.clip_flat_gradient's of the same name
         return KERNEL_SOURCES[0] if "global_norm" in op else KERNEL_SOURCES[1]
     if "gradient_tape/" in path:
         return KERNEL_SOURCES[2]

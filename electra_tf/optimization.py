@@ -24,8 +24,9 @@ Official behaviour (`optimization.py` of google-research/electra) and where we d
 - global-norm clipping at 1.0. Deviation: the official TPU code clips each core's gradient
   before the cross-core sum, and Keras' `global_clipnorm` also clips before the cross-replica
   sum; we clip the *summed* gradient, so an update does not depend on the replica count.
-  The norm is summed over concatenated gradients (`clip_by_global_norm`, for fewer kernels), not
-  tensor by tensor as TensorFlow's: the same norm up to float32 rounding.
+  The norm is taken over the flat gradient the update concatenates anyway
+  (`clip_flat_gradient`, one reduction and one multiply), not tensor by tensor as TensorFlow's:
+  the same norm up to float32 rounding.
 """
 
 from __future__ import annotations
@@ -120,9 +121,10 @@ class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
 class ElectraAdamW(keras.optimizers.AdamW):
     """AdamW that skips decay by variable-path pattern and clips the cross-replica sum.
 
-    Clipping and the once-per-step scalars override two private methods of Keras' TensorFlow
-    optimizer (keras>=3.15,<4, pinned in setup.py); tests/test_optimization.py checks the
-    clipping directly and the update against keras.optimizers.AdamW over several steps.
+    The update of all weights at once (clipping included) and the densified gradient sum override
+    two private methods of Keras' TensorFlow optimizer (keras>=3.15,<4, pinned in setup.py);
+    tests/test_optimization.py checks the update against keras.optimizers.AdamW over several
+    steps, clipped and not, and the clipping of a sum over replicas.
     """
 
     def __init__(self, *args, clip_global_norm: float | None = 1.0,
@@ -216,6 +218,10 @@ class ElectraAdamW(keras.optimizers.AdamW):
                 for index, gradient in zip(indices, gradients)}
         gradient = tf.concat([flat[i] if i in flat else tf.zeros([size], dtype)
                               for i, size in enumerate(self.moment_sizes)], axis=0)
+        if self.clip_global_norm is not None:
+            # Here, on the summed gradient (`_distributed_tf_update_step` runs after the
+            # cross-replica sum), with the zeros of variables without a gradient adding nothing.
+            gradient = clip_flat_gradient(gradient, self.clip_global_norm)
         new_momentum = momentum + (gradient - momentum) * (1.0 - beta_1)
         new_velocity = velocity + (tf.square(gradient) - velocity) * (1.0 - beta_2)
         if len(flat) < len(self.moment_sizes):  # variables without a gradient keep their moments
@@ -245,19 +251,13 @@ class ElectraAdamW(keras.optimizers.AdamW):
             variable.assign_sub(update)
 
     def _all_reduce_sum_gradients(self, grads_and_vars):
-        grads_and_vars = list(super()._all_reduce_sum_gradients(grads_and_vars))
-        if self.clip_global_norm is None:
-            return grads_and_vars
-        present = [i for i, (grad, _) in enumerate(grads_and_vars) if grad is not None]
         # An embedding lookup's gradient is IndexedSlices with one row per lookup, repeated
-        # indices not yet summed; tf.clip_by_global_norm would take the norm of those rows
-        # (67 instead of 88 on the tiny preset's first step), not of the gradient. Densify
-        # first: the norm is then the gradient's, as on TPU (one-hot lookups) and in PyTorch.
-        clipped = clip_by_global_norm(
-            [tf.convert_to_tensor(grads_and_vars[i][0]) for i in present], self.clip_global_norm)
-        for i, grad in zip(present, clipped):
-            grads_and_vars[i] = (grad, grads_and_vars[i][1])
-        return grads_and_vars
+        # indices not yet summed; the norm of those rows is not the gradient's (67 instead of 88
+        # on the tiny preset's first step, as tf.clip_by_global_norm would measure). Densified
+        # here, after the sum and in each replica's context, the update gets plain tensors and
+        # clips by the gradient's norm, as on TPU (one-hot lookups) and in PyTorch.
+        return [(None if grad is None else tf.convert_to_tensor(grad), variable)
+                for grad, variable in super()._all_reduce_sum_gradients(grads_and_vars)]
 
     def get_config(self):
         return {**super().get_config(), "clip_global_norm": self.clip_global_norm,
@@ -266,40 +266,29 @@ class ElectraAdamW(keras.optimizers.AdamW):
                 "layer_decay_schedule": self.layer_decay_schedule}
 
 
-# Gradients per sum of squares in `clip_by_global_norm`: few enough for XLA to fuse the
-# concatenation into the reduction (a GPU fusion takes at most ~100 operands), so the gradients
-# are read in place rather than copied.
-GRADIENTS_PER_NORM_SUM = 64
+def clip_flat_gradient(gradient, clip_norm: float):
+    """`tf.clip_by_global_norm` of the gradients whose concatenation is `gradient` (one flat
+    float32 tensor): scaled by clip_norm / max(norm, clip_norm), NaN everywhere when the norm is
+    not finite. The norm is summed in another order than TensorFlow's (one reduction, not one
+    per tensor): it can differ in its last bits.
 
-
-def clip_by_global_norm(gradients, clip_norm: float) -> list:
-    """`tf.clip_by_global_norm(gradients, clip_norm)[0]`, with the norm summed over a few
-    concatenations of the flattened gradients instead of one reduction per tensor.
-
-    The same formula (each gradient times clip_norm / max(norm, clip_norm), every gradient NaN
-    when the norm is not finite), summed in another order: the norm can differ in its last bits.
-    Why: per tensor, the norm of ELECTRA-Small's 402 gradients took 800 of the 4,701 fusions of
-    its optimized XLA:CPU step; in chunks of `GRADIENTS_PER_NORM_SUM`, 22 (3,526 in all). On a
-    GPU each reduction is a kernel launch of ~1-2 us with a ~6 us wait before it, and one H200
-    was busy only 27% of the time its step's 3,441 kernels spanned (docs/performance.md).
+    Why flat: per tensor, the norm of ELECTRA-Small's 402 gradients took 800 of the 4,701
+    fusions of its optimized XLA:CPU step, and a multiply per gradient writes each clipped
+    gradient out (314 kernels on a GPU) before the update concatenates them. On the flat
+    gradient that the update builds anyway, the norm is one reduction and the multiply fuses
+    into the moments' update (docs/performance.md).
 
     Example:
-    >>> [t.numpy().tolist() for t in clip_by_global_norm([tf.constant([3.0]), tf.constant([4.0])], 1.0)]
-    [[0.6000000238418579], [0.800000011920929]]
+    >>> clip_flat_gradient(tf.constant([3.0, 4.0]), 1.0).numpy().tolist()
+    [0.6000000238418579, 0.800000011920929]
     """
-    if not gradients:
-        return []
     # Named as TensorFlow's, so a profile finds these ops (benchmarks/step_profile.py).
     with tf.name_scope("clip_by_global_norm"):
-        sums = [tf.reduce_sum(tf.square(tf.concat(
-                    [tf.reshape(tf.cast(gradient, tf.float32), [-1])
-                     for gradient in gradients[i:i + GRADIENTS_PER_NORM_SUM]], axis=0)))
-                for i in range(0, len(gradients), GRADIENTS_PER_NORM_SUM)]
-        norm = tf.sqrt(tf.add_n(sums), name="global_norm")
+        norm = tf.sqrt(tf.reduce_sum(tf.square(gradient)), name="global_norm")
         # As TensorFlow's: min(1 / norm, 1 / clip_norm) keeps gradients under the bound as they
         # are, and adding (norm - norm) makes every gradient NaN when the norm is inf or NaN.
         scale = clip_norm * tf.minimum(1.0 / norm, 1.0 / clip_norm) + (norm - norm)
-        return [gradient * tf.cast(scale, gradient.dtype) for gradient in gradients]
+        return gradient * scale
 
 
 def create_optimizer(config: ElectraConfig) -> ElectraAdamW:

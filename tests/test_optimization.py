@@ -43,51 +43,65 @@ def test_weight_decay_goes_to_exactly_kernels_and_embedding_tables():
 
 
 def test_clipping_applies_to_the_sum_over_replicas(two_replicas):
+    """The first moment after one step is (1 - beta_1) times the clipped gradient: the sum of the
+    replicas' (3, 0) and (0, 4), clipped to norm 1. Clipping each replica first would give
+    (1, 1) before the sum."""
     strategy = two_replicas
     with strategy.scope():
         variable = keras.Variable(np.zeros(2, "float32"))
         optimizer = ElectraAdamW(learning_rate=0.1, clip_global_norm=1.0)
+        optimizer.build([variable])
 
-    def reduce_and_clip():
+    def apply():
         first = tf.distribute.get_replica_context().replica_id_in_sync_group == 0
-        grad = tf.where(first, tf.constant([3.0, 0.0]), tf.constant([0.0, 4.0]))
-        return optimizer._all_reduce_sum_gradients([(grad, variable.value)])[0][0]
+        optimizer.apply([tf.where(first, tf.constant([3.0, 0.0]), tf.constant([0.0, 4.0]))], [variable])
 
-    per_replica = tf.function(lambda: strategy.run(reduce_and_clip))()
-    for result in strategy.experimental_local_results(per_replica):
-        # Sum (3, 4) clipped to norm 1. Clipping each replica first would give (1, 1).
-        np.testing.assert_allclose(result.numpy(), [0.6, 0.8], rtol=1e-6)
+    tf.function(lambda: strategy.run(apply))()
+    for momentum in optimizer.momentum.value.values:  # each replica's copy
+        np.testing.assert_allclose(momentum.numpy(), [0.06, 0.08], rtol=1e-6)
 
 
 def test_clipping_uses_the_norm_of_an_embedding_gradient_not_of_its_rows():
-    """Two lookups of row 0 give IndexedSlices with row 0 twice: the gradient is (2, 0) in that
-    row, norm 2, although each listed row has norm 1 (sqrt(2) over the rows)."""
+    """Two lookups of row 0 give IndexedSlices with row 0 twice: the gradient is (2, 0, 0), norm
+    2, clipped to (1, 0, 0); the listed rows' norm is sqrt(2), which would give (1.41, 0, 0)."""
     variable = keras.Variable(np.zeros((3, 1), "float32"))
     optimizer = ElectraAdamW(learning_rate=0.1, clip_global_norm=1.0)
     slices = tf.IndexedSlices(tf.constant([[1.0], [1.0]]), tf.constant([0, 0]), tf.constant([3, 1]))
-    clipped = optimizer._all_reduce_sum_gradients([(slices, variable.value)])[0][0]
-    np.testing.assert_allclose(tf.convert_to_tensor(clipped).numpy(), [[1.0], [0.0], [0.0]], rtol=1e-6)
+    optimizer.apply([slices], [variable])
+    np.testing.assert_allclose(optimizer.momentum.numpy(), [0.1, 0.0, 0.0], rtol=1e-6)
 
 
-def test_clipping_matches_tensorflows_over_several_norm_sums():
-    """The norm summed in chunks of concatenated gradients (fewer kernels) gives TensorFlow's
-    clipping: scaled down above the bound, untouched below it, NaN everywhere when not finite."""
-    from electra_tf.optimization import GRADIENTS_PER_NORM_SUM, clip_by_global_norm
+def test_clipping_matches_tensorflows_on_the_flat_gradient():
+    """One norm over the concatenated gradients gives TensorFlow's per-tensor clipping: scaled
+    down above the bound, untouched below it, NaN everywhere when not finite."""
+    from electra_tf.optimization import clip_flat_gradient
 
     rng = np.random.default_rng(0)
-    shapes = [(7, 5), (5,), (3, 4, 2), (1,)] * (GRADIENTS_PER_NORM_SUM // 2)  # 2 chunks and a part
-    gradients = [tf.constant(rng.normal(size=shape), tf.float32) for shape in shapes]
+    gradients = [tf.constant(rng.normal(size=shape), tf.float32) for shape in [(7, 5), (5,), (3, 4, 2), (1,)] * 3]
+    flat = tf.concat([tf.reshape(g, [-1]) for g in gradients], axis=0)
     for clip_norm in (1.0, 1e4):  # above the bound, then below it
         expected, _ = tf.clip_by_global_norm(gradients, clip_norm)
-        clipped = clip_by_global_norm(gradients, clip_norm)
-        assert [c.shape for c in clipped] == [e.shape for e in expected]
-        for c, e in zip(clipped, expected):
-            np.testing.assert_allclose(c.numpy(), e.numpy(), rtol=2e-6, atol=0)
-    np.testing.assert_array_equal(clip_by_global_norm(gradients, 1e4)[1].numpy(), gradients[1].numpy())
+        expected = np.concatenate([e.numpy().ravel() for e in expected])
+        np.testing.assert_allclose(clip_flat_gradient(flat, clip_norm).numpy(), expected, rtol=2e-6, atol=0)
+    np.testing.assert_array_equal(clip_flat_gradient(flat, 1e4).numpy(), flat.numpy())
     for bad in (np.inf, np.nan):
-        broken = gradients[:-1] + [tf.constant([bad], tf.float32)]
-        assert all(np.isnan(c.numpy()).all() for c in clip_by_global_norm(broken, 1.0))
-    assert clip_by_global_norm([], 1.0) == []
+        broken = tf.concat([flat, [bad]], axis=0)
+        assert np.isnan(clip_flat_gradient(broken, 1.0).numpy()).all()
+
+
+def test_clipped_updates_match_keras_adamw_clipping_by_global_norm():
+    """On one device clipping before or after the (absent) sum is the same: the weights Keras'
+    AdamW(global_clipnorm=...) reaches, over steps whose gradients are above the bound (and one
+    with a variable left out, whose zeros add nothing to the norm)."""
+    initial, steps = MOMENT_CASE
+    steps = [[None if g is None else g * 10.0 for g in gradients] for gradients in steps]
+    expected = _keras_adamw_reference(initial, steps, global_clipnorm=0.5)
+    variables = [keras.Variable(value, name=name) for name, value in initial]
+    optimizer = ElectraAdamW(learning_rate=0.01, weight_decay=0.1, epsilon=1e-6, clip_global_norm=0.5)
+    for gradients in steps:
+        optimizer.apply([None if g is None else tf.constant(g) for g in gradients], variables)
+    for got, want in zip(variables, expected):
+        np.testing.assert_allclose(got.numpy(), want, rtol=1e-6, atol=1e-7)
 
 
 def test_rejects_keras_clipping_arguments():
@@ -144,11 +158,12 @@ def test_layerwise_decay_needs_num_layers_and_a_known_schedule():
     assert (clone.layerwise_lr_decay, clone.num_layers, clone.layer_decay_schedule) == (0.8, 2, "corrected")
 
 
-def _keras_adamw_reference(initial, steps, weight_decay=0.1):
+def _keras_adamw_reference(initial, steps, weight_decay=0.1, global_clipnorm=None):
     """keras.optimizers.AdamW over variables named like ours (decay skipped for "bias"), each
     step a list of gradients (None: the variable has none that step)."""
     variables = [keras.Variable(value, name=name) for name, value in initial]
-    optimizer = keras.optimizers.AdamW(learning_rate=0.01, weight_decay=weight_decay, epsilon=1e-6)
+    optimizer = keras.optimizers.AdamW(learning_rate=0.01, weight_decay=weight_decay, epsilon=1e-6,
+                                       global_clipnorm=global_clipnorm)
     optimizer.exclude_from_weight_decay(var_names=["bias"])
     for gradients in steps:
         present = [(g, v) for g, v in zip(gradients, variables) if g is not None]
