@@ -12,7 +12,8 @@
 #                                              # compiled thunks too (--xla_gpu_experimental_aot_compiled_thunks):
 #                                              # a fresh process and its rerun over their own cache (about 3 minutes)
 #   bash benchmarks/gpu_checks.sh host_share   # the step's host work alone (ELECTRA-Small's layout at widths of 16),
-#                                              # and whether a host batch serializes launch and step (about 1 minute)
+#                                              # whether a host batch serializes launch and step, and whether a
+#                                              # new batch buffer each step costs a CUDA-graph update (about 1 minute)
 #   bash benchmarks/gpu_checks.sh graphs       # XLA's command buffers (CUDA graphs): the step with them off, and a
 #                                              # profile that keeps them (the profiler otherwise replays them kernel
 #                                              # by kernel), each a fresh process over its own cache, the second
@@ -161,8 +162,10 @@ gradients() {
 
 host_share() {
   # ELECTRA-Small's variables and ops at widths of 16 (next to no GPU work): the step's time is the host's, and the
-  # direct calls say whether a batch from host memory holds each launch until the previous step has run
-  # (docs/results.md, "The host's share of a step"). 2 CPU cores: 9-11 ms a step; one GPU host: to measure.
+  # direct calls say whether a batch from host memory holds each launch until the previous step has run, and (the
+  # two device rows: batches taken in turn against one reused) whether XLA records its CUDA graphs again when the
+  # batch's buffers move (docs/results.md, "The host's share of a step", "The gradient clipped as one vector").
+  # 2 CPU cores: 7-13 ms a step; one GPU host: to measure.
   timeout 240 $py benchmarks/pretrain_step.py --sizes small_layout --precisions "$precision" --xla on --steps 200 \
     --warmup 10 2>&1 | grep -v '^[IWE][0-9]' | tee "$out/host_share.txt"
 }

@@ -17,11 +17,14 @@ in float32 and in bfloat16, on the GPU when there is one) in the same process: e
 compared with the peak of its own precision (float16 rows with the bfloat16 peak: the same
 tensor-core rate). Ratios, not absolute times, are comparable between machines.
 
-Under each row, the same steps timed without a sync after each step: the row's loop (as the
-run's) copies every step's logs to the host before dispatching the next, so on a GPU the
-host's per-step work (Python, the call of a step that reads every variable) adds to the GPU's;
-without the sync it can overlap the previous step. On a CPU the two agree: there the call
-returns when the step has run.
+The row's loop (as the run's) reads every step's logs on the host before dispatching the next:
+Keras' `fit` on TensorFlow converts them to floats for the callbacks (its asynchronous callback
+dispatch is for thread-safe backends only: `IS_THREAD_SAFE` is False for TensorFlow in Keras
+3.15), so on a GPU the host's per-step work (Python, the launch of a step over every variable)
+adds to the GPU's. Under each XLA row, the step called directly, nothing read in between
+(`direct_steps`): with the batch in host memory, with copies already on the device (a different
+one each step, as tf.data would hand them), and with one device copy reused. On a CPU the rows
+agree: there a call returns when the step has run.
 
 `--peer` adds transformers' PyTorch ELECTRA taking the same step on the same batch and device
 (benchmarks/transformers_step.py, in a subprocess: needs the `.[reference]` extra, or
@@ -158,7 +161,7 @@ def compiled_pretrainer(config, xla: bool = False):
 
 def measure(size: str, precision: str, xla: bool, steps: int, warmup: int, batch_size: int | None = None,
             profile: int = 0) -> dict:
-    """One row: the first step and its parts, the timed steps synced and unsynced, and with
+    """One row: the first step and its parts, the timed steps, the direct calls, and with
     `profile` that many more steps traced (`step_profile.profiled_steps`'s lines)."""
     import keras
     import tensorflow as tf
@@ -205,19 +208,6 @@ def measure(size: str, precision: str, xla: bool, steps: int, warmup: int, batch
     first = times[0] - started
     timed = (times[-1] - times[warmup]) / (steps - 1) if steps > 1 else float("nan")
 
-    # The same steps without a sync after each: the callback above, like the run's own (its
-    # monitor reads the step and the loss every step), makes Keras copy every step's logs to the
-    # host before the next step is dispatched, so a GPU idles while Python works. Marked
-    # `async_safe`, a callback runs in Keras' thread pool and the loop dispatches on; its time,
-    # taken once a step's logs are on the host, is that step's end. (Were Keras to stop
-    # dispatching callbacks asynchronously, the two timings would simply agree.)
-    class UnsyncedStepTimes(StepTimes):
-        async_safe = True
-
-    unsynced_run = UnsyncedStepTimes()
-    pretrainer.fit(dataset, steps_per_epoch=steps, epochs=1, verbose=0, shuffle=False, callbacks=[unsynced_run])
-    ends = sorted(unsynced_run.times)  # appended from a thread pool: not necessarily in order
-    unsynced = (ends[-1] - ends[0]) / (steps - 1) if steps > 1 else float("nan")
     direct = direct_steps(pretrainer, dataset, steps) if xla else {}
     profiled = []
     if profile:
@@ -227,12 +217,12 @@ def measure(size: str, precision: str, xla: bool, steps: int, warmup: int, batch
                                                tempfile.mkdtemp(prefix="electra_profile_"))
     keras.config.set_dtype_policy("float32")
     flops = training_flops(config, batch_size)
-    batches = warmup + 2 * steps + profile + sum(run["batches"] for run in direct.values())  # every step's
+    batches = warmup + steps + profile + sum(run["batches"] for run in direct.values())  # every step's
     # The first step in three parts: building the networks and the optimizer's slots; tracing the
     # step; the rest (Keras' set-up, graph optimization, XLA's lowering and compile or cache load,
     # the step's first run).
     parts = {"build_s": built - started, "trace_s": sum(tracing), "rest_s": first - (built - started) - sum(tracing)}
-    return {"first_step_s": first, **parts, "step_s": timed, "unsynced_step_s": unsynced,
+    return {"first_step_s": first, **parts, "step_s": timed,
             "tokens_per_s": batch_size * config.max_seq_length / timed,
             "gflops_per_step": flops / 1e9, "gflops_per_s": flops / timed / 1e9, "batch": batch_size,
             "sequence": config.max_seq_length,
@@ -241,10 +231,16 @@ def measure(size: str, precision: str, xla: bool, steps: int, warmup: int, batch
             "direct": direct}
 
 
+DEVICE_COPIES = 3  # batches on the device taken in turn: the buffers move between steps
+DIRECT_ROWS = {"host": "the batch in host memory", "device_copies": f"{DEVICE_COPIES} batches on the device in turn",
+               "device": "one batch on the device, reused"}
+
+
 def direct_steps(pretrainer, dataset, steps: int) -> dict:
-    """The compiled step called `steps` times in a row with one batch and nothing read in between,
-    the batch first in host memory (as tf.data hands it to the loop), then already on the step's
-    device. Returns {"host"|"device": {"step_s", "launch_s", "batches"}}: `step_s`, wall time per
+    """The compiled step called `steps` times in a row with nothing read in between: the batch in
+    host memory (as tf.data hands it to the loop), then already on the step's device, in
+    `DEVICE_COPIES` copies taken in turn, then in one copy reused. Returns
+    {"host"|"device_copies"|"device": {"step_s", "launch_s", "batches"}}: `step_s`, wall time per
     step over the stretch, is the step's rate when the host may run ahead of the device;
     `launch_s`, the median time until a call returned, how long the host spends launching one
     step (on a GPU the call returns once the step is queued; on a CPU when it has run, so there
@@ -254,7 +250,11 @@ def direct_steps(pretrainer, dataset, steps: int) -> dict:
     queued before (`GPUUtil::CopyCPUTensorToGPU` makes the copy stream wait on the compute stream,
     and an eager copy waits for the copy), so a batch from the host holds every step's launch
     until the previous step has run: the host's launch time adds to the GPU's. The device rows
-    show what is left without that wait (docs/results.md, "The host's share of a step")."""
+    show what is left without that wait (docs/results.md, "The host's share of a step"). The
+    two device rows differ only in whether the batch's buffers move between steps: XLA records
+    a GPU step's kernels into CUDA graphs (command buffers) and records them again when an
+    argument's address changes, which a new batch each step does; if the reused copy's row is
+    the faster, that recording is paid every step."""
     import tensorflow as tf
 
     from electra_tf.compiled_gradients import XlaStepLoop
@@ -267,16 +267,17 @@ def direct_steps(pretrainer, dataset, steps: int) -> dict:
         host = {key: tf.identity(value) for key, value in next(iter(dataset)).items()}
     device = pretrainer.optimizer.iterations.value.device  # where the compiled step runs
     with tf.device(device):
-        on_device = {key: tf.identity(value) for key, value in host.items()}
+        # Each copied from the host: a buffer of its own on the device.
+        copies = [{key: tf.identity(value) for key, value in host.items()} for _ in range(DEVICE_COPIES)]
     results = {}
-    for where, batch in (("host", host), ("device", on_device)):
-        step(batch)
+    for where, batches in (("host", [host]), ("device_copies", copies), ("device", copies[:1])):
+        step(batches[-1])
         pretrainer.optimizer.iterations.numpy()  # everything before has run
         returns = []
         started = time.perf_counter()
-        for _ in range(steps):
+        for index in range(steps):
             called = time.perf_counter()
-            step(batch)
+            step(batches[index % len(batches)])
             returns.append(time.perf_counter() - called)
         pretrainer.optimizer.iterations.numpy()
         results[where] = {"step_s": (time.perf_counter() - started) / steps,
@@ -414,12 +415,8 @@ def main(argv=None) -> int:
                 print(f"{'':12} first step: build {result['build_s']:.1f} s, trace {result['trace_s']:.1f} s, the rest "
                       f"(graph optimization, {'XLA lowering, compile or cache load, ' if xla == 'on' else ''}"
                       f"the first run) {result['rest_s']:.1f} s", flush=True)
-                print(f"{'':12} without a sync after each step: {1000 * result['unsynced_step_s']:.1f} ms/step "
-                      f"({result['step_s'] / result['unsynced_step_s']:.2f}x the row's; the row syncs every step, "
-                      "as the run's loop does)", flush=True)
                 for where, run in result["direct"].items():
-                    print(f"{'':12} called directly, the batch {'already on the device' if where == 'device' else 'in host memory'}"
-                          f", nothing read between steps: {1000 * run['step_s']:.1f} ms/step; a call returned in "
+                    print(f"{'':12} called directly, {DIRECT_ROWS[where]}, nothing read between steps: {1000 * run['step_s']:.1f} ms/step; a call returned in "
                           f"{1000 * run['launch_s']:.1f} ms (median: the host's launch)", flush=True)
                 if xla == "on":  # what the compile cache's key is made of, besides the step's HLO
                     print(f"{'':12} compile cache key: function-name counter aligned at {result['names_from']:,}, "

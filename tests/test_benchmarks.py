@@ -549,7 +549,8 @@ def test_xla_gradients_compares_each_network_against_its_largest_gradient(tmp_pa
 
 def test_pretrain_step_calls_the_compiled_step_directly_from_host_and_device_memory():
     """`pretrain_step.direct_steps`: the XLA step called in a row with the batch in host memory,
-    then already on the step's device, each run taking its steps (the optimizer counts them)."""
+    then already on the step's device (copies in turn, then one reused), each run taking its
+    steps (the optimizer counts them)."""
     import tensorflow as tf
 
     from electra_tf.config import ElectraConfig
@@ -561,9 +562,9 @@ def test_pretrain_step_calls_the_compiled_step_directly_from_host_and_device_mem
     dataset = tf.data.Dataset.from_tensors(masked_batch(config, 2, seed=0)).repeat()
     pretrainer.fit(dataset, steps_per_epoch=1, verbose=0)
     runs = pretrain_step.direct_steps(pretrainer, dataset, steps=3)
-    assert sorted(runs) == ["device", "host"]
+    assert sorted(runs) == ["device", "device_copies", "host"]
     assert all(run["batches"] == 4 and run["step_s"] > 0 and run["launch_s"] > 0 for run in runs.values())
-    assert int(pretrainer.optimizer.iterations.numpy()) == 1 + 2 * 4
+    assert int(pretrainer.optimizer.iterations.numpy()) == 1 + 3 * 4
     without_xla = pretrain_step.compiled_pretrainer(config, xla=False)
     without_xla.fit(dataset, steps_per_epoch=1, verbose=0)
     assert pretrain_step.direct_steps(without_xla, dataset, steps=3) == {}  # Keras' own loop: no step to call
