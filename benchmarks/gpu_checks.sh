@@ -14,6 +14,8 @@
 #   bash benchmarks/gpu_checks.sh host_share   # the step's host work alone (ELECTRA-Small's layout at widths of 16),
 #                                              # whether a host batch serializes launch and step, and whether a
 #                                              # new batch buffer each step costs a CUDA-graph update (about 1 minute)
+#   bash benchmarks/gpu_checks.sh loop         # --steps_per_loop: ELECTRA-Small runs of 400 steps at 1 and at 50 steps
+#                                              # a call (does the GPU stop waiting for the host? about 5 minutes)
 #   bash benchmarks/gpu_checks.sh graphs       # XLA's command buffers (CUDA graphs): the step with them off, and a
 #                                              # profile that keeps them (the profiler otherwise replays them kernel
 #                                              # by kernel), each a fresh process over its own cache, the second
@@ -170,6 +172,21 @@ host_share() {
     --warmup 10 2>&1 | grep -v '^[IWE][0-9]' | tee "$out/host_share.txt"
 }
 
+loop() {
+  # --steps_per_loop (docs/pretraining.md): Keras' fit reads each call's logs before the next call, so with one
+  # step a call a GPU waits for the host's launch of every step. ELECTRA-Small on the bundled sample (its batch of
+  # 128 x 128), 400 steps at 1 and at 50 steps a call, one process each over the run's compile cache (the second
+  # loads the step the first compiled: the same program); their metrics.json's step_seconds compare.
+  local k
+  for k in 1 50; do
+    rm -rf "runs/gpu_loop_$k"
+    timeout "${LOOP_SECONDS:-270}" $py -m electra_tf.pretrain --config electra_small --steps 400 --steps_per_loop "$k" \
+      --log_every 100 --checkpoint_every 1000 --sample_every 1000 --eval_batches 2 --model_dir "runs/gpu_loop_$k" 2>&1 \
+      | grep -v '^[IW][0-9]' | tee "$out/loop_$k.txt"
+    cp "runs/gpu_loop_$k/metrics.json" "$out/loop_${k}_metrics.json"
+  done
+}
+
 checkpoints() {
   timeout 300 $py -m electra_tf.pretrain --model_dir runs/gpu_checkpoints --steps 600 --checkpoint_every 100 \
     --log_every 100 2>&1 | tee "$out/checkpoints.txt"
@@ -183,6 +200,7 @@ first_step) first_step ;;
 graphs) graphs ;;
 aot_thunks) aot_thunks ;;
 host_share) host_share ;;
+loop) loop ;;
 float16) float16 ;;
 gradients) gradients ;;
 next)

@@ -102,9 +102,9 @@ class CompiledGradients:
 
     def _loop(self, step_function, keras_function):
         """Keras' loop function, or `XlaStepLoop` when Keras compiles the whole step with XLA (no
-        reducing strategy) and runs one batch a call."""
-        if self.jit_compile is True and not self.run_eagerly and self.steps_per_execution == 1:
-            return XlaStepLoop(self.distribute_strategy, step_function, keras_function)
+        reducing strategy)."""
+        if self.jit_compile is True and not self.run_eagerly:
+            return XlaStepLoop(self.distribute_strategy, step_function, keras_function, model=self)
         return keras_function
 
     def gradient_function(self, function):
@@ -154,9 +154,19 @@ class XlaStepLoop:
     (448 for ELECTRA-Small; 1,250 while the optimizer kept two slots per weight).
     Measured on the 2 CPU cores (docs/results.md, "The host's share of a step"): about 3 ms a
     step of Python; on a GPU the host's work adds to the step's time.
+
+    A call runs the model's `steps_per_execution` steps (Keras' `compile` argument; the run's
+    `--steps_per_loop`), as Keras' own loop does, and returns the last step's logs. Why several:
+    Keras' `fit` reads every call's logs on the host before the next call (on TensorFlow it
+    converts them to floats for the callbacks), which waits for the step, so with one step a call
+    a GPU idles while the host launches the next step. With several, the calls' batches are first
+    copied to the step's device, all of them, and the steps are then launched back to back: an
+    eager copy of a host batch waits for the GPU to finish its queued work (docs/results.md, "The
+    host's share of a step"), so a copy between launches would hold each launch until the step
+    before it has run.
     """
 
-    def __init__(self, strategy, step_function, keras_function):
+    def __init__(self, strategy, step_function, keras_function, model=None):
         def one_step_on_data(data):
             return strategy.run(step_function, args=(data,))
 
@@ -164,12 +174,30 @@ class XlaStepLoop:
         # step traces as it does there, and converting it cost 1.2 s of ELECTRA-Small's tracing.
         self.step = tf.function(one_step_on_data, jit_compile=True, reduce_retracing=True, autograph=False)
         self.keras_function = keras_function
+        self.model = model  # whose steps_per_execution a call runs (None: one step)
         self._traces = []  # (element spec, concrete step): one per kind of input seen
 
     def __call__(self, iterator):
         if not isinstance(iterator, tf.data.Iterator):  # a distributed dataset's iterator is not one
             return self.keras_function(iterator)
-        return self.traced_step(iterator.element_spec)(next(iterator))
+        step = self.traced_step(iterator.element_spec)
+        steps = getattr(self.model, "steps_per_execution", 1) or 1
+        if steps == 1:
+            return step(next(iterator))
+        batches = []
+        for _ in range(steps):  # as Keras' loop: the steps the data has left, up to `steps`
+            try:
+                batches.append(next(iterator))
+            except StopIteration:
+                break
+        if not batches:
+            raise StopIteration
+        device = self.model.optimizer.iterations.value.device  # where the compiled step runs
+        with tf.device(device):
+            batches = [tf.nest.map_structure(tf.identity, batch) for batch in batches]
+        for batch in batches:
+            logs = step(batch)
+        return logs
 
     def traced_step(self, element_spec):
         """The step traced for batches of `element_spec` (traced at the first call for it)."""

@@ -66,6 +66,11 @@ def build_parser() -> argparse.ArgumentParser:
                              "(default: MODEL_DIR/export)")
     parser.add_argument("--profile_steps", default=None, metavar="START,STOP",
                         help="trace steps START..STOP with the TensorFlow profiler")
+    parser.add_argument("--steps_per_loop", type=int, default=1,
+                        help="training steps per call of the compiled step (one device): the host reads "
+                             "results once per call, so a GPU need not wait for it between steps; "
+                             "checkpoints, progress lines and samples fall at the first call's end on or "
+                             "after their step")
     parser.add_argument("--init_from", default=None, metavar="MODEL_DIR_OR_CHECKPOINT",
                         help="start a new run from these weights (an earlier run, or a converted release); "
                              "fresh optimizer, schedule and step counter; its vocabulary unless --vocab")
@@ -103,7 +108,8 @@ def main(argv=None) -> int:
         mixed_precision=args.mixed_precision, xla=args.xla, checkpoint_every=args.checkpoint_every,
         keep_checkpoints=args.keep_checkpoints, log_every=args.log_every, sample_every=args.sample_every,
         eval_batches=args.eval_batches, export_dir=Path(args.export_dir) if args.export_dir else None,
-        profile_steps=_profile_steps(args.profile_steps), init_from=args.init_from)
+        profile_steps=_profile_steps(args.profile_steps), init_from=args.init_from,
+        steps_per_loop=args.steps_per_loop)
     from electra_tf.pretraining.run import run_pretraining  # heavy: after the argument checks
 
     return report(run_pretraining(options), options.eval_batches)

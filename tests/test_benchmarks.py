@@ -164,6 +164,7 @@ def test_every_command_of_the_gpu_checks_parses(tmp_path, monkeypatch):
                 "flags": {"first_step.py"},
                 "graphs": {"pretrain_step.py", "compile_stages.py"},
                 "aot_thunks": {"pretrain_step.py", "compile_stages.py"}, "host_share": {"pretrain_step.py"},
+                "loop": {"electra_tf.pretrain"},
                 "float16": {"float16_overflow.py"}, "gradients": {"xla_gradients.py"}, "baseline": {"first_step.py"},
                 "checkpoints": {"electra_tf.pretrain"}}
     for part, scripts in expected.items():

@@ -181,6 +181,39 @@ def test_the_h100_failures_reproduce_when_the_whole_step_is_compiled(precision, 
         pretrainer.fit(batches, steps_per_epoch=2, verbose=0)
 
 
+@pytest.mark.parametrize("xla", [True, False], ids=["xla", "no_xla"])
+def test_several_steps_a_call_train_as_one_a_call(xla):
+    """`compile(steps_per_execution=3)` (the run's --steps_per_loop): each call takes three
+    batches, in order, and the weights after six batches are those of six calls of one step;
+    with XLA through `XlaStepLoop` (one trace), without it through Keras' own loop."""
+    from electra_tf.compiled_gradients import XlaStepLoop
+
+    config = small_config()
+    batches = tf.data.Dataset.from_tensor_slices(
+        {key: np.stack([masked_batch(config, 4, seed=seed)[key] for seed in range(6)])
+         for key in masked_batch(config, 4, seed=0)})
+    weights = []
+    for steps_per_execution in (1, 3):
+        keras.utils.set_random_seed(0)
+        pretrainer = ElectraPretrainer.from_electra_config(config)
+        pretrainer.compile(optimizer=create_optimizer(config), jit_compile=xla,
+                           steps_per_execution=steps_per_execution)
+        calls = []
+
+        class Calls(keras.callbacks.Callback):
+            def on_train_batch_end(self, batch, logs=None):
+                calls.append((batch, int(pretrainer.optimizer.iterations.numpy())))
+
+        pretrainer.fit(batches, steps_per_epoch=6, verbose=0, callbacks=[Calls()])
+        assert calls == ([(b, b + 1) for b in range(6)] if steps_per_execution == 1 else [(2, 3), (5, 6)])
+        assert isinstance(pretrainer.train_function, XlaStepLoop) == xla
+        if xla:
+            assert len(pretrainer.train_function._traces) == 1
+        weights.append([w.numpy() for w in pretrainer.trainable_weights])
+    for several, one in zip(*reversed(weights)):
+        np.testing.assert_allclose(several, one, rtol=1e-5, atol=1e-6)
+
+
 def test_evaluate_under_xla_reads_every_batch_once():
     """`evaluate` through `XlaStepLoop`: the same loss as without XLA, over all batches
     of a finite dataset (the last one shorter), and the loop ends with the data. A dataset of

@@ -137,6 +137,37 @@ def test_sigkill_then_rerun_resumes_exactly(data_dir, reference_run, tmp_path):
     assert after[STEPS] < reference[5] * 0.9  # and it is the trained loss, not a restart
 
 
+def test_several_steps_a_call_train_the_reference_runs_weights(data_dir, reference_run, tmp_path):
+    """--steps_per_loop 3: the 160 steps as 53 calls of three and a last call of one (the run
+    ends at its step, not past it), progress and checkpoints at the first call's end on or after
+    each multiple of their period, and at the end the uninterrupted one-step-a-call run's weights."""
+    model_dir = tmp_path / "model"
+    result = subprocess.run(command(data_dir, model_dir, tmp_path / "exports", "--steps_per_loop", "3"),
+                            env=environment(), capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    shown = [int(step) for step in re.findall(rf"^step (\d+)/{STEPS} ", result.stdout, re.MULTILINE)]
+    assert shown == sorted(set(shown)) and shown[0] == 6 and shown[-1] == STEPS  # 5 is passed at step 6
+    state = tf.train.get_checkpoint_state(str(model_dir / "checkpoints"))
+    assert [path.rsplit("-", 1)[1] for path in state.all_model_checkpoint_paths] == ["120", "141", str(STEPS)]
+    expected = tf.train.load_checkpoint(str(reference_run[0] / "model" / "checkpoints" / f"ckpt-{STEPS}"))
+    actual = tf.train.load_checkpoint(str(model_dir / "checkpoints" / f"ckpt-{STEPS}"))
+    names = [name for name in expected.get_variable_to_shape_map() if name.startswith(("model_variables", "optimizer"))]
+    assert len(names) > 40
+    for name in names:
+        np.testing.assert_allclose(actual.get_tensor(name), expected.get_tensor(name), rtol=1e-5, atol=1e-7,
+                                   err_msg=name)
+
+
+def test_several_steps_a_call_need_one_device(tmp_path):
+    from electra_tf.errors import RunError
+    from electra_tf.pretraining.run import PretrainingOptions, resolve_config
+
+    with pytest.raises(RunError, match=r"--steps_per_loop 2 needs one device .* strategy is mirrored"):
+        PretrainingOptions(resolve_config("electra_tiny"), tmp_path / "model", strategy="mirrored", steps_per_loop=2)
+    with pytest.raises(RunError, match="steps_per_loop must be at least 1"):
+        PretrainingOptions(resolve_config("electra_tiny"), tmp_path / "model", steps_per_loop=0)
+
+
 def test_a_damaged_newest_checkpoint_is_set_aside_and_the_run_resumes(data_dir, reference_run, tmp_path, capsys):
     from electra_tf import export
 
@@ -361,7 +392,7 @@ def test_help_documents_every_option():
                             capture_output=True, text=True, timeout=120)
     for option in ("--config", "--set", "--data", "--model_dir", "--steps", "--batch_size", "--strategy",
                    "--mixed_precision", "--xla", "--no-xla", "--checkpoint_every", "--keep_checkpoints",
-                   "--seed", "--export_dir", "--profile_steps"):
+                   "--seed", "--export_dir", "--profile_steps", "--steps_per_loop"):
         assert option in result.stdout, option
 
 

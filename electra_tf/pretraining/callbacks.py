@@ -76,35 +76,44 @@ class TrainingMonitor(keras.callbacks.Callback):
 
     def on_train_begin(self, logs=None):
         self._first_step = self._last_step = self._step()
+        self._last_batch = -1  # this fit's batches are numbered from 0
         self._started = time.monotonic()
         self.began = self.began or self._started
         self._window_start = (self._started, self._first_step, self.input.tokens_through(0))
 
     def on_train_batch_end(self, batch, logs=None):
+        # Called once per call of the step: after `batch - _last_batch` batches (several with
+        # --steps_per_loop), each an update unless float16 loss scaling skipped it.
         logs = logs or {}
         step = self._step()
+        batches, self._last_batch = batch - self._last_batch, batch
         loss = float(logs.get("loss", 0.0))
         if self.stop_on_nonfinite and not math.isfinite(loss):
             self.diverged_at = step
             self.model.stop_training = True
             return
-        if step == self._last_step:  # no update: float16 overflow, the step is taken again
-            self.skipped_steps.assign_add(1)
-            self._consecutive_skips += 1
+        skipped = batches - (step - self._last_step)
+        if skipped:  # no update for these: float16 overflow, their steps are taken again
+            self.skipped_steps.assign_add(skipped)
+            self._consecutive_skips = self._consecutive_skips + skipped if step == self._last_step else skipped
             if self._consecutive_skips >= MAX_CONSECUTIVE_SKIPS:
                 self.diverged_at, self.overflowing = step, True
                 self.model.stop_training = True
+                return
+        else:
+            self._consecutive_skips = 0
+        if step == self._last_step:
             return
-        self._consecutive_skips = 0
-        self._last_step = step
+        last, self._last_step = self._last_step, step
         self.last_update = (time.monotonic(), step)
         self.first_update = self.first_update or self.last_update
-        if step % self.log_every == 0 or step >= self.total_steps:
+        if passed_a_multiple(last, step, self.log_every) or step >= self.total_steps:
             self._log(step, logs, tokens=self.input.tokens_through(batch + 1))
 
     def timings(self) -> dict:
-        """This process's training time: until the first update (tracing, compiling) and the mean
-        step after it (checkpoint writes included); empty before any update."""
+        """This process's training time: until the first update (tracing, compiling; with
+        several steps a call, until the first call's end: its steps included) and the mean step
+        after it (checkpoint writes included); empty before any update."""
         if self.first_update is None:
             return {}
         (first_at, first_step), (last_at, last_step) = self.first_update, self.last_update
@@ -153,6 +162,12 @@ class TrainingMonitor(keras.callbacks.Callback):
         for metric in self.model.metrics:  # next window averages over its own steps only
             metric.reset_state()
         self._window_start = (now, step, tokens)
+
+
+def passed_a_multiple(before: int, now: int, every: int) -> bool:
+    """Whether a multiple of `every` lies in (before, now]: the step a log, checkpoint or sample
+    is due at was reached in the last call (one step a call: `now % every == 0`)."""
+    return now // every > before // every
 
 
 class Pause:
@@ -222,7 +237,7 @@ class CheckpointSaver(keras.callbacks.Callback):
             with self.pause:
                 self.saved_paths.append(self.run_checkpoint.save(steps_done=batch + 1))
             self.model.stop_training = True
-        elif (step % self.every == 0 and step != self._last_saved
+        elif (passed_a_multiple(self._last_saved, step, self.every)
               and math.isfinite(float((logs or {}).get("loss", 0.0)))):
             with self.pause:
                 self.saved_paths.append(self.run_checkpoint.save(steps_done=batch + 1, wait=False))
@@ -262,7 +277,7 @@ class ReplacementSamples(keras.callbacks.Callback):
 
     def on_train_batch_end(self, batch, logs=None):
         step = optimizer_step(self.model)
-        if step % self.every == 0 and step != self._last:
+        if passed_a_multiple(self._last, step, self.every):
             self._last = step
             self._write(step)
 
@@ -315,7 +330,7 @@ class StepProfiler(keras.callbacks.Callback):
 
     def on_train_batch_begin(self, batch, logs=None):
         step = optimizer_step(self.model)
-        if step == self.start and not self.active:
+        if self.start <= step < self.stop and not self.active:
             tf.profiler.experimental.start(self.logdir)
             self.active = True
 

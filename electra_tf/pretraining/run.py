@@ -47,13 +47,25 @@ class PretrainingOptions:
     export_dir: Path | None = None  # None: MODEL_DIR/export
     profile_steps: tuple[int, int] | None = None
     init_from: str | None = None  # a model_dir or checkpoint whose weights a new run starts from
+    # Steps per call of the compiled step (Keras' steps_per_execution; the official code's TPU
+    # `iterations_per_loop`): the host reads a step's results once per call. One device only.
+    steps_per_loop: int = 1
 
     def __post_init__(self):
-        for name in ("checkpoint_every", "keep_checkpoints", "log_every", "sample_every", "eval_batches"):
+        for name in ("checkpoint_every", "keep_checkpoints", "log_every", "sample_every", "eval_batches",
+                     "steps_per_loop"):
             if getattr(self, name) < 1:
                 raise RunError(f"{name} must be at least 1, got {getattr(self, name)}.")
+        if self.steps_per_loop > 1 and self.strategy not in ("auto", "one_device"):
+            raise RunError(steps_per_loop_needs_one_device(self.steps_per_loop, self.strategy))
         if self.profile_steps is not None and not 0 <= self.profile_steps[0] < self.profile_steps[1]:
             raise RunError(f"profile_steps takes (START, STOP) with 0 <= START < STOP, got {self.profile_steps}.")
+
+
+def steps_per_loop_needs_one_device(steps_per_loop: int, strategy: str) -> str:
+    # Keras' several-steps loop fails under MirroredStrategy (keras-team/keras#19246).
+    return (f"--steps_per_loop {steps_per_loop} needs one device (--strategy one_device, or auto on one GPU or "
+            f"a CPU); this run's strategy is {strategy}: use --steps_per_loop 1.")
 
 
 @dataclass
@@ -238,6 +250,8 @@ def _run(options: PretrainingOptions, role, closing: contextlib.ExitStack) -> Ru
         raise RunError(f"TF_CONFIG describes {role.count} worker(s) but the strategy is {runtime.strategy_name}: "
                        "use --strategy auto (or multi_worker with a TF_CONFIG of several workers, as "
                        "python -m electra_tf.launch sets).")
+    if options.steps_per_loop > 1 and runtime.strategy_name != "one_device":  # `auto` chose several devices
+        raise RunError(steps_per_loop_needs_one_device(options.steps_per_loop, runtime.strategy_name))
     strategy = create_strategy(runtime)
 
     import keras
@@ -290,7 +304,8 @@ def _run(options: PretrainingOptions, role, closing: contextlib.ExitStack) -> Ru
     keras.utils.set_random_seed(config.seed)
     with strategy.scope():
         pretrainer = ElectraPretrainer.from_electra_config(config)
-        pretrainer.compile(optimizer=create_optimizer(config), jit_compile=runtime.xla)
+        pretrainer.compile(optimizer=create_optimizer(config), jit_compile=runtime.xla,
+                           steps_per_execution=options.steps_per_loop)
         pretrainer.optimizer.build(pretrainer.trainable_variables)
     checkpoint = RunCheckpoint(model_dir.checkpoints, pretrainer, resumable, options.keep_checkpoints,
                                worker_index=role.index, num_workers=role.count, background=True)
@@ -350,10 +365,11 @@ def _run(options: PretrainingOptions, role, closing: contextlib.ExitStack) -> Ru
     # the loop trains the missing steps on the next batches (the compiled step is reused).
     align_function_names()  # the compiled step keeps its cached name in a rerun or a resume
     while checkpoint.step < total and monitor.diverged_at is None and saver.received is None:
+        steps_per_epoch = _steps_this_fit(pretrainer, total - checkpoint.step, options.steps_per_loop)
         try:
             with _lost_workers_reported(role, checkpoint):
                 pretrainer.fit(_per_worker(strategy, role, resumable.dataset()), epochs=1, shuffle=False,
-                               steps_per_epoch=total - checkpoint.step, verbose=0, callbacks=callbacks)
+                               steps_per_epoch=steps_per_epoch, verbose=0, callbacks=callbacks)
         except tf.errors.DataLossError as error:
             if data.kind == "records":
                 raise explain_read_error(error, data.location) from None
@@ -380,6 +396,7 @@ def _run(options: PretrainingOptions, role, closing: contextlib.ExitStack) -> Ru
 
             # Evaluation and export take tens of seconds after the last step: both say so.
             align_function_names()
+            pretrainer.steps_per_execution = 1  # a progress line per held-out batch
             metrics = pretrainer.evaluate(_per_worker(strategy, role, tf.data.Dataset.from_tensor_slices(
                 {k: tf.stack([b[k] for b in held_out]) for k in held_out[0]})), return_dict=True, verbose=0,
                 callbacks=[batch_progress("final evaluation", len(held_out), "held-out batches")]
@@ -415,6 +432,22 @@ def _run(options: PretrainingOptions, role, closing: contextlib.ExitStack) -> Ru
                        {**monitor.timings(), "pauses": pauses,
                         "compile_cache": compile_cache_report(compile_cache, programs_before)})
     return finished
+
+
+def _steps_this_fit(pretrainer, remaining: int, steps_per_loop: int) -> int:
+    """The batches the next `fit` takes, `steps_per_loop` a call: the whole calls left, or the
+    last part call on its own (Keras' epoch of S steps makes ceil(S / K) calls of K steps each,
+    which would train past the run's end)."""
+    from electra_tf.compiled_gradients import XlaStepLoop
+
+    calls = remaining // steps_per_loop
+    per_call = steps_per_loop if calls else remaining
+    if per_call != pretrainer.steps_per_execution:
+        pretrainer.steps_per_execution = per_call
+        if pretrainer.train_function is not None and not isinstance(pretrainer.train_function, XlaStepLoop):
+            # Keras' own loop (no XLA) holds the count as a constant of its trace: trace it again.
+            pretrainer.make_train_function(force=True)
+    return calls * steps_per_loop if calls else remaining
 
 
 def _write_summary(result, config, runtime, data_description: str, started_at: int, timings: dict) -> None:

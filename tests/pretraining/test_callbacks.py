@@ -87,11 +87,13 @@ def test_monitor_counts_float16_skips_and_stops_when_every_batch_overflows():
     monitor.set_model(model)
     monitor.on_train_begin()
 
+    numbered = iter(range(1000))  # one fit's batches
+
     def batches(updates):  # one batch per entry: True made an update, False was skipped
-        for batch, updated in enumerate(updates):
+        for updated in updates:
             if updated:
                 model.optimizer.iterations.assign_add(1)
-            monitor.on_train_batch_end(batch, {"loss": 1.0})
+            monitor.on_train_batch_end(next(numbered), {"loss": 1.0})
 
     # A healthy start (4 overflows, then updates) and one more overflow later: counted, no stop.
     batches([False] * 4 + [True] * 3 + [False] + [True] * 2)
@@ -153,3 +155,34 @@ def test_replacement_panels_are_traced_from_the_second_on_and_read_as_eager_ones
     assert panels._outputs_of.experimental_get_tracing_count() == 1  # traced once, at the second panel
     eager = render_replacements(pretrainer.compute_pretraining_outputs, panels.probe, TokenNames())
     assert "~~" in eager and render_replacements(panels._outputs_of, panels.probe, TokenNames()) == eager
+
+
+def test_callbacks_follow_calls_of_several_steps():
+    """With --steps_per_loop the callbacks see one batch end per call of several steps: the monitor
+    logs, and the saver saves, at the first call's end on or after each multiple of their period,
+    and a call with an overflowing batch counts it as skipped."""
+    from electra_tf.pretraining.callbacks import passed_a_multiple
+
+    assert passed_a_multiple(4, 7, 5) and not passed_a_multiple(5, 9, 5) and passed_a_multiple(9, 10, 5)
+    resumable = ResumableInput(padded_batches())
+    stream = io.StringIO()
+    monitor = TrainingMonitor(tf.summary.create_noop_writer(), 12, 2, resumable, log_every=5, stream=stream)
+    saved = []
+    fake_checkpoint = types.SimpleNamespace(
+        step=0, save=lambda steps_done=None, wait=True: saved.append((fake_checkpoint.step, steps_done)) or "ckpt",
+        wait=lambda: None)
+    saver = CheckpointSaver(fake_checkpoint, every=5, signals=())
+    model = FakePretrainer()
+    for callback in (monitor, saver):
+        callback.set_model(model)
+        callback.on_train_begin()
+    # Calls of 4 batches (Keras numbers a call's end by its last batch): 4 updates; 3 updates
+    # and an overflow; 4 updates.
+    for last_batch, updates in ((3, 4), (7, 3), (11, 4)):
+        model.optimizer.iterations.assign_add(updates)
+        fake_checkpoint.step = int(model.optimizer.iterations.numpy())
+        for callback in (monitor, saver):
+            callback.on_train_batch_end(last_batch, {"loss": 1.0})
+    assert [line.split(" (")[0] for line in stream.getvalue().splitlines()] == ["step 7/12", "step 11/12"]
+    assert saved == [(7, 8), (11, 12)]  # the step reached, and the batches the fit has consumed
+    assert int(monitor.skipped_steps.numpy()) == 1 and monitor.diverged_at is None
