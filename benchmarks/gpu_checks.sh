@@ -216,7 +216,10 @@ next)
   # host launches against one CUDA graph, counted without a GPU). Since 2026-11-27 pretrain_step.py's XLA rows also
   # call the step directly, the batch in host memory and already on the GPU (does a host batch hold each launch until
   # the previous step has run? how long is the host's launch?), and the step's host work is smaller (flat Adam
-  # moments, the concrete call: docs/results.md, "The host's share of a step").
+  # moments, the concrete call: docs/results.md, "The host's share of a step"). Since then the gradient is clipped
+  # as one flat vector (1,837 kernels counted without a GPU, against 2,159); the direct calls also take three device
+  # batches in turn (do moving buffers make XLA record its CUDA graphs again?); and `loop` runs the package's own
+  # --steps_per_loop at 1 and 50 (Keras' fit reads each call's logs: does the GPU then stop waiting for the host?).
   first_step
   aot_thunks ;;
 float16_run)

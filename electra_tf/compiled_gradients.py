@@ -192,7 +192,8 @@ class XlaStepLoop:
                 break
         if not batches:
             raise StopIteration
-        device = self.model.optimizer.iterations.value.device  # where the compiled step runs
+        # Where the compiled step runs: a weight's device (int variables may live on the host).
+        device = self.model.trainable_variables[0].value.device
         with tf.device(device):
             batches = [tf.nest.map_structure(tf.identity, batch) for batch in batches]
         for batch in batches:
