@@ -65,7 +65,7 @@ def strategy_reduces_across_replicas() -> bool:
 def dense_gradients(gradients):
     """IndexedSlices (embedding lookups) as dense tensors, inside the compiled function: the
     all-reduce is then one dense sum (NCCL on GPUs) instead of a gather of rows and indices,
-    and the global-norm clip densifies them anyway (`optimization.ElectraAdamW`)."""
+    and the optimizer's update densifies them anyway (`optimization.ElectraAdamW`)."""
     return [tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g for g in gradients]
 
 
@@ -166,7 +166,7 @@ class XlaStepLoop:
     before it has run.
     """
 
-    def __init__(self, strategy, step_function, keras_function, model=None):
+    def __init__(self, strategy, step_function, keras_function, model):
         def one_step_on_data(data):
             return strategy.run(step_function, args=(data,))
 
@@ -174,14 +174,14 @@ class XlaStepLoop:
         # step traces as it does there, and converting it cost 1.2 s of ELECTRA-Small's tracing.
         self.step = tf.function(one_step_on_data, jit_compile=True, reduce_retracing=True, autograph=False)
         self.keras_function = keras_function
-        self.model = model  # whose steps_per_execution a call runs (None: one step)
+        self.model = model  # whose steps_per_execution a call runs
         self._traces = []  # (element spec, concrete step): one per kind of input seen
 
     def __call__(self, iterator):
         if not isinstance(iterator, tf.data.Iterator):  # a distributed dataset's iterator is not one
             return self.keras_function(iterator)
         step = self.traced_step(iterator.element_spec)
-        steps = getattr(self.model, "steps_per_execution", 1) or 1
+        steps = self.model.steps_per_execution
         if steps == 1:
             return step(next(iterator))
         batches = []

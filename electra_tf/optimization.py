@@ -121,10 +121,10 @@ class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
 class ElectraAdamW(keras.optimizers.AdamW):
     """AdamW that skips decay by variable-path pattern and clips the cross-replica sum.
 
-    The update of all weights at once (clipping included) and the densified gradient sum override
-    two private methods of Keras' TensorFlow optimizer (keras>=3.15,<4, pinned in setup.py);
-    tests/test_optimization.py checks the update against keras.optimizers.AdamW over several
-    steps, clipped and not, and the clipping of a sum over replicas.
+    The update of all weights at once (clipping included) overrides a private method of Keras'
+    TensorFlow optimizer (keras>=3.15,<4, pinned in setup.py); tests/test_optimization.py checks
+    the update against keras.optimizers.AdamW over several steps, clipped and not, and the
+    clipping of a sum over replicas.
     """
 
     def __init__(self, *args, clip_global_norm: float | None = 1.0,
@@ -214,6 +214,10 @@ class ElectraAdamW(keras.optimizers.AdamW):
         beta_1, beta_2 = tf.constant(self.beta_1, dtype), tf.constant(self.beta_2, dtype)
         learning_rate = tf.cast(learning_rate, dtype)
         step_size = learning_rate * tf.sqrt(1.0 - tf.pow(beta_2, step)) / (1.0 - tf.pow(beta_1, step))
+        # convert_to_tensor: an embedding lookup's gradient may come as IndexedSlices, one row per
+        # lookup with repeated indices not yet summed; dense, the norm below is the gradient's (88,
+        # not the listed rows' 67, on the tiny preset's first step), as on TPU (one-hot lookups)
+        # and in PyTorch. The models' steps densify already (`compiled_gradients.dense_gradients`).
         flat = {index: tf.reshape(tf.cast(tf.convert_to_tensor(gradient), dtype), [-1])
                 for index, gradient in zip(indices, gradients)}
         gradient = tf.concat([flat[i] if i in flat else tf.zeros([size], dtype)
@@ -249,15 +253,6 @@ class ElectraAdamW(keras.optimizers.AdamW):
                 # subtraction (the official `param - lr * (adam_update + decay_rate * param)`).
                 update += variable * decay_rates[multiplier]
             variable.assign_sub(update)
-
-    def _all_reduce_sum_gradients(self, grads_and_vars):
-        # An embedding lookup's gradient is IndexedSlices with one row per lookup, repeated
-        # indices not yet summed; the norm of those rows is not the gradient's (67 instead of 88
-        # on the tiny preset's first step, as tf.clip_by_global_norm would measure). Densified
-        # here, after the sum and in each replica's context, the update gets plain tensors and
-        # clips by the gradient's norm, as on TPU (one-hot lookups) and in PyTorch.
-        return [(None if grad is None else tf.convert_to_tensor(grad), variable)
-                for grad, variable in super()._all_reduce_sum_gradients(grads_and_vars)]
 
     def get_config(self):
         return {**super().get_config(), "clip_global_norm": self.clip_global_norm,

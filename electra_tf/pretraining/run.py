@@ -440,14 +440,13 @@ def _steps_this_fit(pretrainer, remaining: int, steps_per_loop: int) -> int:
     which would train past the run's end)."""
     from electra_tf.compiled_gradients import XlaStepLoop
 
-    calls = remaining // steps_per_loop
-    per_call = steps_per_loop if calls else remaining
+    per_call = min(steps_per_loop, remaining)
     if per_call != pretrainer.steps_per_execution:
         pretrainer.steps_per_execution = per_call
         if pretrainer.train_function is not None and not isinstance(pretrainer.train_function, XlaStepLoop):
             # Keras' own loop (no XLA) holds the count as a constant of its trace: trace it again.
             pretrainer.make_train_function(force=True)
-    return calls * steps_per_loop if calls else remaining
+    return remaining - remaining % per_call
 
 
 def _write_summary(result, config, runtime, data_description: str, started_at: int, timings: dict) -> None:
