@@ -226,6 +226,27 @@ def test_a_background_checkpoint_holds_its_steps_state_while_training_goes_on(tm
     assert indices(iter(restored_input.dataset()), 2) == [3, 4]
 
 
+def test_background_saves_copy_to_host_without_tracing_a_function(tmp_path):
+    """TensorFlow's asynchronous checkpoint traces its copy to host memory at the second save:
+    seconds once per run, paid inside a window of steps. The run's copies go op by op instead
+    (checkpointing.copy_to_host_eagerly), and each save still holds its own step's values."""
+    model = keras_model()
+    checkpoint = RunCheckpoint(tmp_path, model, ResumableInput(numbered_batches()), background=True)
+    for step in (10, 20, 30):
+        model.optimizer.iterations.assign(step)
+        model.variables[0].assign([float(step)] * 3)
+        checkpoint.save(wait=False)
+        model.variables[0].assign([-1.0] * 3)
+    checkpoint.wait()
+    helper = checkpoint.checkpoint._async_checkpointer_impl
+    traced_copy = type(helper)._copy_to_cpu.__get__(helper, type(helper))  # the tf.function TensorFlow would call
+    assert traced_copy.experimental_get_tracing_count() == 0
+    for step in (20, 30):
+        reader = tf.train.load_checkpoint(str(tmp_path / f"ckpt-{step}"))
+        np.testing.assert_array_equal(reader.get_tensor("model_variables/0/.ATTRIBUTES/VARIABLE_VALUE"),
+                                      [float(step)] * 3)
+
+
 def test_a_failed_background_write_names_its_checkpoint_and_the_last_good_one(tmp_path, monkeypatch):
     from electra_tf.errors import RunError
 
