@@ -259,20 +259,20 @@ class ReplacementSamples(keras.callbacks.Callback):
 
         The first panel is written when the run's first call of the step has ended (at step 1,
         or the step a resume's first call reaches), not before it: at the start it ran in the
-        first step's time, which a rerun waits for (0.4-0.5 s of ELECTRA-Small on 2 CPU cores;
-        the tiny preset's eager panel took 0.55 s on one H200), while after it the pause falls in
-        the first window, whose rate the first step's tracing and compiling set anyway. It runs
-        the networks eagerly, later ones through a `tf.function` (traced at its first call, the
-        second panel, so no start pays tracing). Eagerly, each panel dispatched the networks' ops
-        one by one: on one H200 the tiny preset's panel paused the run 0.55 s every 200 steps (a
-        50-step window there is 0.65 s); traced, it is one graph call."""
+        first step's time, which a rerun waits for (0.4-0.5 s of ELECTRA-Small on 2 CPU cores,
+        eagerly). The networks run through a `tf.function`, traced at that first panel: the
+        trace (1.6-2.6 s for ELECTRA-Small on 2 CPU cores) then falls in the first window, whose
+        rate the first step's tracing and compiling set anyway, and every later panel is one
+        graph call (a few hundredths of a second). Run eagerly instead, a panel dispatched the
+        networks' ops one by one (on one H200 the tiny preset's paused the run 0.55 s, where a
+        50-step window is 0.65 s); traced at the second panel, the trace paused a later window."""
         super().__init__()
         self.writer = writer
         self.probe = {key: tf.constant(value[:1]) for key, value in probe_batch.items()}
         self.tokenizer = tokenizer
         self.every = every
         self.pause = Pause()
-        self._traced = None  # the networks as a tf.function, made at the second panel
+        self._outputs_of = None  # the networks as a tf.function, traced at the first panel
 
     def on_train_begin(self, logs=None):
         self._last = None if self.pause.count == 0 else optimizer_step(self.model)
@@ -285,13 +285,9 @@ class ReplacementSamples(keras.callbacks.Callback):
 
     def _write(self, step):
         with self.pause:
-            if self.pause.count == 0:  # the first panel (this pause is counted at its end)
-                outputs_of = self.model.compute_pretraining_outputs
-            else:
-                if self._traced is None:
-                    self._traced = tf.function(self.model.compute_pretraining_outputs, autograph=False)
-                outputs_of = self._traced
-            text = render_replacements(outputs_of, self.probe, self.tokenizer)
+            if self._outputs_of is None:
+                self._outputs_of = tf.function(self.model.compute_pretraining_outputs, autograph=False)
+            text = render_replacements(self._outputs_of, self.probe, self.tokenizer)
             with self.writer.as_default(step=step):
                 tf.summary.text("samples/replaced_token_detection", text)
             self.writer.flush()

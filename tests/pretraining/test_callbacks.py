@@ -138,7 +138,7 @@ class TokenNames:
         return f"t{token_id}"
 
 
-def test_replacement_panels_start_after_the_first_step_and_are_traced_from_the_second_on(tmp_path):
+def test_replacement_panels_start_after_the_first_step_traced_once(tmp_path):
     config = ElectraConfig.load("electra_tiny", {"vocab_size": 100, "num_layers": 1, "max_seq_length": 16})
     pretrainer = ElectraPretrainer.from_electra_config(config)
     model = FakePretrainer()
@@ -150,18 +150,17 @@ def test_replacement_panels_start_after_the_first_step_and_are_traced_from_the_s
     assert panels.pause.count == 0  # nothing before the first step: a rerun's first step waits for no panel
     model.optimizer.iterations.assign_add(1)
     panels.on_train_batch_end(0)
-    assert panels.pause.count == 1 and panels._traced is None  # the first panel, at step 1: eager
+    assert panels.pause.count == 1 and panels._outputs_of.experimental_get_tracing_count() == 1  # at step 1
     for batch in range(1, 6):
         model.optimizer.iterations.assign_add(1)
         panels.on_train_batch_end(batch)
     assert panels.pause.count == 4  # steps 1, 2, 4, 6
-    assert panels._traced.experimental_get_tracing_count() == 1  # traced once, at the second panel
     panels.on_train_begin()  # the next fit of the run (after float16 skips): no extra panel
     model.optimizer.iterations.assign_add(1)
     panels.on_train_batch_end(0)
-    assert panels.pause.count == 4
+    assert panels.pause.count == 4 and panels._outputs_of.experimental_get_tracing_count() == 1
     eager = render_replacements(pretrainer.compute_pretraining_outputs, panels.probe, TokenNames())
-    assert "~~" in eager and render_replacements(panels._traced, panels.probe, TokenNames()) == eager
+    assert "~~" in eager and render_replacements(panels._outputs_of, panels.probe, TokenNames()) == eager
 
 
 def test_callbacks_follow_calls_of_several_steps():
