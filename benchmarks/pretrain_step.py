@@ -265,7 +265,7 @@ def direct_steps(pretrainer, dataset, steps: int) -> dict:
     step = loop.traced_step(dataset.element_spec)
     with tf.device("/CPU:0"):
         host = {key: tf.identity(value) for key, value in next(iter(dataset)).items()}
-    device = pretrainer.trainable_variables[0].value.device  # where the compiled step runs
+    device = loop.device  # where the compiled step runs
     with tf.device(device):
         # Each copied from the host: a buffer of its own on the device.
         copies = [{key: tf.identity(value) for key, value in host.items()} for _ in range(DEVICE_COPIES)]

@@ -192,13 +192,17 @@ class XlaStepLoop:
                 break
         if not batches:
             raise StopIteration
-        # Where the compiled step runs: a weight's device (int variables may live on the host).
-        device = self.model.trainable_variables[0].value.device
-        with tf.device(device):
+        with tf.device(self.device):
             batches = [tf.nest.map_structure(tf.identity, batch) for batch in batches]
         for batch in batches:
             logs = step(batch)
         return logs
+
+    @property
+    def device(self) -> str:
+        """Where the compiled step runs: a weight's device (the optimizer's int64 step counter
+        may be placed on the host)."""
+        return self.model.trainable_variables[0].value.device
 
     def traced_step(self, element_spec):
         """The step traced for batches of `element_spec` (traced at the first call for it)."""

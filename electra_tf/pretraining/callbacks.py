@@ -273,9 +273,7 @@ class ReplacementSamples(keras.callbacks.Callback):
         self.every = every
         self.pause = Pause()
         self._outputs_of = None  # the networks as a tf.function, traced at the first panel
-
-    def on_train_begin(self, logs=None):
-        self._last = None if self.pause.count == 0 else optimizer_step(self.model)
+        self._last = None  # the step of the last panel, across the run's fits
 
     def on_train_batch_end(self, batch, logs=None):
         step = optimizer_step(self.model)
