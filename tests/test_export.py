@@ -121,6 +121,47 @@ def test_a_model_trained_in_mixed_precision_exports_computing_in_float32(keras_d
     np.testing.assert_allclose(served["cls_hidden_state"], expected["sequence_output"][:, 0], atol=1e-5)
     assert mixed(batch)["sequence_output"].dtype == tf.bfloat16  # training precision restored
 
+def test_each_signature_is_traced_once_and_mirrored_weights_serve_as_the_model(keras_discriminator, two_replicas,
+                                                                              tmp_path):
+    """A discriminator whose variables are mirrored over two replicas (as `--strategy mirrored`
+    leaves it) exports the model's outputs; the save traces each signature once (Keras'
+    ExportArchive traced each twice, once outside TensorFlow's save context)."""
+    import functools
+
+    from electra_tf.loading import build_discriminator
+    from electra_tf.serving.signatures import discriminator_endpoints
+
+    discriminator, tokenizer, config = keras_discriminator
+    ids = tf.constant([[tokenizer.cls_id, 7, 9, 11, tokenizer.sep_id] + [0] * (SEQ - 5)])
+    batch = {"token_ids": ids, "segment_ids": tf.zeros_like(ids), "padding_mask": tf.cast(ids > 0, tf.int32)}
+    with two_replicas.scope():
+        mirrored = build_discriminator(config)
+        mirrored(batch)
+    for mine, theirs in zip(model_weights(mirrored), model_weights(discriminator)):
+        mine.assign(theirs)
+    assert isinstance(mirrored.weights[0].value, tf.distribute.DistributedValues)
+
+    traces = {}
+
+    def counted(name, fn):
+        @functools.wraps(fn)
+        def trace(*args):
+            traces[name] = traces.get(name, 0) + 1
+            return fn(*args)
+        return trace
+
+    endpoints = {name: (counted(name, fn), inputs)
+                 for name, (fn, inputs) in discriminator_endpoints(mirrored, tokenizer, SEQ).items()}
+    path = publish.publish(mirrored, endpoints, tmp_path, "mirrored", config, tokenizer)
+    assert traces == {"serving_default": 1, "encode_ids": 1}
+    served = tf.saved_model.load(str(path)).signatures["encode_ids"](**batch)
+    expected = discriminator(batch)
+    np.testing.assert_allclose(served["replaced_probability"],
+                               tf.sigmoid(expected["logits"]) * tf.cast(batch["padding_mask"], tf.float32),
+                               atol=1e-5)
+    np.testing.assert_allclose(served["cls_hidden_state"], expected["sequence_output"][:, 0], atol=1e-5)
+
+
 def test_a_tensorflow_only_process_serves_both_signatures(run_python, exported):
     code = f"""
 import json, sys

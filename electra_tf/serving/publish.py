@@ -33,17 +33,33 @@ WARMUP_TEXTS = ("ELECTRA detects replaced tokens.", "", "A longer sentence to wa
 
 
 def write_saved_model(model, endpoints: dict, path: Path) -> None:
-    """Writes a SavedModel with `endpoints` as signatures, plus warmup requests, to `path`."""
-    import keras
+    """Writes a SavedModel with `endpoints` as signatures, plus warmup requests, to `path`.
+
+    The object graph is the one `keras.export.ExportArchive` writes (`variables`,
+    `trainable_variables`, `non_trainable_variables` and the endpoint functions on one
+    AutoTrackable; the first endpoint also as `serving_default`), written with
+    `tf.saved_model.save` directly so that each endpoint is traced once. ExportArchive traces
+    each endpoint twice: once outside TensorFlow's save context to list the variables it uses,
+    and again inside it (a function's trace is keyed on the save context's variable policy):
+    exports took about twice as long (docs/results.md, "Exports traced once"). Every variable of
+    the model is kept, as ExportArchive's `track(model)` keeps them.
+    """
     import tensorflow as tf
 
-    with computing_in_float32(model):  # the endpoints are traced in here
-        archive = keras.export.ExportArchive()
-        archive.track(model)
+    if not model.built:
+        raise ValueError(f"{type(model).__name__} has not been built: call it on a batch before exporting.")
+    with computing_in_float32(model):  # the endpoints are traced in here, by the save
+        root = tf.__internal__.tracking.AutoTrackable()
+        root.variables = list(model.variables)
+        root.trainable_variables = list(model.trainable_variables)
+        root.non_trainable_variables = list(model.non_trainable_variables)
+        signatures = {}
         for name, (fn, inputs) in endpoints.items():
-            archive.add_endpoint(name, fn, input_signature=[
+            signatures[name] = tf.function(fn, autograph=False, input_signature=[
                 tf.TensorSpec(shape, dtype, name=input_name) for input_name, shape, dtype in inputs])
-        archive.write_out(str(path), verbose=False)
+            setattr(root, name, signatures[name])
+        signatures.setdefault("serving_default", next(iter(signatures.values())))  # TF Serving's default
+        tf.saved_model.save(root, str(path), signatures=signatures)
     write_warmup_requests(path)
 
 
