@@ -42,7 +42,9 @@ def write_saved_model(model, endpoints: dict, path: Path) -> None:
     each endpoint twice: once outside TensorFlow's save context to list the variables it uses,
     and again inside it (a function's trace is keyed on the save context's variable policy):
     exports took about twice as long (docs/results.md, "Exports traced once"). Every variable of
-    the model is kept, as ExportArchive's `track(model)` keeps them.
+    the model is kept, as ExportArchive's `track(model)` keeps them. Unlike ExportArchive, lookup
+    tables held by the model are not collected: none of the package's models holds one, and
+    `tf.saved_model.save` refuses, naming it, a signature that captures an untracked resource.
     """
     import tensorflow as tf
 
