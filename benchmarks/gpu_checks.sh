@@ -37,6 +37,9 @@
 #                                              # and float16 (xla_gradients.py: is a GEMM kernel wrong without overflowing?)
 #   bash benchmarks/gpu_checks.sh baseline     # first_step.py with XLA's own one-core compile (minutes)
 #   bash benchmarks/gpu_checks.sh checkpoints  # the tiny preset, 600 steps, a checkpoint every 100: window rates
+#   bash benchmarks/gpu_checks.sh build        # building ELECTRA-Small's networks with their initializers and from
+#                                              # zeros, two rounds alternating (what a rerun, whose checkpoint
+#                                              # overwrites every weight, could skip; about 1 minute)
 #
 # Outputs go to $OUT (or runs/gpu_checks): each part's log, and the runs' metrics and logs as one archive.
 # The bundled sample's shards must exist (runs/data/wiki_sample_seq128: `python -m electra_tf.pretrain --steps 1`
@@ -237,6 +240,15 @@ baseline)
     --output "$out/baseline.json" --timeout 520 2>&1 | tee "$out/baseline.txt"
   ;;
 checkpoints) checkpoints ;;
+build)
+  # The H200's rerun spent 5.5 s building the networks (2.2-2.8 s on 2 CPU cores, a third of the build in the
+  # initializers' random draws there); a rerun's checkpoint overwrites them. How much on a GPU?
+  for round in 1 2; do
+    for init in as_configured zeros; do
+      timeout 120 $py benchmarks/startup.py --build_only --initializers "$init" --precision "$precision" 2>&1 \
+        | grep -v '^[IW][0-9]' | tee -a "$out/build.txt"
+    done
+  done ;;
 *)
   echo "unknown part $part: see the list at the top of this script" >&2; exit 2 ;;
 esac

@@ -3,6 +3,7 @@
     python benchmarks/startup.py                        # ELECTRA-Small, batch 32 x 128, float32
     python benchmarks/startup.py --preset electra_tiny --batch 128
     ELECTRA_TF_COMPILE_CACHE=/tmp/cache python benchmarks/startup.py --xla   # twice: a rerun's stages
+    python benchmarks/startup.py --build_only --initializers zeros   # what a rerun could skip in stage 1
 
 `benchmarks/pretrain_step.py` prints the first step's time as a whole, as `fit` runs it. This
 script takes the same work apart, timing each stage in order in one fresh process:
@@ -16,6 +17,11 @@ script takes the same work apart, timing each stage in order in one fresh proces
    graph to HLO (which runs on every call that is not already compiled in this process: the
    compile cache keys a program by its HLO), then the compile, or the cached program's load;
 4. a second call, the steady-state step, to show how much of stage 3 is the step.
+
+`--initializers zeros` builds every variable from zeros instead of its initializer (a patch of
+Keras' variable class for this measurement; no run does it): the difference is what a rerun,
+whose checkpoint overwrites every weight, could save of stage 1. On 2 CPU cores, ELECTRA-Small:
+the initializers were 0.51-0.53 s of a 1.40-1.51 s build of the networks (docs/results.md).
 
 The step is `ElectraPretrainer.train_step` in a `tf.function` (without AutoGraph, as Keras
 traces it), under the default strategy, on a synthetic batch in memory: `fit` wraps the same
@@ -44,6 +50,17 @@ def graph_op_count(graph) -> int:
     return count
 
 
+def zero_initialized_variables() -> None:
+    """Keras' TensorFlow variables take zeros of their shape instead of calling their initializer."""
+    import tensorflow as tf
+    from keras.src.backend.tensorflow.core import Variable
+
+    def from_zeros(variable, initializer):
+        variable._initialize(lambda: tf.zeros(variable._shape, variable._dtype))
+
+    Variable._initialize_with_initializer = from_zeros
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--preset", default="electra_small")
@@ -52,6 +69,9 @@ def main(argv=None) -> int:
     parser.add_argument("--xla", action="store_true",
                         help="compile the step with XLA, through the run's compile cache (ELECTRA_TF_COMPILE_CACHE "
                              "names its folder): run twice to see a rerun's stages")
+    parser.add_argument("--initializers", default="as_configured", choices=["as_configured", "zeros"],
+                        help="zeros: build every variable from zeros, not its initializer (a measurement only)")
+    parser.add_argument("--build_only", action="store_true", help="stop after stage 1")
     args = parser.parse_args(argv)
 
     from electra_tf.runtime import align_function_names, cached_programs, use_compile_cache
@@ -63,6 +83,8 @@ def main(argv=None) -> int:
     from pretrain_step import benchmark_inputs, compiled_pretrainer
 
     keras.config.set_dtype_policy(args.precision)
+    if args.initializers == "zeros":
+        zero_initialized_variables()
     config, batch = benchmark_inputs(args.preset, args.batch)
     programs_before = cached_programs(cache)
     align_function_names()  # the name the cache keys the program by, as in a run
@@ -76,7 +98,14 @@ def main(argv=None) -> int:
         started = now
 
     pretrainer = compiled_pretrainer(config)
-    stage("build the networks and the optimizer's slots")
+    stage("build the networks and the optimizer's slots"
+          + (" (from zeros)" if args.initializers == "zeros" else ""))
+    if args.build_only:
+        nonzero = sum(bool(tf.math.reduce_any(tf.not_equal(v.value, 0))) for v in pretrainer.variables)
+        print(f"{args.preset}, {args.precision}, TensorFlow {tf.__version__}, {len(pretrainer.variables)} variables "
+              f"({nonzero} not all zeros) on {pretrainer.variables[0].value.device or 'the default device'}")
+        print(f"{stages[0][0]:66} {stages[0][1]:7.2f} s")
+        return 0
     # As Keras traces it: `fit` wraps the step in do_not_convert, so AutoGraph does not rewrite it.
     step = tf.function(pretrainer.train_step, jit_compile=args.xla, autograph=False)
     concrete = step.get_concrete_function(batch)

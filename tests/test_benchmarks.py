@@ -5,6 +5,7 @@ scheduling, with stand-in commands."""
 import collections
 import csv
 import json
+import re
 import sys
 
 from tests.scripts import load_script
@@ -166,7 +167,7 @@ def test_every_command_of_the_gpu_checks_parses(tmp_path, monkeypatch):
                 "aot_thunks": {"pretrain_step.py", "compile_stages.py"}, "host_share": {"pretrain_step.py"},
                 "loop": {"electra_tf.pretrain"},
                 "float16": {"float16_overflow.py"}, "gradients": {"xla_gradients.py"}, "baseline": {"first_step.py"},
-                "checkpoints": {"electra_tf.pretrain"}}
+                "checkpoints": {"electra_tf.pretrain"}, "build": {"startup.py"}}
     for part, scripts in expected.items():
         log.unlink(missing_ok=True)
         subprocess.run(["bash", str(REPO / "benchmarks" / "gpu_checks.sh"), part], cwd=tmp_path, env=env,
@@ -175,6 +176,8 @@ def test_every_command_of_the_gpu_checks_parses(tmp_path, monkeypatch):
         assert {c[1] if c[0] == "-m" else c[0].split("/")[-1] for c in commands} == scripts, part
         if part == "next":  # first_step's fresh process and rerun, then aot_thunks' two
             assert sum(c[0].endswith("pretrain_step.py") for c in commands) == 4
+        if part == "build":  # two rounds, each mode once
+            assert [c[c.index("--initializers") + 1] for c in commands] == ["as_configured", "zeros"] * 2
         for argv in commands:
             assert _parses(argv), (part, argv)
     assert subprocess.run(["bash", str(REPO / "benchmarks" / "gpu_checks.sh"), "nonsense"], cwd=tmp_path, env=env,
@@ -569,3 +572,25 @@ def test_pretrain_step_calls_the_compiled_step_directly_from_host_and_device_mem
     without_xla = pretrain_step.compiled_pretrainer(config, xla=False)
     without_xla.fit(dataset, steps_per_epoch=1, verbose=0)
     assert pretrain_step.direct_steps(without_xla, dataset, steps=3) == {}  # Keras' own loop: no step to call
+
+
+def test_startup_builds_the_networks_from_zeros_when_asked():
+    """`gpu_checks.sh build` times the networks' build with their initializers and from zeros
+    (what a rerun could skip): the zeros arm patches Keras' variable class, so a Keras release
+    that moved it must fail here, not on a GPU."""
+    import subprocess
+
+    from tests.cli_runs import environment
+    from tests.scripts import REPO
+
+    printed = {}
+    for init in ("as_configured", "zeros"):
+        result = subprocess.run([sys.executable, str(REPO / "benchmarks" / "startup.py"), "--preset", "electra_tiny",
+                                 "--build_only", "--initializers", init], env=environment(), capture_output=True,
+                                text=True, timeout=300)
+        assert result.returncode == 0, result.stderr[-3000:]
+        printed[init] = result.stdout
+    counts = {init: re.search(r"(\d+) variables \((\d+) not all zeros\)", out).groups() for init, out in printed.items()}
+    total, nonzero = map(int, counts["as_configured"])
+    assert total > 20 and nonzero > total // 2 and counts["zeros"] == (str(total), "0")
+    assert "from zeros" in printed["zeros"] and "from zeros" not in printed["as_configured"]
