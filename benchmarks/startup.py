@@ -20,8 +20,8 @@ script takes the same work apart, timing each stage in order in one fresh proces
 
 `--initializers zeros` builds every variable from zeros instead of its initializer (a patch of
 Keras' variable class for this measurement; no run does it): the difference is what a rerun,
-whose checkpoint overwrites every weight, could save of stage 1. On 2 CPU cores, ELECTRA-Small:
-the initializers were 0.51-0.53 s of a 1.40-1.51 s build of the networks (docs/results.md).
+whose checkpoint overwrites every weight, could save of stage 1 (docs/results.md, "What a
+rerun's build could skip").
 
 The step is `ElectraPretrainer.train_step` in a `tf.function` (without AutoGraph, as Keras
 traces it), under the default strategy, on a synthetic batch in memory: `fit` wraps the same

@@ -99,27 +99,43 @@ def test_outputs_equal_the_keras_model(exported, keras_discriminator):
 
 
 
-def test_a_model_trained_in_mixed_precision_exports_computing_in_float32(keras_discriminator, tmp_path):
-    import keras
-
+def rebuilt_with_weights_of(discriminator, config, batch):
+    """A new discriminator (under the current dtype policy and strategy) holding `discriminator`'s weights."""
     from electra_tf.loading import build_discriminator
 
-    discriminator, tokenizer, config = keras_discriminator
-    keras.config.set_dtype_policy("mixed_bfloat16")
-    mixed = build_discriminator(config)
-    ids = tf.constant([[tokenizer.cls_id, 7, 9, 11, tokenizer.sep_id] + [0] * (SEQ - 5)])
-    batch = {"token_ids": ids, "segment_ids": tf.zeros_like(ids), "padding_mask": tf.cast(ids > 0, tf.int32)}
-    mixed(batch)
-    for mine, theirs in zip(model_weights(mixed), model_weights(discriminator)):
+    copy = build_discriminator(config)
+    copy(batch)
+    for mine, theirs in zip(model_weights(copy), model_weights(discriminator)):
         mine.assign(theirs)
-    path = publish.export_discriminator(mixed, tokenizer, config, tmp_path, "mixed")
+    return copy
+
+
+def ids_batch(tokenizer):
+    ids = tf.constant([[tokenizer.cls_id, 7, 9, 11, tokenizer.sep_id] + [0] * (SEQ - 5)])
+    return {"token_ids": ids, "segment_ids": tf.zeros_like(ids), "padding_mask": tf.cast(ids > 0, tf.int32)}
+
+
+def assert_export_computes(path, discriminator, batch):
+    """The export's `encode_ids` gives `discriminator`'s (float32) outputs for `batch`."""
     served = tf.saved_model.load(str(path)).signatures["encode_ids"](**batch)
-    expected = discriminator(batch)  # the float32 model with the same weights
+    expected = discriminator(batch)
     np.testing.assert_allclose(served["replaced_probability"],
                                tf.sigmoid(expected["logits"]) * tf.cast(batch["padding_mask"], tf.float32),
                                atol=1e-5)
     np.testing.assert_allclose(served["cls_hidden_state"], expected["sequence_output"][:, 0], atol=1e-5)
+
+
+def test_a_model_trained_in_mixed_precision_exports_computing_in_float32(keras_discriminator, tmp_path):
+    import keras
+
+    discriminator, tokenizer, config = keras_discriminator
+    batch = ids_batch(tokenizer)
+    keras.config.set_dtype_policy("mixed_bfloat16")
+    mixed = rebuilt_with_weights_of(discriminator, config, batch)
+    path = publish.export_discriminator(mixed, tokenizer, config, tmp_path, "mixed")
+    assert_export_computes(path, discriminator, batch)  # the float32 model with the same weights
     assert mixed(batch)["sequence_output"].dtype == tf.bfloat16  # training precision restored
+
 
 def test_each_signature_is_traced_once_and_mirrored_weights_serve_as_the_model(keras_discriminator, two_replicas,
                                                                               tmp_path):
@@ -128,17 +144,12 @@ def test_each_signature_is_traced_once_and_mirrored_weights_serve_as_the_model(k
     ExportArchive traced each twice, once outside TensorFlow's save context)."""
     import functools
 
-    from electra_tf.loading import build_discriminator
     from electra_tf.serving.signatures import discriminator_endpoints
 
     discriminator, tokenizer, config = keras_discriminator
-    ids = tf.constant([[tokenizer.cls_id, 7, 9, 11, tokenizer.sep_id] + [0] * (SEQ - 5)])
-    batch = {"token_ids": ids, "segment_ids": tf.zeros_like(ids), "padding_mask": tf.cast(ids > 0, tf.int32)}
+    batch = ids_batch(tokenizer)
     with two_replicas.scope():
-        mirrored = build_discriminator(config)
-        mirrored(batch)
-    for mine, theirs in zip(model_weights(mirrored), model_weights(discriminator)):
-        mine.assign(theirs)
+        mirrored = rebuilt_with_weights_of(discriminator, config, batch)
     assert isinstance(mirrored.weights[0].value, tf.distribute.DistributedValues)
 
     traces = {}
@@ -154,12 +165,7 @@ def test_each_signature_is_traced_once_and_mirrored_weights_serve_as_the_model(k
                  for name, (fn, inputs) in discriminator_endpoints(mirrored, tokenizer, SEQ).items()}
     path = publish.publish(mirrored, endpoints, tmp_path, "mirrored", config, tokenizer)
     assert traces == {"serving_default": 1, "encode_ids": 1}
-    served = tf.saved_model.load(str(path)).signatures["encode_ids"](**batch)
-    expected = discriminator(batch)
-    np.testing.assert_allclose(served["replaced_probability"],
-                               tf.sigmoid(expected["logits"]) * tf.cast(batch["padding_mask"], tf.float32),
-                               atol=1e-5)
-    np.testing.assert_allclose(served["cls_hidden_state"], expected["sequence_output"][:, 0], atol=1e-5)
+    assert_export_computes(path, discriminator, batch)
 
 
 def test_a_tensorflow_only_process_serves_both_signatures(run_python, exported):
