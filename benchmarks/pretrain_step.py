@@ -366,6 +366,11 @@ def main(argv=None) -> int:
                              "where the GPU's time went (step_profile.kernel_summary; the trace stays in a temporary "
                              "folder, printed)")
     args = parser.parse_args(argv)
+    layouts = [size for size in args.sizes if SIZES[size][0].endswith("_layout")]
+    if args.peer and layouts:
+        parser.error(f"--peer with --sizes {' '.join(layouts)}: a layout-only size measures the host's work per step "
+                     "at widths of 16, where a ratio to PyTorch means nothing; time it without --peer, or give "
+                     "--sizes small|base for the comparison")
     import tensorflow as tf
 
     cache, gpus = benchmark_session()

@@ -8,6 +8,8 @@ import json
 import re
 import sys
 
+import pytest
+
 from tests.scripts import load_script
 
 # A stand-in for a cell's command: records when it ran, sleeps, writes the metrics.json the
@@ -572,6 +574,16 @@ def test_pretrain_step_calls_the_compiled_step_directly_from_host_and_device_mem
     without_xla = pretrain_step.compiled_pretrainer(config, xla=False)
     without_xla.fit(dataset, steps_per_epoch=1, verbose=0)
     assert pretrain_step.direct_steps(without_xla, dataset, steps=3) == {}  # Keras' own loop: no step to call
+
+
+def test_pretrain_step_refuses_a_pytorch_ratio_for_a_layout_only_size(capsys):
+    """`--sizes small_layout` times the host's work at widths of 16; the PyTorch peer has no such
+    preset, and a ratio there would mean nothing: refused before anything is built."""
+    pretrain_step = load_benchmark("pretrain_step")
+    with pytest.raises(SystemExit) as stopped:
+        pretrain_step.main(["--sizes", "small", "small_layout", "--peer"])
+    assert stopped.value.code == 2
+    assert "--peer with --sizes small_layout" in capsys.readouterr().err
 
 
 def test_startup_builds_the_networks_from_zeros_when_asked():
