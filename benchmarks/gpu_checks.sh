@@ -241,14 +241,17 @@ baseline)
   ;;
 checkpoints) checkpoints ;;
 build)
-  # The H200's rerun spent 5.5 s building the networks (2.2-2.8 s on 2 CPU cores, a third of the build in the
-  # initializers' random draws there); a rerun's checkpoint overwrites them. How much on a GPU?
+  # The H200's rerun spent 5.5 s building the networks (2.2-2.8 s on 2 CPU cores, imports of the models and
+  # keras-hub included, which startup.py now times apart; a fifth of the rest in the initializers' random draws);
+  # a rerun's checkpoint overwrites them. How much on a GPU, and is the rest the eager ops on the device?
   for round in 1 2; do
     for init in as_configured zeros; do
       timeout 120 $py benchmarks/startup.py --build_only --initializers "$init" --precision "$precision" 2>&1 \
         | grep -v '^[IW][0-9]' | tee -a "$out/build.txt"
     done
-  done ;;
+  done
+  timeout 120 $py benchmarks/startup.py --build_only --profile_build 20 --precision "$precision" 2>&1 \
+    | grep -v '^[IW][0-9]' | tee -a "$out/build.txt" ;;
 *)
   echo "unknown part $part: see the list at the top of this script" >&2; exit 2 ;;
 esac

@@ -4,6 +4,7 @@
     python benchmarks/startup.py --preset electra_tiny --batch 128
     ELECTRA_TF_COMPILE_CACHE=/tmp/cache python benchmarks/startup.py --xla   # twice: a rerun's stages
     python benchmarks/startup.py --build_only --initializers zeros   # what a rerun could skip in stage 1
+    python benchmarks/startup.py --build_only --profile_build 15     # where stage 1's time goes
 
 `benchmarks/pretrain_step.py` prints the first step's time as a whole, as `fit` runs it. This
 script takes the same work apart, timing each stage in order in one fresh process:
@@ -22,6 +23,12 @@ script takes the same work apart, timing each stage in order in one fresh proces
 Keras' variable class for this measurement; no run does it): the difference is what a rerun,
 whose checkpoint overwrites every weight, could save of stage 1 (docs/results.md, "What a
 rerun's build could skip").
+
+`--profile_build N` runs stage 1 under cProfile and prints the N functions with the most time of
+their own, TensorFlow's C entry points among them: `TFE_Py_FastPathExecute` and `TFE_Py_Execute`
+are the eager ops the build ran (the initializers' draws, the variables' assignments), with their
+count, so a GPU's build splits into the ops it executes on the device and the Python around them.
+On one H200 the build took 5.4-5.5 s against 1.6-2.5 s on 2 CPU cores (docs/results.md).
 
 The step is `ElectraPretrainer.train_step` in a `tf.function` (without AutoGraph, as Keras
 traces it), under the default strategy, on a synthetic batch in memory: `fit` wraps the same
@@ -50,6 +57,21 @@ def graph_op_count(graph) -> int:
     return count
 
 
+def own_time_table(profiler, top: int) -> str:
+    """The `top` functions by time of their own in `profiler` (a cProfile.Profile), one line each:
+    seconds, calls and the function (a built-in by its name, Python code by file:line)."""
+    import pstats
+
+    stats = pstats.Stats(profiler).stats  # {(file, line, name): (calls, primitive, own, cumulative, callers)}
+    rows = sorted(stats.items(), key=lambda item: item[1][2], reverse=True)[:top]
+    total = sum(entry[2] for entry in stats.values())
+    lines = [f"{'own s':>7} {'calls':>8}  function (of {total:.2f} s profiled)"]
+    for (file, line, name), (calls, _, own, _, _) in rows:
+        where = name if file == "~" else f"{Path(file).name}:{line} {name}"
+        lines.append(f"{own:7.3f} {calls:8d}  {where}")
+    return "\n".join(lines)
+
+
 def zero_initialized_variables() -> None:
     """Keras' TensorFlow variables take zeros of their shape instead of calling their initializer."""
     import tensorflow as tf
@@ -72,6 +94,9 @@ def main(argv=None) -> int:
     parser.add_argument("--initializers", default="as_configured", choices=["as_configured", "zeros"],
                         help="zeros: build every variable from zeros, not its initializer (a measurement only)")
     parser.add_argument("--build_only", action="store_true", help="stop after stage 1")
+    parser.add_argument("--profile_build", type=int, default=0, metavar="N",
+                        help="with --build_only: run stage 1 under cProfile and print the N functions with the most "
+                             "time of their own (the profiler slows the build; compare its shares, not its total)")
     args = parser.parse_args(argv)
 
     from electra_tf.runtime import align_function_names, cached_programs, use_compile_cache
@@ -88,6 +113,12 @@ def main(argv=None) -> int:
     config, batch = benchmark_inputs(args.preset, args.batch)
     programs_before = cached_programs(cache)
     align_function_names()  # the name the cache keys the program by, as in a run
+    # Imported here, not inside stage 1, where `compiled_pretrainer` would import them: about a
+    # thousand modules (keras-hub's among them), a third of the build's time on 2 CPU cores.
+    imported = time.perf_counter()
+    import electra_tf.optimization  # noqa: F401
+    import electra_tf.pretraining.pretrainer  # noqa: F401
+    import_line = f"{'(before stage 1) import the models and keras-hub':66} {time.perf_counter() - imported:7.2f} s"
     stages = []
     started = time.perf_counter()
 
@@ -97,14 +128,25 @@ def main(argv=None) -> int:
         stages.append((name, now - started))
         started = now
 
+    profiler = None
+    if args.profile_build:
+        import cProfile
+
+        profiler = cProfile.Profile()
+        profiler.enable()
     pretrainer = compiled_pretrainer(config)
+    if profiler is not None:
+        profiler.disable()
     stage("build the networks and the optimizer's slots"
           + (" (from zeros)" if args.initializers == "zeros" else ""))
     if args.build_only:
         nonzero = sum(bool(tf.math.reduce_any(tf.not_equal(v.value, 0))) for v in pretrainer.variables)
         print(f"{args.preset}, {args.precision}, TensorFlow {tf.__version__}, {len(pretrainer.variables)} variables "
               f"({nonzero} not all zeros) on {pretrainer.variables[0].value.device or 'the default device'}")
-        print(f"{stages[0][0]:66} {stages[0][1]:7.2f} s")
+        print(import_line)
+        print(f"{stages[0][0]:66} {stages[0][1]:7.2f} s" + (" (under cProfile)" if profiler else ""))
+        if profiler is not None:
+            print(own_time_table(profiler, args.profile_build))
         return 0
     # As Keras traces it: `fit` wraps the step in do_not_convert, so AutoGraph does not rewrite it.
     step = tf.function(pretrainer.train_step, jit_compile=args.xla, autograph=False)
@@ -121,6 +163,7 @@ def main(argv=None) -> int:
           f"{graph_op_count(concrete.graph):,} ops in the traced step")
     if cache is not None:
         print(f"compile cache {cache}: {cached_programs(cache) - programs_before} program(s) added")
+    print(import_line)
     for name, seconds in stages:
         print(f"{name:55} {seconds:7.1f} s")
     ready = sum(seconds for _, seconds in stages[:3])

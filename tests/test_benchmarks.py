@@ -178,8 +178,9 @@ def test_every_command_of_the_gpu_checks_parses(tmp_path, monkeypatch):
         assert {c[1] if c[0] == "-m" else c[0].split("/")[-1] for c in commands} == scripts, part
         if part == "next":  # first_step's fresh process and rerun, then aot_thunks' two
             assert sum(c[0].endswith("pretrain_step.py") for c in commands) == 4
-        if part == "build":  # two rounds, each mode once
-            assert [c[c.index("--initializers") + 1] for c in commands] == ["as_configured", "zeros"] * 2
+        if part == "build":  # two rounds, each mode once, then the profiled build
+            assert [c[c.index("--initializers") + 1] for c in commands[:4]] == ["as_configured", "zeros"] * 2
+            assert len(commands) == 5 and "--profile_build" in commands[4]
         for argv in commands:
             assert _parses(argv), (part, argv)
     assert subprocess.run(["bash", str(REPO / "benchmarks" / "gpu_checks.sh"), "nonsense"], cwd=tmp_path, env=env,
@@ -588,21 +589,26 @@ def test_pretrain_step_refuses_a_pytorch_ratio_for_a_layout_only_size(capsys):
 
 def test_startup_builds_the_networks_from_zeros_when_asked():
     """`gpu_checks.sh build` times the networks' build with their initializers and from zeros
-    (what a rerun could skip): the zeros arm patches Keras' variable class, so a Keras release
-    that moved it must fail here, not on a GPU."""
+    (what a rerun could skip), and profiles it: the zeros arm patches Keras' variable class, so a
+    Keras release that moved it must fail here, not on a GPU."""
     import subprocess
 
     from tests.cli_runs import environment
     from tests.scripts import REPO
 
     printed = {}
-    for init in ("as_configured", "zeros"):
+    for init, more in (("as_configured", ["--profile_build", "3"]), ("zeros", [])):
         result = subprocess.run([sys.executable, str(REPO / "benchmarks" / "startup.py"), "--preset", "electra_tiny",
-                                 "--build_only", "--initializers", init], env=environment(), capture_output=True,
-                                text=True, timeout=300)
+                                 "--build_only", "--initializers", init, *more], env=environment(),
+                                capture_output=True, text=True, timeout=300)
         assert result.returncode == 0, result.stderr[-3000:]
         printed[init] = result.stdout
     counts = {init: re.search(r"(\d+) variables \((\d+) not all zeros\)", out).groups() for init, out in printed.items()}
     total, nonzero = map(int, counts["as_configured"])
     assert total > 20 and nonzero > total // 2 and counts["zeros"] == (str(total), "0")
     assert "from zeros" in printed["zeros"] and "from zeros" not in printed["as_configured"]
+    # The imports are timed apart from the build; --profile_build adds its table of the top 3.
+    assert all("import the models and keras-hub" in out for out in printed.values())
+    table = printed["as_configured"].split("own s")[1].strip().splitlines()
+    assert len(table) == 4 and all(re.match(r"\s*\d+\.\d{3}\s+\d+\s+\S", row) for row in table[1:])
+    assert "own s" not in printed["zeros"]
