@@ -29,7 +29,9 @@ so the decisions are visible in the run summary and testable without the hardwar
 
 from __future__ import annotations
 
+import collections
 import dataclasses
+import itertools
 import json
 import os
 import re
@@ -255,14 +257,16 @@ def align_function_names(block: int = FUNCTION_NAME_BLOCK) -> int:
     counter (to `_6597` in a measured tiny run): the same step got another name and compiled
     again. Calling this right before the steps are traced gives a fresh run, its rerun and
     its resume the same names, as long as the counter is below the same multiple (a block of a
-    million: a run's setup uses tens of thousands). The counter is TensorFlow's `ops.uid`;
-    advancing it by a million calls takes about 0.1 s.
+    million: a run's setup uses tens of thousands). The counter is TensorFlow's `ops.uid`, which
+    only counts up, one per call: the calls run from C (`itertools`), 0.09 s a million on 2 CPU
+    cores where a Python loop took 0.17 s (a run aligns its training step, its evaluation step,
+    its sample panel and its export).
     """
     from tensorflow.python.framework import ops  # private: no public way to read the counter
 
     target = (ops.uid() // block + 1) * block
-    while ops.uid() < target - 1:
-        pass
+    calls = target - 1 - ops.uid()  # the last of them returns target - 1; the next name gets target
+    collections.deque(itertools.starmap(ops.uid, itertools.repeat((), calls)), maxlen=0)
     return target
 
 

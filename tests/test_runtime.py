@@ -155,3 +155,18 @@ def test_check_shows_the_devices_the_choice_and_runs_a_compiled_matmul(capsys):
     assert "pretrain --config electra_small with the defaults would run: one_device" in printed
     assert "XLA compile cache:" in printed
     assert "ok   /device:CPU:0: a 256 x 256 matmul compiled by XLA" in printed
+
+
+def test_function_names_are_aligned_to_the_next_block():
+    """The next name TensorFlow hands out after `align_function_names` is the block's multiple,
+    wherever the counter stood, so a run and its resume name their steps alike."""
+    import tensorflow as tf
+    from tensorflow.python.framework import ops
+
+    from electra_tf.runtime import align_function_names
+
+    first = align_function_names(block=50_000)
+    assert first % 50_000 == 0 and ops.uid() == first
+    tf.function(lambda: tf.constant(1.0)).get_concrete_function()  # uses some names
+    second = align_function_names(block=50_000)
+    assert second == first + 50_000 and ops.uid() == second
