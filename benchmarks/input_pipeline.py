@@ -52,7 +52,7 @@ def feed_rate(dataset, steps: int) -> float:
     import keras
     import tensorflow as tf
 
-    from electra_tf.pretraining.checkpointing import InputTracker, ResumableInput
+    from electra_tf.pretraining.resumable_input import InputTracker, ResumableInput
 
     class Idle(keras.Model):
         def train_step(self, data):

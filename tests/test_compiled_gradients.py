@@ -27,7 +27,7 @@ from electra_tf.models.transformer import looped_layers as transformer_loop
 from electra_tf.finetuning.callbacks import EpochEvaluator, FinetuningProgress
 from electra_tf.optimization import create_finetuning_optimizer, create_optimizer
 from electra_tf.pretraining.callbacks import TrainingMonitor
-from electra_tf.pretraining.checkpointing import ResumableInput
+from electra_tf.pretraining.resumable_input import ResumableInput
 from electra_tf.pretraining.pretrainer import ElectraPretrainer
 from electra_tf.pretraining.synthetic import masked_batch
 

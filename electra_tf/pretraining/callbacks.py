@@ -1,6 +1,6 @@
 """Keras callbacks of a pre-training run: what it shows, saves and refuses.
 
-Advancing the resumable input is not a monitor's job: `checkpointing.InputTracker` does it,
+Advancing the resumable input is not a monitor's job: `resumable_input.InputTracker` does it,
 and these callbacks only read the input's state, so their order does not matter.
 
 - `TrainingMonitor`: every `log_every` steps, console progress (step, rate, ETA, key metrics)

@@ -260,7 +260,8 @@ def _run(options: PretrainingOptions, role, closing: contextlib.ExitStack) -> Ru
     from electra_tf.data.shards import explain_read_error
     from electra_tf.optimization import create_optimizer
     from electra_tf.pretraining.callbacks import CheckpointSaver, ReplacementSamples, StepProfiler, TrainingMonitor
-    from electra_tf.pretraining.checkpointing import InputTracker, ResumableInput, RunCheckpoint
+    from electra_tf.pretraining.checkpointing import RunCheckpoint
+    from electra_tf.pretraining.resumable_input import InputTracker, ResumableInput
     from electra_tf.pretraining.input_pipeline import pretraining_dataset, raw_text_dataset
     from electra_tf.pretraining.pretrainer import ElectraPretrainer
 

@@ -11,7 +11,7 @@ import tensorflow as tf
 
 from electra_tf.config import ElectraConfig
 from electra_tf.pretraining.callbacks import CheckpointSaver, ReplacementSamples, TrainingMonitor, render_replacements
-from electra_tf.pretraining.checkpointing import InputTracker, ResumableInput
+from electra_tf.pretraining.resumable_input import InputTracker, ResumableInput
 from electra_tf.pretraining.pretrainer import ElectraPretrainer
 from electra_tf.pretraining.synthetic import masked_batch
 
