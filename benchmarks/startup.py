@@ -98,6 +98,8 @@ def main(argv=None) -> int:
                         help="with --build_only: run stage 1 under cProfile and print the N functions with the most "
                              "time of their own (the profiler slows the build; compare its shares, not its total)")
     args = parser.parse_args(argv)
+    if args.profile_build and not args.build_only:
+        parser.error("--profile_build profiles stage 1 alone: give --build_only with it")
 
     from electra_tf.runtime import align_function_names, cached_programs, use_compile_cache
 
