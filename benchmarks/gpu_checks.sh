@@ -241,8 +241,8 @@ baseline)
   ;;
 checkpoints) checkpoints ;;
 build)
-  # The H200's rerun spent 5.5 s building the networks (2.2-2.8 s on 2 CPU cores, imports of the models and
-  # keras-hub included, which startup.py now times apart; a fifth of the rest in the initializers' random draws);
+  # The H200's rerun spent 5.5 s building the networks (2.2-2.8 s on 2 CPU cores with the imports of the models and
+  # keras-hub, which startup.py now times apart; 0.45 s of it the initializers' random draws);
   # a rerun's checkpoint overwrites them. How much on a GPU, and is the rest the eager ops on the device?
   for round in 1 2; do
     for init in as_configured zeros; do

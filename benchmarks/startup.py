@@ -25,7 +25,7 @@ whose checkpoint overwrites every weight, could save of stage 1 (docs/results.md
 rerun's build could skip").
 
 `--profile_build N` runs stage 1 under cProfile and prints the N functions with the most time of
-their own, TensorFlow's C entry points among them: `TFE_Py_FastPathExecute` and `TFE_Py_Execute`
+their own (pstats' table, `tottime`), TensorFlow's C entry points among them: `TFE_Py_FastPathExecute` and `TFE_Py_Execute`
 are the eager ops the build ran (the initializers' draws, the variables' assignments), with their
 count, so a GPU's build splits into the ops it executes on the device and the Python around them.
 On one H200 the build took 5.4-5.5 s against 1.6-2.5 s on 2 CPU cores (docs/results.md).
@@ -55,21 +55,6 @@ def graph_op_count(graph) -> int:
         if hasattr(function, "graph"):
             count += graph_op_count(function.graph)
     return count
-
-
-def own_time_table(profiler, top: int) -> str:
-    """The `top` functions by time of their own in `profiler` (a cProfile.Profile), one line each:
-    seconds, calls and the function (a built-in by its name, Python code by file:line)."""
-    import pstats
-
-    stats = pstats.Stats(profiler).stats  # {(file, line, name): (calls, primitive, own, cumulative, callers)}
-    rows = sorted(stats.items(), key=lambda item: item[1][2], reverse=True)[:top]
-    total = sum(entry[2] for entry in stats.values())
-    lines = [f"{'own s':>7} {'calls':>8}  function (of {total:.2f} s profiled)"]
-    for (file, line, name), (calls, _, own, _, _) in rows:
-        where = name if file == "~" else f"{Path(file).name}:{line} {name}"
-        lines.append(f"{own:7.3f} {calls:8d}  {where}")
-    return "\n".join(lines)
 
 
 def zero_initialized_variables() -> None:
@@ -148,7 +133,9 @@ def main(argv=None) -> int:
         print(import_line)
         print(f"{stages[0][0]:66} {stages[0][1]:7.2f} s" + (" (under cProfile)" if profiler else ""))
         if profiler is not None:
-            print(own_time_table(profiler, args.profile_build))
+            import pstats
+
+            pstats.Stats(profiler, stream=sys.stdout).sort_stats("tottime").print_stats(args.profile_build)
         return 0
     # As Keras traces it: `fit` wraps the step in do_not_convert, so AutoGraph does not rewrite it.
     step = tf.function(pretrainer.train_step, jit_compile=args.xla, autograph=False)
