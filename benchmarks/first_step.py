@@ -13,7 +13,8 @@ resume or extension loads the program instead. For each set of XLA_FLAGS this sc
 synthetic batch in memory) in two fresh processes over one new, empty cache folder:
 
 - fresh: the cache is empty, the first step compiles (model build and tracing included);
-- rerun: the same program again, the cache now holding it: the first step loads it.
+- rerun: the same program again, the cache now holding it and the step's trace
+  (`traced_steps.py`, as runs keep it): the first step traces nothing and loads the program.
 
 Printed per set: both first steps, the files each process added to the cache (the rerun should
 add none: it compiled nothing), and the steady step time after warm-up, with its ratio to the
@@ -57,11 +58,11 @@ def child(size: str, precision: str, batch: int, steps: int, warmup: int) -> Non
     from electra_tf.runtime import cached_programs
 
     sys.path.insert(0, str(REPO / "benchmarks"))
-    from pretrain_step import benchmark_session, measure
+    from pretrain_step import benchmark_session, measure, traced_steps_folder
 
     cache, _ = benchmark_session()
     before = cached_programs(cache)
-    result = measure(size, precision, True, steps, warmup, batch)
+    result = measure(size, precision, True, steps, warmup, batch, traced_steps=traced_steps_folder(cache))
     print(json.dumps({**result, "cache_files_added": cached_programs(cache) - before}), flush=True)
 
 

@@ -53,6 +53,7 @@ import tensorflow as tf
 from keras.src.losses.loss import unscale_loss_for_distribution
 
 from electra_tf.runtime import align_function_names
+from electra_tf.traced_steps import step_variables
 
 
 def strategy_reduces_across_replicas() -> bool:
@@ -81,6 +82,7 @@ class CompiledGradients:
     """
 
     compiles_gradients_only = False
+    traced_steps = None  # a traced_steps.TracedStepCache, where a caller keeps XLA steps' traces
     _compiled_gradients = None  # the model's one compiled gradients function, once built
 
     def compile(self, *args, jit_compile="auto", **kwargs):
@@ -153,7 +155,9 @@ class XlaStepLoop:
     looks its trace up again at every call, hashing the type of every variable the step captures
     (448 for ELECTRA-Small; 1,250 while the optimizer kept two slots per weight).
     Measured on the 2 CPU cores (docs/results.md, "The host's share of a step"): about 3 ms a
-    step of Python; on a GPU the host's work adds to the step's time.
+    step of Python; on a GPU the host's work adds to the step's time. When the model's
+    `traced_steps` is set (pre-training runs set it beside the compile cache), the trace is kept
+    on disk and a rerun calls the kept one without tracing (traced_steps.py).
 
     A call runs the model's `steps_per_execution` steps (Keras' `compile` argument; the run's
     `--steps_per_loop`), as Keras' own loop does, and returns the last step's logs. Why several:
@@ -174,8 +178,9 @@ class XlaStepLoop:
         # step traces as it does there, and converting it cost 1.2 s of ELECTRA-Small's tracing.
         self.step = tf.function(one_step_on_data, jit_compile=True, reduce_retracing=True, autograph=False)
         self.keras_function = keras_function
-        self.model = model  # whose steps_per_execution a call runs
-        self._traces = []  # (element spec, concrete step): one per kind of input seen
+        self.model = model  # whose steps_per_execution a call runs, and traced_steps
+        self.step_name = step_function.__name__  # train_step, test_step
+        self._traces = []  # (element spec, step: concrete or traced_steps.TracedStep): one per kind of input
 
     def __call__(self, iterator):
         if not isinstance(iterator, tf.data.Iterator):  # a distributed dataset's iterator is not one
@@ -202,18 +207,28 @@ class XlaStepLoop:
     def device(self) -> str:
         """Where the compiled step runs: a weight's device (the optimizer's int64 step counter
         may be placed on the host)."""
-        return self.model.trainable_variables[0].value.device
+        weights = self.model.trainable_variables
+        return weights[0].value.device if weights else ""  # "": built in the step's first trace
 
     def traced_step(self, element_spec):
         """The step traced for batches of `element_spec` (traced at the first call for it)."""
-        for spec, concrete in self._traces:
+        for spec, step in self._traces:
             if spec == element_spec:
-                return concrete
+                return step
         if not self._traces:  # the first trace: named alike in a run and its resume (above)
             align_function_names()
-        concrete = self.step.get_concrete_function(element_spec)
-        self._traces.append((element_spec, concrete))
-        return concrete
+        cache = getattr(self.model, "traced_steps", None)
+        if cache is None:
+            step = self.step.get_concrete_function(element_spec)
+        else:  # a rerun finds its trace on disk (traced_steps.py)
+            variables = step_variables(self.model)
+            key = cache.key(self.step_name, element_spec, variables, self.device)
+            step = cache.load(key, variables)
+            if step is None:
+                concrete = self.step.get_concrete_function(element_spec)
+                step = cache.save(key, self.step_name, concrete, variables) or concrete
+        self._traces.append((element_spec, step))
+        return step
 
 
 def apply_gradients(optimizer, gradients, variables):

@@ -271,18 +271,23 @@ def align_function_names(block: int = FUNCTION_NAME_BLOCK) -> int:
 
 
 def cached_programs(folder: Path | None) -> int:
-    """How many compiled programs the cache folder holds (one file each)."""
+    """How many compiled programs the cache folder holds (one file each; the traced steps'
+    subfolder, traced_steps.py, is not counted)."""
     if folder is None or not folder.is_dir():
         return 0
-    return sum(1 for path in folder.rglob("*") if path.is_file())
+    return sum(1 for path in folder.iterdir() if path.is_file())
 
 
-def compile_cache_report(folder: Path | None, programs_before: int) -> dict | None:
+def compile_cache_report(folder: Path | None, programs_before: int, traced_steps=None) -> dict | None:
     """For a run's metrics.json: the cache folder and the programs the run added to it (0 when
-    it loaded every compiled step; another process writing to the same folder counts too)."""
+    it loaded every compiled step; another process writing to the same folder counts too), and
+    the traced steps it loaded and saved (`traced_steps.TracedStepCache`)."""
     if folder is None:
         return None
-    return {"folder": str(folder), "programs_added": cached_programs(folder) - programs_before}
+    report = {"folder": str(folder), "programs_added": cached_programs(folder) - programs_before}
+    if traced_steps is not None:
+        report["traced_steps"] = {"loaded": traced_steps.loaded, "saved": traced_steps.saved}
+    return report
 
 
 def gpu_capabilities_now() -> list[tuple[int, int]]:

@@ -318,7 +318,8 @@ def test_a_resumed_and_extended_run_loads_its_compiled_steps_from_the_compile_ca
     from an earlier checkpoint and extended (a larger --steps), it compiles nothing. It compiled
     again when the cache was turned on after TensorFlow had started, when the checkpoint restore
     renamed the traced functions (runtime.align_function_names), and when the schedule's end
-    was a constant of the training step (optimization.WarmupLinearDecay)."""
+    was a constant of the training step (optimization.WarmupLinearDecay). Both steps' traces are
+    kept too (traced_steps.py): the resumed run loads them instead of tracing."""
     from electra_tf.pretraining.checkpointing import write_checkpoint_index
 
     env = dict(environment(), ELECTRA_TF_COMPILE_CACHE=str(tmp_path / "cache"))
@@ -334,11 +335,14 @@ def test_a_resumed_and_extended_run_loads_its_compiled_steps_from_the_compile_ca
 
     _, cache = run()
     assert cache["folder"] == str(tmp_path / "cache") and cache["programs_added"] >= 2  # training, evaluation
+    assert cache["traced_steps"] == {"loaded": 0, "saved": 2}
+    assert len(list((tmp_path / "cache" / "traced_steps").glob("*.step"))) == 2
     checkpoints = tmp_path / "model" / "checkpoints"
     write_checkpoint_index(checkpoints, [str(checkpoints / "ckpt-2")])  # as if stopped after step 2
     stdout, cache = run("--steps", "6")
     assert "resumed from step 2" in stdout and "step 6/6" in stdout
-    assert cache["programs_added"] == 0
+    # Neither step traced in Python, and XLA found both programs it compiled for the loaded traces.
+    assert cache["programs_added"] == 0 and cache["traced_steps"] == {"loaded": 2, "saved": 0}
 
 
 def test_raw_text_runs_checkpoint_and_resume(corpus, small_vocab, tmp_path, capsys):

@@ -308,6 +308,12 @@ def _run(options: PretrainingOptions, role, closing: contextlib.ExitStack) -> Ru
         pretrainer.compile(optimizer=create_optimizer(config), jit_compile=runtime.xla,
                            steps_per_execution=options.steps_per_loop)
         pretrainer.optimizer.build(pretrainer.trainable_variables)
+    if compile_cache is not None:  # the XLA steps' traces kept beside their programs: a rerun skips tracing
+        from electra_tf.traced_steps import FOLDER_NAME, TracedStepCache
+        # An extension changes num_train_steps only, which the step reads from a variable.
+        description = {**{k: v for k, v in config.to_dict().items() if k != "num_train_steps"},
+                       "strategy": runtime.strategy_name}
+        pretrainer.traced_steps = TracedStepCache(compile_cache / FOLDER_NAME, description)
     checkpoint = RunCheckpoint(model_dir.checkpoints, pretrainer, resumable, options.keep_checkpoints,
                                worker_index=role.index, num_workers=role.count, background=True)
     resumed_from = checkpoint.restore_latest()
@@ -431,7 +437,8 @@ def _run(options: PretrainingOptions, role, closing: contextlib.ExitStack) -> Ru
                   **({"replacement_samples": samples.pause.summary()} if samples else {})}
         _write_summary(finished, config, runtime, data.description, resumed_from or 0,
                        {**monitor.timings(), "pauses": pauses,
-                        "compile_cache": compile_cache_report(compile_cache, programs_before)})
+                        "compile_cache": compile_cache_report(compile_cache, programs_before,
+                                                              pretrainer.traced_steps)})
     return finished
 
 
