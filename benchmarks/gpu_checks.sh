@@ -223,6 +223,8 @@ next)
   # as one flat vector (1,837 kernels counted without a GPU, against 2,159); the direct calls also take three device
   # batches in turn (do moving buffers make XLA record its CUDA graphs again?); and `loop` runs the package's own
   # --steps_per_loop at 1 and 50 (Keras' fit reads each call's logs: does the GPU then stop waiting for the host?).
+  # Since 2026-11-28 the rerun loads the step's kept trace (traced_steps.py; a CPU rerun's first step 12.1 -> 7.6 s):
+  # its "trace" should read 0.0 s, and its first step lose the H200's 5.9 s of tracing.
   first_step
   aot_thunks ;;
 float16_run)
