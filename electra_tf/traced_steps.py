@@ -171,7 +171,6 @@ class TracedStepCache:
         (with the reason on stderr) when it cannot be kept: its outputs are not a dict of tensors,
         or it reads a variable `variables` does not hold."""
         import tensorflow as tf
-        from tensorflow.core.framework import function_pb2
 
         outputs = concrete.structured_outputs
         if not (isinstance(outputs, dict) and all(isinstance(v, tf.Tensor) for v in outputs.values())):
@@ -182,18 +181,15 @@ class TracedStepCache:
         if None in indices:
             return _not_kept(step_name, f"it reads {indices.count(None)} tensor(s) that are not the model's variables")
 
-        top = function_pb2.FunctionDef()
-        top.CopyFrom(concrete.function_def)
-        top.signature.name = ""
-        digest = hashlib.sha256(top.SerializeToString(deterministic=True)).hexdigest()[:20]
-        top.signature.name = f"electra_tf_{step_name}_{digest}"
-        library = function_pb2.FunctionDefLibrary()
-        library.function.extend(concrete.graph.as_graph_def().library.function)  # what it calls
-        library.function.append(top)
+        library = _renamed_copy(concrete, step_name)
+        top = library.function[-1]
         names = sorted(outputs)  # tf.nest flattens a dict by sorted keys, as the trace did
         header = {"key": key, "name": top.signature.name, "flat_inputs": flat_inputs, "outputs": names,
                   "variables": indices, "variable_signatures": [_variable_signature(variables[i]) for i in indices]}
-        _register(library)
+        try:
+            _register(library)
+        except ValueError as error:
+            return _not_kept(step_name, str(error))
         try:
             _write_entry(self.path(key), header, library)
             self.saved += 1
@@ -206,6 +202,50 @@ class TracedStepCache:
 def _not_kept(step_name: str, reason: str) -> None:
     print(f"the traced {step_name} is not kept for reruns: {reason}", file=sys.stderr)
     return None
+
+
+def _renamed_copy(concrete, step_name: str):
+    """The trace's function and every function it calls (a `tf.cond`'s branches, ...), as a
+    FunctionDefLibrary with the step last, each renamed `electra_tf_<step>_<digest>[_<its name>]`
+    (the digest of them all) and every call to them renamed alike.
+
+    Renamed because TensorFlow has already registered the trace's own functions in this process,
+    with Python's stack frames, which become the HLO's metadata: a called function found under its
+    old name would lower with them in the fresh run and without them in a rerun, two programs
+    (measured: a float16 step's loss-scale `cond` compiled again in every rerun)."""
+    from tensorflow.core.framework import function_pb2
+
+    top = function_pb2.FunctionDef()
+    top.CopyFrom(concrete.function_def)
+    called = list(concrete.graph.as_graph_def().library.function)
+    digest = hashlib.sha256()
+    for function in called + [top]:
+        digest.update(function.SerializeToString(deterministic=True))
+    prefix = f"electra_tf_{step_name}_{digest.hexdigest()[:20]}"
+    renames = {function.signature.name: f"{prefix}_{function.signature.name}" for function in called}
+    renames[top.signature.name] = prefix
+    library = function_pb2.FunctionDefLibrary()
+    for function in called + [top]:
+        copy = library.function.add()
+        copy.CopyFrom(function)
+        copy.signature.name = renames[function.signature.name]
+        for node in copy.node_def:
+            if node.op in renames:  # a function called as an op of its own
+                node.op = renames[node.op]
+            for value in node.attr.values():
+                _rename_calls(value, renames)
+    return library
+
+
+def _rename_calls(value, renames: dict) -> None:
+    """Renames the functions an attribute names (If's branches, While's body, a call's `f`)."""
+    functions = list(value.list.func) if value.HasField("list") else []
+    if value.HasField("func"):
+        functions.append(value.func)
+    for function in functions:
+        function.name = renames.get(function.name, function.name)
+        for inner in function.attr.values():
+            _rename_calls(inner, renames)
 
 
 def _register(library) -> None:
