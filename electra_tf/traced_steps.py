@@ -26,8 +26,10 @@ op of its own (`context.call_function`, what `tf.function` uses; private, Tensor
 Its `_XlaMustCompile` attribute travels with it, so XLA compiles it or loads it from the compile
 cache. A fresh run calls the registered copy as well, not its own trace: the trace's copy carries
 Python's stack frames, which become the HLO's metadata and change the program's fingerprint, so a
-rerun would have compiled once more. The copy's name is made from its content (the trace's name
-carries TensorFlow's process-wide counter), so it is the same in every process.
+rerun would have compiled once more. For the same reason the copy renames every function the
+step calls (a float16 step's loss-scale `cond`, the layers' loop); the names are made from the
+content (the trace's carry TensorFlow's process-wide counter), so they are the same in every
+process.
 
 Given up: a runtime error inside a loaded step names graph nodes without Python's stack frames.
 """
