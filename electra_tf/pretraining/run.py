@@ -335,8 +335,8 @@ def _run(options: PretrainingOptions, role, closing: contextlib.ExitStack) -> Ru
     print(f"  data: {data.description}; vocabulary {tokenizer.vocabulary_size:,} tokens")
     print(f"  runtime: {runtime.describe()}")
     if compile_cache:
-        print(f"  compiled steps cached in {compile_cache} (a rerun or resume loads them; an extension "
-              "compiles its training step once)")
+        print(f"  compiled steps and their traces cached in {compile_cache} (a rerun, resume or extension "
+              "loads them)")
     if role.is_multi_worker:
         print(f"  this process: {role.describe()}, reading {worker_batch} of every step's "
               f"{config.train_batch_size} examples from its own shards")
