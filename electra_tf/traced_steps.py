@@ -153,20 +153,20 @@ class TracedStepCache:
             header, library = _read_entry(path)
             if header["key"] != key:
                 raise ValueError("it was written for another key")
-            step_variables_ = []
+            read = []
             for index, signature in zip(header["variables"], header["variable_signatures"]):
                 if index >= len(variables) or _variable_signature(variables[index]) != signature:
                     raise ValueError(f"variable {index} is not the {signature[0]} it was traced with")
-                step_variables_.append(variables[index])
+                read.append(variables[index])
             arguments = len(library.function[-1].signature.input_arg)
-            if arguments != header["flat_inputs"] + len(step_variables_):
+            if arguments != header["flat_inputs"] + len(read):
                 raise ValueError(f"its function takes {arguments} arguments, not the batch's and variables'")
             _register(library)
         except Exception as error:  # an unreadable entry costs a trace, never the run
             print(f"traced step {path} not used ({error}); tracing the step again", file=sys.stderr)
             return None
         self.loaded += 1
-        return TracedStep(header["name"], step_variables_, header["outputs"])
+        return TracedStep(header["name"], read, header["outputs"])
 
     def save(self, key: str, step_name: str, concrete, variables: list) -> TracedStep | None:
         """Writes `concrete` (the traced step) for `key`, registers its copy and returns it; None
