@@ -58,11 +58,11 @@ def child(size: str, precision: str, batch: int, steps: int, warmup: int) -> Non
     from electra_tf.runtime import cached_programs
 
     sys.path.insert(0, str(REPO / "benchmarks"))
-    from pretrain_step import benchmark_session, measure, traced_steps_folder
+    from pretrain_step import benchmark_session, measure
 
     cache, _ = benchmark_session()
     before = cached_programs(cache)
-    result = measure(size, precision, True, steps, warmup, batch, traced_steps=traced_steps_folder(cache))
+    result = measure(size, precision, True, steps, warmup, batch, compile_cache=cache)
     print(json.dumps({**result, "cache_files_added": cached_programs(cache) - before}), flush=True)
 
 

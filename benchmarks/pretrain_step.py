@@ -160,11 +160,11 @@ def compiled_pretrainer(config, xla: bool = False):
 
 
 def measure(size: str, precision: str, xla: bool, steps: int, warmup: int, batch_size: int | None = None,
-            profile: int = 0, traced_steps: Path | None = None) -> dict:
+            profile: int = 0, compile_cache: Path | None = None) -> dict:
     """One row: the first step and its parts, the timed steps, the direct calls, and with
-    `profile` that many more steps traced (`step_profile.profiled_steps`'s lines). `traced_steps`:
-    the folder where the XLA step's trace is kept between processes, as runs keep it
-    (`traced_steps_folder`); a process that finds it there traces nothing (trace 0 s)."""
+    `profile` that many more steps traced (`step_profile.profiled_steps`'s lines). With
+    `compile_cache` (`benchmark_session`'s folder) the XLA step's trace is kept there as runs keep
+    it (traced_steps.py): a process that finds it there traces nothing (trace 0 s)."""
     import keras
     import tensorflow as tf
 
@@ -181,10 +181,10 @@ def measure(size: str, precision: str, xla: bool, steps: int, warmup: int, batch
     names_from = align_function_names()
     started = time.perf_counter()
     pretrainer = compiled_pretrainer(config, xla)
-    if xla and traced_steps is not None:
+    if xla and compile_cache is not None:
         from electra_tf.traced_steps import TracedStepCache
 
-        pretrainer.traced_steps = TracedStepCache(traced_steps, {"benchmark": config.to_dict()})
+        pretrainer.traced_steps = TracedStepCache(compile_cache, {"benchmark": config.to_dict()})
     built = time.perf_counter()
     # Python runs the step only while TensorFlow traces it: its time there is the tracing.
     tracing = []
@@ -318,13 +318,6 @@ def benchmark_session(compile_cache: bool = True):
     return cache, gpus
 
 
-def traced_steps_folder(cache: Path | None) -> Path | None:
-    """Where runs keep their XLA steps' traces in the compile cache `cache` (None: none kept)."""
-    from electra_tf.traced_steps import FOLDER_NAME
-
-    return cache / FOLDER_NAME if cache is not None else None
-
-
 def session_config_hash() -> str:
     """A short hash of the TensorFlow session config that function calls carry (`config_proto`
     in a compiled program's cache key: thread counts, GPU memory growth): two processes whose
@@ -425,7 +418,7 @@ def main(argv=None) -> int:
                     f"  1.00  (torch {peer['torch']}, transformers {peer['transformers']}, {how}, {peer['device']})")
             for xla in args.xla:
                 result = measure(size, precision, xla == "on", args.steps, args.warmup, args.batch, args.profile,
-                                 traced_steps_folder(cache))
+                                 cache)
                 skipped = f"  ({result['skipped']} steps skipped by loss scaling)" if result["skipped"] else ""
                 if result["skipped"] >= result["batches"]:  # seen on one H200 (float16_overflow.py)
                     skipped = "  (EVERY step skipped by loss scaling: no update made, not a training step's time)"

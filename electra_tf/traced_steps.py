@@ -40,9 +40,11 @@ import hashlib
 import json
 import os
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+
+from electra_tf.files import atomic_write_bytes
+from electra_tf.runtime import COMPILE_CACHE_VARIABLE
 
 FORMAT = 1  # the entries' layout; part of the key
 FOLDER_NAME = "traced_steps"  # inside the compile cache's folder
@@ -112,14 +114,15 @@ class TracedStep:
 
 
 class TracedStepCache:
-    """Traced steps kept in `folder`, one file per key (module docstring).
+    """Traced steps kept in `compile_cache`/traced_steps, one file per key (module docstring),
+    beside the compiled programs they lead to.
 
     `description`: what the caller built, as JSON-able values (a run's config); part of every key.
     `loaded` and `saved` count this process's entries read and written (a run reports them).
     """
 
-    def __init__(self, folder: Path, description: dict):
-        self.folder = Path(folder)
+    def __init__(self, compile_cache: Path, description: dict):
+        self.folder = Path(compile_cache) / FOLDER_NAME
         self.description = description
         self.loaded = 0
         self.saved = 0
@@ -136,7 +139,7 @@ class TracedStepCache:
             "versions": [tf.__version__, keras.__version__, keras_hub.__version__, sys.version_info[:2]],
             "source": source_fingerprint(),
             "environment": sorted((name, value) for name, value in os.environ.items()
-                                  if name.startswith("ELECTRA_TF_") and name != "ELECTRA_TF_COMPILE_CACHE"),
+                                  if name.startswith("ELECTRA_TF_") and name != COMPILE_CACHE_VARIABLE),
         }
         return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
 
@@ -267,21 +270,8 @@ def _register(library) -> None:
 
 
 def _write_entry(path: Path, header: dict, library) -> None:
-    """One JSON line, then the FunctionDefLibrary; written to a temporary file and renamed, so a
-    reader sees the whole entry or none."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    payload = json.dumps(header).encode() + b"\n" + library.SerializeToString()
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".partial")
-    try:
-        with os.fdopen(handle, "wb") as file:
-            file.write(payload)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(temporary, 0o666 & ~umask)  # as a plain write would (mkstemp makes it private): a team may share the folder
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    """One JSON line, then the FunctionDefLibrary, written whole or not at all."""
+    atomic_write_bytes(path, json.dumps(header).encode() + b"\n" + library.SerializeToString())
 
 
 def _read_entry(path: Path):

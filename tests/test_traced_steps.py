@@ -5,7 +5,6 @@ resume: both steps loaded, no program compiled."""
 
 import keras
 import numpy as np
-import pytest
 import tensorflow as tf
 
 from electra_tf.compiled_gradients import CompiledGradients, XlaStepLoop
@@ -16,7 +15,7 @@ from electra_tf.traced_steps import TracedStepCache, step_variables
 from tests.test_compiled_gradients import small_config
 
 
-def compiled_pretrainer(cache_folder, description=None):
+def compiled_pretrainer(compile_cache, description=None):
     """The tiny pre-trainer compiled with XLA and seeded, as a run builds it, counting the
     Python calls of its training step (each is a trace). Keras' names start again, as in a new
     process (a second model would be named `electra_pretrainer_1`, another key)."""
@@ -26,7 +25,7 @@ def compiled_pretrainer(cache_folder, description=None):
     pretrainer = ElectraPretrainer.from_electra_config(config)
     pretrainer.compile(optimizer=create_optimizer(config), jit_compile=True)
     pretrainer.optimizer.build(pretrainer.trainable_variables)
-    pretrainer.traced_steps = TracedStepCache(cache_folder, description or {"run": "a"})
+    pretrainer.traced_steps = TracedStepCache(compile_cache, description or {"run": "a"})
     pretrainer.traces = 0
     traced_step = pretrainer.train_step
 
@@ -49,7 +48,7 @@ def test_a_model_built_alike_loads_the_trace_and_trains_the_same_weights(tmp_pat
     first, config = compiled_pretrainer(tmp_path)
     logs, weights = train(first, config)
     assert first.traces == 1 and (first.traced_steps.saved, first.traced_steps.loaded) == (1, 0)
-    assert len(list(tmp_path.glob("*.step"))) == 1
+    assert len(list(tmp_path.glob("traced_steps/*.step"))) == 1
 
     second, _ = compiled_pretrainer(tmp_path)
     again, weights_again = train(second, config)
@@ -65,9 +64,9 @@ def test_another_description_or_a_damaged_entry_is_traced_again(tmp_path, capsys
     other, _ = compiled_pretrainer(tmp_path, description={"run": "b"})
     train(other, config, steps=1)
     assert other.traces == 1 and other.traced_steps.saved == 1
-    assert len(list(tmp_path.glob("*.step"))) == 2
+    assert len(list(tmp_path.glob("traced_steps/*.step"))) == 2
 
-    entry = next(iter(sorted(tmp_path.glob("*.step"), key=lambda p: p.stat().st_mtime)))
+    entry = next(iter(sorted(tmp_path.glob("traced_steps/*.step"), key=lambda p: p.stat().st_mtime)))
     entry.write_bytes(entry.read_bytes()[:1000])  # cut short, as by a full disk
     damaged, _ = compiled_pretrainer(tmp_path)
     logs, _ = train(damaged, config, steps=1)
@@ -112,11 +111,4 @@ def test_a_step_that_reads_other_tensors_is_traced_and_not_kept(tmp_path, capsys
     model.fit(data, steps_per_epoch=1, verbose=0)
     assert isinstance(model.train_function, XlaStepLoop)
     assert "the traced train_step is not kept for reruns: it reads 1 tensor(s)" in capsys.readouterr().err
-    assert not list(tmp_path.glob("*.step"))
-
-
-@pytest.fixture(autouse=True)
-def float32_policy():
-    keras.config.set_dtype_policy("float32")
-    yield
-    keras.config.set_dtype_policy("float32")
+    assert not list(tmp_path.glob("traced_steps/*.step"))

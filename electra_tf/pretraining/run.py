@@ -309,11 +309,11 @@ def _run(options: PretrainingOptions, role, closing: contextlib.ExitStack) -> Ru
                            steps_per_execution=options.steps_per_loop)
         pretrainer.optimizer.build(pretrainer.trainable_variables)
     if compile_cache is not None:  # the XLA steps' traces kept beside their programs: a rerun skips tracing
-        from electra_tf.traced_steps import FOLDER_NAME, TracedStepCache
+        from electra_tf.traced_steps import TracedStepCache
         # An extension changes num_train_steps only, which the step reads from a variable.
         description = {**{k: v for k, v in config.to_dict().items() if k != "num_train_steps"},
                        "strategy": runtime.strategy_name}
-        pretrainer.traced_steps = TracedStepCache(compile_cache / FOLDER_NAME, description)
+        pretrainer.traced_steps = TracedStepCache(compile_cache, description)
     checkpoint = RunCheckpoint(model_dir.checkpoints, pretrainer, resumable, options.keep_checkpoints,
                                worker_index=role.index, num_workers=role.count, background=True)
     resumed_from = checkpoint.restore_latest()
