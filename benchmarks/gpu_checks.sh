@@ -3,14 +3,12 @@
 #
 #   bash benchmarks/gpu_checks.sh all          # matrix, then first_step (about 9 minutes)
 #   bash benchmarks/gpu_checks.sh next         # what no GPU session has measured yet, in one command (about
-#                                              # 7 minutes): first_step with query, key and value as one product
-#                                              # (fresh, rerun with its CUDA graphs' log, step, profile), then
-#                                              # aot_thunks, the same program's fresh and rerun with compiled thunks
+#                                              # 8 minutes): `commands`, then `loop`
 #   bash benchmarks/gpu_checks.sh float16_run  # ELECTRA-Small pre-training in float16 through the package (its
 #                                              # Triton note, its skipped steps; about 3 minutes)
-#   bash benchmarks/gpu_checks.sh aot_thunks   # the rerun's load of the cached program when the cache holds XLA's
-#                                              # compiled thunks too (--xla_gpu_experimental_aot_compiled_thunks):
-#                                              # a fresh process and its rerun over their own cache (about 3 minutes)
+#   bash benchmarks/gpu_checks.sh aot_thunks   # the rerun's load of the cached program in XLA's legacy form, without
+#                                              # the compiled thunks the package keeps (the flag =false): a fresh
+#                                              # process and its rerun over their own cache (about 3 minutes)
 #   bash benchmarks/gpu_checks.sh host_share   # the step's host work alone (ELECTRA-Small's layout at widths of 16),
 #                                              # whether a host batch serializes launch and step, and whether a
 #                                              # new batch buffer each step costs a CUDA-graph update (about 1 minute)
@@ -37,6 +35,8 @@
 #                                              # and float16 (xla_gradients.py: is a GEMM kernel wrong without overflowing?)
 #   bash benchmarks/gpu_checks.sh baseline     # first_step.py with XLA's own one-core compile (minutes)
 #   bash benchmarks/gpu_checks.sh checkpoints  # the tiny preset, 600 steps, a checkpoint every 100: window rates
+#   bash benchmarks/gpu_checks.sh commands     # the package's command, defaults and MirroredStrategy + float16: a fresh
+#                                              # run and its extension each (loads the cached step; about 3 minutes)
 #   bash benchmarks/gpu_checks.sh build        # building ELECTRA-Small's networks with their initializers and from
 #                                              # zeros, two rounds alternating (what a rerun, whose checkpoint
 #                                              # overwrites every weight, could skip; about 1 minute)
@@ -115,15 +115,16 @@ first_step() {
 }
 
 aot_thunks() {
-  # A rerun's first call spent 7.7 s of 24.0 loading the cached program (one H200). XLA writes a GPU program to
-  # the cache in its legacy form, the optimized HLO and the compiled binary, and a load emits the program's
-  # thunks (its code's structure) from the HLO again; with --xla_gpu_experimental_aot_compiled_thunks the
-  # thunks are serialized too, and the program itself is the same. The flag is read when the program is
-  # written, so: a fresh process over an empty cache of its own, then its rerun; against first_step's rerun.
-  local cache=/tmp/gpu_checks_cache_aot_thunks flags="${XLA_FLAGS:-} --xla_gpu_experimental_aot_compiled_thunks=true"
+  # A rerun's first call spent 7.7-8.25 s loading the cached program when XLA wrote it in its legacy form (the
+  # optimized HLO and the compiled binary; a load emits the program's thunks from the HLO again), 1.56 s with
+  # --xla_gpu_experimental_aot_compiled_thunks=true (one H200, 2026-11-28). The package sets that flag with its compile
+  # cache since (runtime.use_compiled_thunks), so first_step runs with it; this part writes and loads the legacy form
+  # (the flag =false) for the comparison. The flag is read when the program is written: a fresh process over an
+  # empty cache of its own, then its rerun.
+  local cache=/tmp/gpu_checks_cache_legacy_load flags="${XLA_FLAGS:-} --xla_gpu_experimental_aot_compiled_thunks=false"
   rm -rf "$cache"
-  XLA_FLAGS="$flags" logged_step_run aot_thunks_fresh "$cache" "${FRESH_SECONDS:-300}"
-  XLA_FLAGS="$flags" logged_step_run aot_thunks_rerun "$cache" 150
+  XLA_FLAGS="$flags" logged_step_run legacy_load_fresh "$cache" "${FRESH_SECONDS:-300}"
+  XLA_FLAGS="$flags" logged_step_run legacy_load_rerun "$cache" 150
 }
 
 graphs() {
@@ -190,6 +191,26 @@ loop() {
   done
 }
 
+commands() {
+  # The package's own command with its defaults (one device, mixed_bfloat16, XLA) and with MirroredStrategy + float16,
+  # each a fresh run over an empty compile cache, then its extension, which loads the step's program (with XLA's
+  # compiled thunks: runtime.use_compiled_thunks) and its trace: their metrics.json's first_step_seconds and
+  # compile_cache. Tiny preset; about 3 minutes (one H200 took over 45 s for the fresh run's first step).
+  local cache=/tmp/gpu_checks_cache_commands
+  rm -rf "$cache" runs/gpu_commands_*
+  command_run() {
+    local dir=$1 seconds=$2; shift 2
+    ELECTRA_TF_COMPILE_CACHE=$cache timeout "$seconds" $py -m electra_tf.pretrain --model_dir "$dir" --log_every 20 --checkpoint_every 1000 \
+      --sample_every 1000 --eval_batches 2 "$@" 2>&1 | grep -v '^[IWE][0-9]' | tee -a "$out/commands.txt"
+    $py -c "import json, sys; d = json.load(open(sys.argv[1])); print({k: d.get(k) for k in ('step', 'skipped_steps',
+'first_step_seconds', 'step_seconds', 'compile_cache')})" "$dir/metrics.json" 2>&1 | tee -a "$out/commands.txt"
+  }
+  command_run runs/gpu_commands_defaults 120 --steps 40
+  command_run runs/gpu_commands_defaults 60 --steps 80
+  command_run runs/gpu_commands_mirrored 120 --strategy mirrored --mixed_precision mixed_float16 --steps 40
+  command_run runs/gpu_commands_mirrored 60 --strategy mirrored --mixed_precision mixed_float16 --steps 80
+}
+
 checkpoints() {
   timeout 300 $py -m electra_tf.pretrain --model_dir runs/gpu_checkpoints --steps 600 --checkpoint_every 100 \
     --log_every 100 2>&1 | tee "$out/checkpoints.txt"
@@ -210,23 +231,14 @@ next)
   # Measured on one H200 (2026-11-26): the matrix (all 24 cells), float16 without XLA (as on CPU), and in a third
   # session first_step, checkpoints and one set of `flags`; in a fourth (2026-11-27) first_step with the first
   # call's split (fresh 110.9 s, rerun 24.0 s, 27.5 ms/step) and float16 with XLA, whose overflow was XLA's Triton
-  # GEMMs (docs/results.md). Next: first_step again, now that query, key and value are one product in training
-  # (counted without a GPU: 2,135 kernels against 2,567; does the step follow? its profile also prints the
-  # annotations' op scopes, step_profile.op_prefixes; and the rerun's log says whether its CUDA graphs are launched
-  # and recorded again each step: compile_stages.py), then the rerun's load with compiled thunks (aot_thunks),
-  # against first_step's rerun on the same machine. The float16 fix through the package's own command is
-  # `float16_run`; the layers' loop (ELECTRA_TF_LOOP_LAYERS=1 first_step) is no longer next (4,125 kernels; 1,101
-  # host launches against one CUDA graph, counted without a GPU). Since 2026-11-27 pretrain_step.py's XLA rows also
-  # call the step directly, the batch in host memory and already on the GPU (does a host batch hold each launch until
-  # the previous step has run? how long is the host's launch?), and the step's host work is smaller (flat Adam
-  # moments, the concrete call: docs/results.md, "The host's share of a step"). Since then the gradient is clipped
-  # as one flat vector (1,837 kernels counted without a GPU, against 2,159); the direct calls also take three device
-  # batches in turn (do moving buffers make XLA record its CUDA graphs again?); and `loop` runs the package's own
-  # --steps_per_loop at 1 and 50 (Keras' fit reads each call's logs: does the GPU then stop waiting for the host?).
-  # Since 2026-11-28 the rerun loads the step's kept trace (traced_steps.py; a CPU rerun's first step 12.1 -> 7.6 s):
-  # its "trace" should read 0.0 s, and its first step lose the H200's 5.9 s of tracing.
-  first_step
-  aot_thunks ;;
+  # GEMMs; in a fifth (2026-11-28) first_step with fewer kernels, less host work and the kept trace (18.4 ms/step,
+  # 12.7 ms called directly, 4.79x PyTorch; rerun 19.6 s) and aot_thunks (the rerun 11.1 s: the package's default
+  # since) (docs/results.md). Next: the package's own commands with that default, fresh and extended, defaults
+  # and MirroredStrategy + float16 (`commands`: their first_step_seconds), then `loop`: --steps_per_loop at 1 and
+  # 50 (the step's 5.4-6 ms between the benchmark's loop and the direct call is the host waiting on each step's
+  # results; does K = 50 close it?).
+  commands
+  LOOP_SECONDS=${LOOP_SECONDS:-200} loop ;;
 float16_run)
   timeout "${FLOAT16_RUN_SECONDS:-240}" $py -m electra_tf.pretrain --config electra_small --mixed_precision mixed_float16 \
     --steps 200 --log_every 50 --model_dir runs/gpu_float16 2>&1 | grep -v '^[IW][0-9]' | tee "$out/float16_run.txt" ;;
@@ -242,6 +254,7 @@ baseline)
     --output "$out/baseline.json" --timeout 520 2>&1 | tee "$out/baseline.txt"
   ;;
 checkpoints) checkpoints ;;
+commands) commands ;;
 build)
   # The H200's rerun spent 5.5 s building the networks (2.2-2.8 s on 2 CPU cores with the imports of the models and
   # keras-hub, which startup.py now times apart; 0.45 s of it the initializers' random draws);
