@@ -102,6 +102,13 @@ class CompiledGradients:
             self.test_function = self._loop(self.test_step, self.test_function)
         return self.test_function
 
+    def make_predict_function(self, force=False):
+        if self.predict_function is None or force:
+            super().make_predict_function(force=True)
+            if self.jit_compile is True and not self.run_eagerly:
+                self.predict_function = _NamedAlike(self.predict_function)
+        return self.predict_function
+
     def _loop(self, step_function, keras_function):
         """Keras' loop function, or `XlaStepLoop` when Keras compiles the whole step with XLA (no
         reducing strategy)."""
@@ -136,6 +143,23 @@ class CompiledGradients:
             scaled_loss = self.optimizer.scale_loss(loss)
         gradients = dense_gradients(tape.gradient(scaled_loss, self.trainable_weights))
         return y_pred, loss, gradients
+
+
+class _NamedAlike:
+    """Keras' compiled predict function, its trace named alike in a run and its rerun: the
+    compile cache keys a program by its function's name, which carries TensorFlow's process-wide
+    counter (`runtime.align_function_names`), and a rerun that loads its kept training step
+    (traced_steps.py) has traced less before it predicts, so its predict function got another
+    name and compiled again (measured: a fine-tuning's rerun added 1 program)."""
+
+    def __init__(self, function):
+        self.function, self.aligned = function, False
+
+    def __call__(self, *args, **kwargs):
+        if not self.aligned:
+            align_function_names()
+            self.aligned = True
+        return self.function(*args, **kwargs)
 
 
 class XlaStepLoop:
@@ -221,6 +245,7 @@ class XlaStepLoop:
         if cache is None:
             step = self.step.get_concrete_function(element_spec)
         else:  # a rerun finds its trace on disk (traced_steps.py)
+            build_lazy_state(self.model, element_spec)
             variables = step_variables(self.model)
             key = cache.key(self.step_name, element_spec, variables, self.device)
             step = cache.load(key, variables)
@@ -229,6 +254,21 @@ class XlaStepLoop:
                 step = cache.save(key, self.step_name, concrete, variables) or concrete
         self._traces.append((element_spec, step))
         return step
+
+
+def build_lazy_state(model, element_spec) -> None:
+    """Creates the variables Keras would otherwise create inside a step's first trace: the
+    optimizer's (its moments) and the compiled metrics' (a fine-tuning model's accuracy). A kept
+    trace (traced_steps.py) reads variables found by a walk of the model before the step runs, so
+    they must exist by then, in a fresh run and in its rerun alike. Keras builds them this way
+    itself when a strategy is set (`_symbolic_build`, private in Keras 3.15: the model and its
+    metrics run on symbolic inputs of the batch's shapes, then `optimizer.build`); without one
+    it defers them to the trace. Nothing to do for the pre-trainer, which builds its optimizer
+    before training and keeps no compiled metrics."""
+    optimizer = getattr(model, "optimizer", None)
+    metrics = getattr(model, "_compile_metrics", None)
+    if (optimizer is not None and not optimizer.built) or (metrics is not None and not metrics.built):
+        model._symbolic_build(data_batch=element_spec)  # TensorSpecs serve as its symbolic batch
 
 
 def apply_gradients(optimizer, gradients, variables):

@@ -132,6 +132,39 @@ def test_glue_pair_regression_and_random_init(corpus, run_python, pretrained_dir
     assert np.abs(pretrained[0].numpy() - tuned[0].numpy()).max() > 0.05
 
 
+def test_a_rerun_with_xla_loads_its_kept_training_step_and_compiles_nothing(topic_csv, pretrained_dir, tmp_path):
+    """The same fine-tuning run twice (--overwrite) with XLA over one compile cache: the first keeps
+    its training step's trace (traced_steps.py), the second loads it instead of tracing, compiles
+    no program, and trains to the same losses. Before, the trace was not kept: Keras builds the
+    optimizer's moments and the accuracy metric inside the step's first trace
+    (compiled_gradients.build_lazy_state); kept, the rerun's predict function was named apart and
+    compiled again (compiled_gradients._NamedAlike)."""
+    import subprocess
+    import sys
+
+    from tests.cli_runs import environment
+
+    (tmp_path / "data").mkdir()
+    train = topic_csv(tmp_path / "data" / "train.csv")
+    argv = [sys.executable, "-m", "electra_tf.finetune", "--pretrained", str(pretrained_dir), "--train", str(train),
+            "--eval", str(train), "--output_dir", str(tmp_path / "out"), "--overwrite", "--batch_size", "4",
+            "--epochs", "2", "--xla", "--strategy", "one_device"]
+    env = dict(environment(), ELECTRA_TF_COMPILE_CACHE=str(tmp_path / "cache"))
+
+    def run():
+        result = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600)
+        assert result.returncode == 0, result.stderr[-3000:]
+        assert "not kept" not in result.stderr
+        return json.loads((tmp_path / "out" / "metrics.json").read_text())
+
+    first, rerun = run(), run()
+    assert first["compile_cache"]["traced_steps"] == {"loaded": 0, "saved": 1}
+    assert first["compile_cache"]["programs_added"] >= 2  # training, prediction
+    assert rerun["compile_cache"]["traced_steps"] == {"loaded": 1, "saved": 0}
+    assert rerun["compile_cache"]["programs_added"] == 0
+    assert [e["train_loss"] for e in rerun["epochs"]] == [e["train_loss"] for e in first["epochs"]]
+
+
 def test_bad_input_is_a_clear_error(topic_csv, pretrained_dir, tmp_path, capsys):
     data = topic_csv(tmp_path / "train.csv")
     unseen = topic_csv(tmp_path / "dev.csv", [("The river rises.", "nature"), ("A new label.", "sport")])

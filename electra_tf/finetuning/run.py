@@ -16,7 +16,7 @@ import math
 import os
 import shutil
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from electra_tf.errors import RunError
@@ -162,6 +162,7 @@ def _run(options: FinetuningOptions) -> FinetuningResult:
     from electra_tf.runtime import (cached_programs, compile_cache_report, create_strategy, gpu_names, resolve_runtime,
                                    use_compile_cache)
     from electra_tf.serving.publish import export_task_model
+    from electra_tf.traced_steps import TracedStepCache
 
     # Before anything starts TensorFlow's runtime, which reads the cache's flag once: a rerun of
     # the same fine-tuning loads its compiled steps.
@@ -211,6 +212,9 @@ def _run(options: FinetuningOptions) -> FinetuningResult:
             layerwise_lr_decay if layerwise_lr_decay < 1 else None,
             options.layer_decay_schedule, options.weight_decay, config.adam_epsilon, config.clip_global_norm),
             jit_compile=runtime.xla)
+    if compile_cache is not None and runtime.xla:  # the XLA steps' traces kept beside their programs
+        model.traced_steps = TracedStepCache(compile_cache, _step_description(options, config, task, total_steps,
+                                                                              runtime))
 
     origin = "random initialisation" if options.random_init else pretrained.source
     print(f"Fine-tuning {task.name} from {origin}: {task.train_examples:,} training {task.train_unit} / "
@@ -264,9 +268,26 @@ def _run(options: FinetuningOptions) -> FinetuningResult:
         "seconds": round(time.monotonic() - started, 1),
         "optimizer_steps": optimizer_step(model),  # float16: skipped batches are not steps
         "runtime": runtime.describe(),
-        "compile_cache": compile_cache_report(compile_cache if runtime.xla else None, programs_before),
+        "compile_cache": compile_cache_report(compile_cache if runtime.xla else None, programs_before,
+                                              model.traced_steps),
         "gpus": gpu_names(),
         "tensorflow": tf.__version__,
     }
     atomic_write_text(output.metrics, json.dumps(summary, indent=2) + "\n")
     return FinetuningResult(summary, output, export_path)
+
+
+# Options that change where a fine-tuning writes or what it prints, not its steps' graphs.
+_NOT_IN_THE_STEP = ("output_dir", "overwrite", "export_name", "log_every", "test")
+
+
+def _step_description(options, config, task, total_steps: int, runtime) -> dict:
+    """What a kept trace of this fine-tuning's steps is keyed by besides the model's variables and
+    the input's shapes (traced_steps.TracedStepCache): every option that could shape the step (the
+    hyperparameters the optimizer and its schedule hold as constants, the task's files and
+    columns), the schedule's length, the model's config and the task's labels. More than the
+    graph needs: a changed setting only costs a trace."""
+    return {"options": {name: value for name, value in asdict(options).items()
+                        if name not in _NOT_IN_THE_STEP},
+            "config": config.to_dict(), "task": task.summary(), "total_steps": total_steps,
+            "strategy": runtime.strategy_name}
