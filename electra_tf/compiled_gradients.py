@@ -180,7 +180,7 @@ class XlaStepLoop:
     (448 for ELECTRA-Small; 1,250 while the optimizer kept two slots per weight).
     Measured on the 2 CPU cores (docs/results.md, "The host's share of a step"): about 3 ms a
     step of Python; on a GPU the host's work adds to the step's time. When the model's
-    `traced_steps` is set (pre-training runs set it beside the compile cache), the trace is kept
+    `traced_steps` is set (pre-training and fine-tuning runs set it beside the compile cache), the trace is kept
     on disk and a rerun calls the kept one without tracing (traced_steps.py).
 
     A call runs the model's `steps_per_execution` steps (Keras' `compile` argument; the run's
