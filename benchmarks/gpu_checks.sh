@@ -202,8 +202,8 @@ commands() {
     local dir=$1 seconds=$2; shift 2
     ELECTRA_TF_COMPILE_CACHE=$cache timeout "$seconds" $py -m electra_tf.pretrain --model_dir "$dir" --log_every 20 --checkpoint_every 1000 \
       --sample_every 1000 --eval_batches 2 "$@" 2>&1 | grep -v '^[IWE][0-9]' | tee -a "$out/commands.txt"
-    $py -c "import json, sys; d = json.load(open(sys.argv[1])); print({k: d.get(k) for k in ('step', 'skipped_steps',
-'first_step_seconds', 'step_seconds', 'compile_cache')})" "$dir/metrics.json" 2>&1 | tee -a "$out/commands.txt"
+    grep -E '"(step|skipped_steps|first_step_seconds|step_seconds|programs_added|loaded|saved)"' "$dir/metrics.json" \
+      2>&1 | tr -s ' \n' ' ' | tee -a "$out/commands.txt"; echo
   }
   command_run runs/gpu_commands_defaults 120 --steps 40
   command_run runs/gpu_commands_defaults 60 --steps 80

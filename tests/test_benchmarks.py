@@ -163,11 +163,12 @@ def test_every_command_of_the_gpu_checks_parses(tmp_path, monkeypatch):
            "OUT": str(tmp_path / "out")}
     expected = {"all": {"electra_tf", "electra_tf.pretrain", "runtime_matrix.py", "pretrain_step.py",
                         "compile_stages.py"},
-                "next": {"pretrain_step.py", "compile_stages.py"}, "float16_run": {"electra_tf.pretrain"},
+                "next": {"electra_tf.pretrain"}, "commands": {"electra_tf.pretrain"},
+                "float16_run": {"electra_tf.pretrain"},
                 "flags": {"first_step.py"},
                 "graphs": {"pretrain_step.py", "compile_stages.py"},
                 "aot_thunks": {"pretrain_step.py", "compile_stages.py"}, "host_share": {"pretrain_step.py"},
-                "loop": {"electra_tf.pretrain"},
+                "loop": {"electra_tf.pretrain"}, "first_step": {"pretrain_step.py", "compile_stages.py"},
                 "float16": {"float16_overflow.py"}, "gradients": {"xla_gradients.py"}, "baseline": {"first_step.py"},
                 "checkpoints": {"electra_tf.pretrain"}, "build": {"startup.py"}}
     for part, scripts in expected.items():
@@ -176,8 +177,8 @@ def test_every_command_of_the_gpu_checks_parses(tmp_path, monkeypatch):
                        capture_output=True, text=True, timeout=120)
         commands = [json.loads(line) for line in log.read_text().splitlines()]
         assert {c[1] if c[0] == "-m" else c[0].split("/")[-1] for c in commands} == scripts, part
-        if part == "next":  # first_step's fresh process and rerun, then aot_thunks' two
-            assert sum(c[0].endswith("pretrain_step.py") for c in commands) == 4
+        if part == "next":  # `commands`: two runs and their extensions; then `loop`: K = 1 and 50
+            assert len(commands) == 6
         if part == "build":  # two rounds, each mode once, then the profiled build
             assert [c[c.index("--initializers") + 1] for c in commands[:4]] == ["as_configured", "zeros"] * 2
             assert len(commands) == 5 and "--profile_build" in commands[4]
