@@ -6,7 +6,7 @@
 #                                              # 8 minutes): `commands`, then `loop`
 #   bash benchmarks/gpu_checks.sh float16_run  # ELECTRA-Small pre-training in float16 through the package (its
 #                                              # Triton note, its skipped steps; about 3 minutes)
-#   bash benchmarks/gpu_checks.sh aot_thunks   # the rerun's load of the cached program in XLA's legacy form, without
+#   bash benchmarks/gpu_checks.sh legacy_load  # the rerun's load of the cached program in XLA's legacy form, without
 #                                              # the compiled thunks the package keeps (the flag =false): a fresh
 #                                              # process and its rerun over their own cache (about 3 minutes)
 #   bash benchmarks/gpu_checks.sh host_share   # the step's host work alone (ELECTRA-Small's layout at widths of 16),
@@ -114,7 +114,7 @@ first_step() {
   VMODULE_MORE=command_buffer_thunk=3 logged_step_run rerun "$cache" 150 --profile 5
 }
 
-aot_thunks() {
+legacy_load() {
   # A rerun's first call spent 7.7-8.25 s loading the cached program when XLA wrote it in its legacy form (the
   # optimized HLO and the compiled binary; a load emits the program's thunks from the HLO again), 1.56 s with
   # --xla_gpu_experimental_aot_compiled_thunks=true (one H200, 2026-11-28). The package sets that flag with its compile
@@ -222,7 +222,7 @@ all) matrix; first_step ;;
 matrix) matrix ;;
 first_step) first_step ;;
 graphs) graphs ;;
-aot_thunks) aot_thunks ;;
+legacy_load) legacy_load ;;
 host_share) host_share ;;
 loop) loop ;;
 float16) float16 ;;
@@ -232,8 +232,8 @@ next)
   # session first_step, checkpoints and one set of `flags`; in a fourth (2026-11-27) first_step with the first
   # call's split (fresh 110.9 s, rerun 24.0 s, 27.5 ms/step) and float16 with XLA, whose overflow was XLA's Triton
   # GEMMs; in a fifth (2026-11-28) first_step with fewer kernels, less host work and the kept trace (18.4 ms/step,
-  # 12.7 ms called directly, 4.79x PyTorch; rerun 19.6 s) and aot_thunks (the rerun 11.1 s: the package's default
-  # since) (docs/results.md). Next: the package's own commands with that default, fresh and extended, defaults
+  # 12.7 ms called directly, 4.79x PyTorch; rerun 19.6 s), and with compiled thunks (the rerun 11.1 s; the
+  # package's default since, so that part is now `legacy_load`, the flag off) (docs/results.md). Next: the package's own commands with that default, fresh and extended, defaults
   # and MirroredStrategy + float16 (`commands`: their first_step_seconds), then `loop`: --steps_per_loop at 1 and
   # 50 (the step's 5.4-6 ms between the benchmark's loop and the direct call is the host waiting on each step's
   # results; does K = 50 close it?).

@@ -179,16 +179,14 @@ def use_compile_cache(environ=None) -> Path | None:
     use_parallel_gpu_compile(environ)
     flags = environ.get("TF_XLA_FLAGS", "")
     named = re.search(r"--tf_xla_persistent_cache_directory=(\S+)", flags)
-    if named:
-        use_compiled_thunks(environ)
-        return Path(named.group(1))
-    directory = compile_cache_directory(environ)
+    directory = Path(named.group(1)) if named else compile_cache_directory(environ)
     if directory is None:
         return None
     use_compiled_thunks(environ)
-    # Not created here: TensorFlow makes the folder (and its parents) on its first write, so a
-    # run without XLA leaves nothing behind.
-    environ["TF_XLA_FLAGS"] = f"{flags} --tf_xla_persistent_cache_directory={directory}".strip()
+    if not named:
+        # Not created here: TensorFlow makes the folder (and its parents) on its first write, so
+        # a run without XLA leaves nothing behind.
+        environ["TF_XLA_FLAGS"] = f"{flags} --tf_xla_persistent_cache_directory={directory}".strip()
     return directory
 
 

@@ -14,7 +14,7 @@ its outputs.
 
 An entry is found by a key (`TracedStepCache.key`): the caller's description of what it built
 (a pre-training run gives its config without `num_train_steps`, which an extension changes and
-the step reads from a variable), the step's name, the input's element spec, the dtype policy,
+the step reads from a variable; a fine-tuning its options but its output's, its config and labels), the step's name, the input's element spec, the dtype policy,
 the step's device, every variable's name, shape and dtype, the versions of TensorFlow, Keras
 and keras-hub, a hash of this package's source, and the `ELECTRA_TF_*` environment variables
 (`ELECTRA_TF_LOOP_LAYERS` changes the graph). Anything else that changes a trace is a change to

@@ -167,7 +167,7 @@ def test_every_command_of_the_gpu_checks_parses(tmp_path, monkeypatch):
                 "float16_run": {"electra_tf.pretrain"},
                 "flags": {"first_step.py"},
                 "graphs": {"pretrain_step.py", "compile_stages.py"},
-                "aot_thunks": {"pretrain_step.py", "compile_stages.py"}, "host_share": {"pretrain_step.py"},
+                "legacy_load": {"pretrain_step.py", "compile_stages.py"}, "host_share": {"pretrain_step.py"},
                 "loop": {"electra_tf.pretrain"}, "first_step": {"pretrain_step.py", "compile_stages.py"},
                 "float16": {"float16_overflow.py"}, "gradients": {"xla_gradients.py"}, "baseline": {"first_step.py"},
                 "checkpoints": {"electra_tf.pretrain"}, "build": {"startup.py"}}
