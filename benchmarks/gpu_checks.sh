@@ -3,7 +3,7 @@
 #
 #   bash benchmarks/gpu_checks.sh all          # matrix, then first_step (about 9 minutes)
 #   bash benchmarks/gpu_checks.sh next         # what no GPU session has measured yet, in one command (about
-#                                              # 8 minutes): `commands`, then `loop`
+#                                              # 8 minutes): `loop`, then `commands`
 #   bash benchmarks/gpu_checks.sh float16_run  # ELECTRA-Small pre-training in float16 through the package (its
 #                                              # Triton note, its skipped steps; about 3 minutes)
 #   bash benchmarks/gpu_checks.sh legacy_load  # the rerun's load of the cached program in XLA's legacy form, without
@@ -204,6 +204,7 @@ commands() {
       --sample_every 1000 --eval_batches 2 "$@" 2>&1 | grep -v '^[IWE][0-9]' | tee -a "$out/commands.txt"
     grep -E '"(step|skipped_steps|first_step_seconds|step_seconds|programs_added|loaded|saved)"' "$dir/metrics.json" \
       2>&1 | tr -s ' \n' ' ' | tee -a "$out/commands.txt"; echo
+    cp "$dir/metrics.json" "$out/$(basename "$dir")_$(date +%s)_metrics.json" 2>/dev/null  # its pauses too
   }
   command_run runs/gpu_commands_defaults 120 --steps 40
   command_run runs/gpu_commands_defaults 60 --steps 80
@@ -233,12 +234,13 @@ next)
   # call's split (fresh 110.9 s, rerun 24.0 s, 27.5 ms/step) and float16 with XLA, whose overflow was XLA's Triton
   # GEMMs; in a fifth (2026-11-28) first_step with fewer kernels, less host work and the kept trace (18.4 ms/step,
   # 12.7 ms called directly, 4.79x PyTorch; rerun 19.6 s), and with compiled thunks (the rerun 11.1 s; the
-  # package's default since, so that part is now `legacy_load`, the flag off) (docs/results.md). Next: the package's own commands with that default, fresh and extended, defaults
-  # and MirroredStrategy + float16 (`commands`: their first_step_seconds), then `loop`: --steps_per_loop at 1 and
-  # 50 (the step's 5.4-6 ms between the benchmark's loop and the direct call is the host waiting on each step's
-  # results; does K = 50 close it?).
-  commands
-  LOOP_SECONDS=${LOOP_SECONDS:-200} loop ;;
+  # package's default since, so that part is now `legacy_load`, the flag off); in a sixth, on one H100 (2026-11-28),
+  # first_step (20.9 ms/step, 3.92x PyTorch, rerun 10.9 s) and the defaults pair of `commands` (docs/results.md).
+  # Next: `loop`, --steps_per_loop at 1 and 50 (the step's 6-7 ms between the benchmark's loop and the direct call
+  # is the host waiting on each step's results; does K = 50 close it?), then `commands` (its MirroredStrategy +
+  # float16 pair has not run).
+  LOOP_SECONDS=${LOOP_SECONDS:-200} loop
+  commands ;;
 float16_run)
   timeout "${FLOAT16_RUN_SECONDS:-240}" $py -m electra_tf.pretrain --config electra_small --mixed_precision mixed_float16 \
     --steps 200 --log_every 50 --model_dir runs/gpu_float16 2>&1 | grep -v '^[IW][0-9]' | tee "$out/float16_run.txt" ;;

@@ -72,6 +72,7 @@ def test_a_finished_run_writes_its_summary(reference_run):
     pauses = summary["pauses"]
     assert pauses["checkpoint_writes"]["count"] == STEPS // 20 and pauses["replacement_samples"]["count"] == STEPS // 20 + 1
     assert 0 < pauses["checkpoint_writes"]["seconds"] < summary["train_seconds"]
+    assert pauses["log_lines"]["count"] == STEPS // 5  # a progress line every 5 steps, each timed
     # The first pauses apart (a run's first saves and panels also trace), and the median of all.
     for pause in pauses.values():
         first = pause["first_seconds"]

@@ -433,7 +433,7 @@ def _run(options: PretrainingOptions, role, closing: contextlib.ExitStack) -> Ru
     if role.is_chief:
         # What held training up, apart from the steps: the GPU run lost half a window's rate
         # around checkpoints (docs/performance.md); these say which pause it was.
-        pauses = {"checkpoint_writes": saver.pause.summary(),
+        pauses = {"checkpoint_writes": saver.pause.summary(), "log_lines": monitor.pause.summary(),
                   **({"replacement_samples": samples.pause.summary()} if samples else {})}
         _write_summary(finished, config, runtime, data.description, resumed_from or 0,
                        {**monitor.timings(), "pauses": pauses,
