@@ -69,8 +69,8 @@ class TrainingMonitor(keras.callbacks.Callback):
         # A log line's own time: its TensorBoard writes, the metrics read from the device and
         # reset. Inside the window after it (a real pause of training), and counted apart: on one
         # H100 and one H200 the tiny preset's window right after a process's first line ran at
-        # a tenth of the later windows' rate (1.0-1.3 s more), where on 2 CPU cores a line takes
-        # 7-13 ms; this says on a GPU whether the line is that second.
+        # a tenth of the later windows' rate; counted, that first line took 1.1 s on the H200
+        # (later lines 11-22 ms; 7-16 ms on 2 CPU cores).
         self.pause = Pause()
         # (time, step) of this process's first and latest update, across the run's fits: the time
         # before the first is tracing and compiling, the rate after it the steady step.
@@ -146,7 +146,12 @@ class TrainingMonitor(keras.callbacks.Callback):
     def _write_log(self, step, logs, rates, now):
         optimizer = self.model.optimizer
         scalars = {key: float(value) for key, value in logs.items()}
-        scalars["learning_rate"] = as_float(optimizer.learning_rate)
+        # The schedule evaluated on the host: on a GPU each of its eager ops (cast, minimum,
+        # division, power) would load a GPU kernel at its first use in the process, and Hopper
+        # gets TensorFlow's elementwise kernels as PTX only, compiled then (docs/results.md,
+        # "TensorFlow's kernels on Hopper"): the suspect in the first line's 1.1 s on one H200.
+        with tf.device("/cpu:0"):
+            scalars["learning_rate"] = as_float(optimizer.learning_rate)
         loss_scale = getattr(optimizer, "dynamic_scale", None)
         if loss_scale is not None:
             scalars["loss_scale"] = as_float(loss_scale)
