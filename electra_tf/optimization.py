@@ -319,6 +319,18 @@ def optimizer_step(model) -> int:
     return int(keras.ops.convert_to_numpy(model.optimizer.iterations))
 
 
+def current_learning_rate(optimizer) -> float:
+    """The learning rate the optimizer's next update uses, for logs, computed on the host.
+
+    Why the host: a schedule is a few eager ops (cast, minimum, division, power) on the step
+    counter; on a GPU each would load a GPU kernel at its first use in the process, and Hopper
+    gets TensorFlow's elementwise kernels as PTX only, compiled then (docs/results.md,
+    "TensorFlow's kernels on Hopper"). The suspect in a pre-training run's first progress line
+    taking 1.1 s on one H200 (later lines 11-22 ms); unmeasured on a GPU since."""
+    with tf.device("/cpu:0"):
+        return as_float(optimizer.learning_rate)
+
+
 def as_float(value) -> float:
     """A Keras or tf variable (a MirroredVariable under a strategy, which float() and int()
     refuse), a schedule's tensor or a number, as a Python float."""

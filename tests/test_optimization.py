@@ -4,7 +4,8 @@ import pytest
 import tensorflow as tf
 
 from electra_tf.config import ElectraConfig
-from electra_tf.optimization import ElectraAdamW, WarmupLinearDecay, create_optimizer, decayed_variable_paths
+from electra_tf.optimization import (ElectraAdamW, WarmupLinearDecay, create_optimizer, current_learning_rate,
+                                    decayed_variable_paths)
 from electra_tf.pretraining.pretrainer import ElectraPretrainer
 
 
@@ -13,6 +14,17 @@ def test_schedule_is_linear_decay_times_warmup():
     for step in (0, 1, 50, 100, 101, 500, 999, 1000, 1500):
         official = 2e-4 * (1 - min(step, 1000) / 1000) * min(1.0, step / 100)
         np.testing.assert_allclose(float(schedule(step)), official, rtol=1e-5, atol=1e-12)
+
+
+def test_the_logged_learning_rate_is_the_schedules_at_the_optimizers_step(two_replicas):
+    config = ElectraConfig.load("electra_tiny")
+    for strategy in (None, two_replicas):  # a MirroredVariable step counter under a strategy
+        with strategy.scope() if strategy else tf.init_scope():
+            optimizer = create_optimizer(config)
+            optimizer.build([keras.Variable(tf.zeros([2]))])
+        optimizer.iterations.assign(37)
+        expected = float(optimizer.learning_rate)
+        assert current_learning_rate(optimizer) == pytest.approx(expected, rel=1e-6) and expected > 0
 
 
 def test_schedule_serializes():

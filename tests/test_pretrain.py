@@ -419,7 +419,9 @@ def test_bad_config_value_is_reported_without_a_traceback(capsys):
 def test_a_stopped_run_on_raw_text_prints_nothing_that_looks_like_an_error(corpus, tmp_path):
     """Raw text (a Python generator feeds it) ended TensorFlow's log with "Error occurred when
     finalizing GeneratorDataset iterator", and every command opened with TensorFlow's banners.
-    (A clean run's terminal: test_run_prints_progress_summary_and_exports.)"""
+    A stopped run ends through the same path as a finished one (`run_pretraining` releases the
+    generator's iterators either way), so it covers that message; a finished run's whole terminal,
+    evaluation and export included: test_run_prints_progress_summary_and_exports."""
     text = corpus.write_sentence_file(tmp_path / "corpus.txt", repeat=20)
     argv = [sys.executable, "-m", "electra_tf.pretrain", "--data", str(text), "--batch_size", "4",
             "--set", "num_layers=1", "--set", "max_seq_length=32", "--eval_batches", "1", "--log_every", "1"]

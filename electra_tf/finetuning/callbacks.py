@@ -15,7 +15,7 @@ import numpy as np
 import tensorflow as tf
 
 from electra_tf.finetuning.text import metrics
-from electra_tf.optimization import as_float, optimizer_step
+from electra_tf.optimization import current_learning_rate, optimizer_step
 from electra_tf.progress import Progress
 
 
@@ -37,7 +37,7 @@ class FinetuningProgress(keras.callbacks.Callback):
         loss = float((logs or {}).get("loss", float("nan")))
         with self.writer.as_default(step=step):
             tf.summary.scalar("train/loss", loss)
-            tf.summary.scalar("train/learning_rate", as_float(self.model.optimizer.learning_rate))
+            tf.summary.scalar("train/learning_rate", current_learning_rate(self.model.optimizer))
         self.progress.update(step * self.batch_size, f"step {step}/{self.total_steps} | loss {loss:.4f}")
 
 

@@ -31,7 +31,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from electra_tf.optimization import as_float, optimizer_step
+from electra_tf.optimization import as_float, current_learning_rate, optimizer_step
 from electra_tf.progress import format_duration
 
 CONSOLE_METRICS = ("loss", "masked_lm_accuracy", "disc_auc")
@@ -146,12 +146,7 @@ class TrainingMonitor(keras.callbacks.Callback):
     def _write_log(self, step, logs, rates, now):
         optimizer = self.model.optimizer
         scalars = {key: float(value) for key, value in logs.items()}
-        # The schedule evaluated on the host: on a GPU each of its eager ops (cast, minimum,
-        # division, power) would load a GPU kernel at its first use in the process, and Hopper
-        # gets TensorFlow's elementwise kernels as PTX only, compiled then (docs/results.md,
-        # "TensorFlow's kernels on Hopper"): the suspect in the first line's 1.1 s on one H200.
-        with tf.device("/cpu:0"):
-            scalars["learning_rate"] = as_float(optimizer.learning_rate)
+        scalars["learning_rate"] = current_learning_rate(optimizer)
         loss_scale = getattr(optimizer, "dynamic_scale", None)
         if loss_scale is not None:
             scalars["loss_scale"] = as_float(loss_scale)
