@@ -299,6 +299,22 @@ def cached_programs(folder: Path | None) -> int:
     return sum(1 for path in folder.iterdir() if path.is_file())
 
 
+def compile_cache_usage(folder: Path | None) -> str:
+    """What the cache folder holds, for `--check`: its programs, its traced steps and their size
+    on disk. Nothing is ever deleted from it (each new model, batch, precision, TensorFlow or
+    package version adds entries; a traced ELECTRA-Small step is 3 MB), so a user sees here when
+    it is time to delete it."""
+    if folder is None or not folder.is_dir():
+        return "empty"
+    from electra_tf.traced_steps import FOLDER_NAME
+
+    programs = cached_programs(folder)
+    traced_folder = folder / FOLDER_NAME
+    traced = sum(1 for path in traced_folder.iterdir() if path.is_file()) if traced_folder.is_dir() else 0
+    size = sum(path.stat().st_size for path in folder.rglob("*") if path.is_file())
+    return f"{programs} program(s) and {traced} traced step(s), {size / 2**20:,.1f} MiB"
+
+
 def compile_cache_report(folder: Path | None, programs_before: int, traced_steps=None) -> dict | None:
     """For a run's metrics.json: the cache folder and the programs the run added to it (0 when
     it loaded every compiled step; another process writing to the same folder counts too), and
@@ -415,7 +431,8 @@ def check(preset: str = "electra_small") -> int:
     config = ElectraConfig.load(preset)
     runtime = resolve_runtime(hidden_size=config.hidden_size)
     print(f"pretrain --config {preset} with the defaults would run: {runtime.describe()}")
-    print(f"XLA compile cache: {cache or 'off'} ({COMPILE_CACHE_VARIABLE}=DIR or off to change); "
+    held = f"holds {compile_cache_usage(cache)}; delete the folder to reclaim its space; " if cache else ""
+    print(f"XLA compile cache: {cache or 'off'} ({held}{COMPILE_CACHE_VARIABLE}=DIR or off to change); "
           f"XLA_FLAGS: {os.environ.get('XLA_FLAGS', '')}")
     failed = False
     for device in runtime.devices or ["/CPU:0"]:

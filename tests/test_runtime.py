@@ -163,14 +163,19 @@ def test_native_bfloat16_is_read_from_the_cpu_flags(tmp_path):
     assert not cpu_has_native_bfloat16(str(tmp_path / "missing"))  # not Linux: keep float32
 
 
-def test_check_shows_the_devices_the_choice_and_runs_a_compiled_matmul(capsys):
+def test_check_shows_the_devices_the_choice_and_runs_a_compiled_matmul(capsys, monkeypatch, tmp_path):
+    from electra_tf import runtime
     from electra_tf.__main__ import main
 
+    # The suite runs with the cache off (conftest.py); here a folder stands in for the user's.
+    (tmp_path / "program.pb").write_bytes(b"x" * 2**20)
+    monkeypatch.setattr(runtime, "use_compile_cache", lambda: tmp_path)
     assert main(["--check"]) == 0
     printed = capsys.readouterr().out
     assert "TensorFlow 2." in printed and "no GPU visible" in printed and 'pip install -e ".[gpu]"' in printed
     assert "pretrain --config electra_small with the defaults would run: one_device" in printed
-    assert "XLA compile cache:" in printed
+    assert (f"XLA compile cache: {tmp_path} (holds 1 program(s) and 0 traced step(s), 1.0 MiB; "
+            "delete the folder to reclaim its space;") in printed
     assert "ok   /device:CPU:0: a 256 x 256 matmul compiled by XLA" in printed
 
 
@@ -187,3 +192,15 @@ def test_function_names_are_aligned_to_the_next_block():
     tf.function(lambda: tf.constant(1.0)).get_concrete_function()  # uses some names
     second = align_function_names(block=50_000)
     assert second == first + 50_000 and ops.uid() == second
+
+
+def test_compile_cache_usage_counts_programs_traced_steps_and_bytes(tmp_path):
+    from electra_tf.runtime import compile_cache_usage
+
+    assert compile_cache_usage(None) == "empty"
+    assert compile_cache_usage(tmp_path / "missing") == "empty"
+    (tmp_path / "program_a.pb").write_bytes(b"x" * 2**20)
+    (tmp_path / "program_b.pb").write_bytes(b"x" * 2**19)
+    (tmp_path / "traced_steps").mkdir()
+    (tmp_path / "traced_steps" / "entry").write_bytes(b"x" * 2**19)
+    assert compile_cache_usage(tmp_path) == "2 program(s) and 1 traced step(s), 2.0 MiB"
