@@ -32,10 +32,9 @@ from electra_tf.data.corpus import (
     embedded_sample_path,
     expand_inputs,
     file_documents,
-    to_sentences,
     total_input_bytes,
 )
-from electra_tf.data.shards import FORMAT, METADATA_FILE, DataError, serialize_example, shard_name
+from electra_tf.data.shards import FORMAT, METADATA_FILE, DataError, shard_name
 from electra_tf.data.tokenization import (TokenizerSettings, check_casing, read_tokenizer_settings,
                                          read_vocabulary, tokenizer_settings_path, vocabulary_fingerprint)
 from electra_tf.data.vocabulary import DEFAULT_VOCAB_SAMPLE_SENTENCES, DEFAULT_VOCAB_SIZE, build_vocabulary
