@@ -170,7 +170,7 @@ def test_every_command_of_the_gpu_checks_parses(tmp_path, monkeypatch):
                 "legacy_load": {"pretrain_step.py", "compile_stages.py"}, "host_share": {"pretrain_step.py"},
                 "loop": {"electra_tf.pretrain"}, "first_step": {"pretrain_step.py", "compile_stages.py"},
                 "float16": {"float16_overflow.py"}, "gradients": {"xla_gradients.py"}, "baseline": {"first_step.py"},
-                "checkpoints": {"electra_tf.pretrain"}, "build": {"startup.py"}}
+                "checkpoints": {"electra_tf.pretrain", "window_rates.py"}, "build": {"startup.py"}}
     for part, scripts in expected.items():
         log.unlink(missing_ok=True)
         subprocess.run(["bash", str(REPO / "benchmarks" / "gpu_checks.sh"), part], cwd=tmp_path, env=env,
@@ -613,3 +613,28 @@ def test_startup_builds_the_networks_from_zeros_when_asked():
     table = printed["as_configured"].split("filename:lineno(function)")[1].strip().splitlines()
     assert len(table) == 3 and all(re.match(r"\s*[\d/]+\s+\d+\.\d{3}\s+\d+\.\d{3}\s+\d", row) for row in table)
     assert "tottime" in printed["as_configured"] and "tottime" not in printed["zeros"]
+
+
+def test_window_rates_compares_the_windows_holding_a_save_with_the_others(tmp_path, capsys):
+    """window_rates.py on a hand-made log: lines every 50 steps, a save every 100, which the
+    window after its step's line holds (the monitor logs before the saver saves); the compile's
+    window and the one after the first line are left out of the reference."""
+    window_rates = load_benchmark("window_rates")
+    rates = {50: 10, 100: 300, 150: 400, 200: 1000, 250: 600, 300: 1100, 350: 500, 400: 900}
+    log = tmp_path / "run.log"
+    log.write_text("ELECTRA pre-training: a header line\n" + "".join(
+        f"step {end}/400 ({end / 4:.1f}%) | {rate:,} examples/s | 1,280 tokens/s | loss 30.0 | ETA 0:00:01\n"
+        for end, rate in rates.items()))
+    found = window_rates.windows(log.read_text().splitlines(), checkpoint_every=100)
+    assert [w["save"] for w in found] == [False, False, True, False, True, False, True, False]
+    reference, rows = window_rates.shares(found)
+    assert reference == 1000  # the median of 1000, 1100 and 900 (steps 200, 300, 400)
+    assert [round(row["share"], 2) for row in rows[2:]] == [0.4, 1.0, 0.6, 1.1, 0.5, 0.9]
+    assert window_rates.main([str(log), "--checkpoint_every", "100"]) == 0
+    printed = capsys.readouterr().out
+    assert "| 150 | 400 | yes | 40% |" in printed
+    assert "the 3 holding a save: median 50%, lowest 40%" in printed
+    # A save between two lines (every 75 here) is held by the window it falls in.
+    assert [w["save"] for w in window_rates.windows(log.read_text().splitlines(), checkpoint_every=75)] == \
+        [False, True, False, True, True, False, True, True]  # saves at 75, 150, 225, 300, 375
+    assert window_rates.main([str(tmp_path / "missing.log")]) == 2
