@@ -47,6 +47,7 @@ CPU_BFLOAT16_MIN_HIDDEN_SIZE = 256
 # /proc/cpuinfo flags of the instructions oneDNN uses for bfloat16 matmuls.
 NATIVE_BFLOAT16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")
 COMPILE_CACHE_VARIABLE = "ELECTRA_TF_COMPILE_CACHE"  # a folder, or "off"
+TRACED_STEPS_FOLDER = "traced_steps"  # inside the compile cache's folder (traced_steps.py)
 # "1": under XLA each encoder's transformer stack runs as one loop over its layers
 # (models/transformer.looped_layers), a program a fifth the size to trace, lower, compile and
 # load, whose step launches 61% more kernels (compiled for an H100: 4,125 against 2,567; each
@@ -306,10 +307,8 @@ def compile_cache_usage(folder: Path | None) -> str:
     it is time to delete it."""
     if folder is None or not folder.is_dir():
         return "empty"
-    from electra_tf.traced_steps import FOLDER_NAME
-
     programs = cached_programs(folder)
-    traced_folder = folder / FOLDER_NAME
+    traced_folder = folder / TRACED_STEPS_FOLDER
     traced = sum(1 for path in traced_folder.iterdir() if path.is_file()) if traced_folder.is_dir() else 0
     size = sum(path.stat().st_size for path in folder.rglob("*") if path.is_file())
     return f"{programs} program(s) and {traced} traced step(s), {size / 2**20:,.1f} MiB"

@@ -44,10 +44,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from electra_tf.files import atomic_write_bytes
-from electra_tf.runtime import COMPILE_CACHE_VARIABLE
+from electra_tf.runtime import COMPILE_CACHE_VARIABLE, TRACED_STEPS_FOLDER
 
 FORMAT = 1  # the entries' layout; part of the key
-FOLDER_NAME = "traced_steps"  # inside the compile cache's folder
 _SOURCE = Path(__file__).resolve().parent
 
 
@@ -122,7 +121,7 @@ class TracedStepCache:
     """
 
     def __init__(self, compile_cache: Path, description: dict):
-        self.folder = Path(compile_cache) / FOLDER_NAME
+        self.folder = Path(compile_cache) / TRACED_STEPS_FOLDER
         self.description = description
         self.loaded = 0
         self.saved = 0
