@@ -24,6 +24,8 @@ import statistics
 import sys
 from pathlib import Path
 
+from electra_tf.pretraining.callbacks import passed_a_multiple
+
 PROGRESS_LINE = re.compile(r"^step (\d+)/\d+ .*?\| ([\d,.]+) examples/s")
 SKIPPED_AT_START = 2  # the compile's window and the one after the process's first line
 
@@ -32,18 +34,16 @@ def windows(lines, checkpoint_every: int) -> list[dict]:
     """One dict per progress line: `end` step, `rate` (examples/s), `save` (whether the window
     held a save: a multiple of `checkpoint_every` in [start, end), not 0), in the order the
     lines came."""
-    found, previous = [], None
+    found, start = [], 0
     for line in lines:
         match = PROGRESS_LINE.match(line.strip())
         if not match:
             continue
         end, rate = int(match.group(1)), float(match.group(2).replace(",", ""))
-        if previous is not None and end <= previous:  # a second run in the same log: start again
-            previous = None
-        start = previous if previous is not None else 0
+        # A multiple in [start, end), step 0 excepted: one in (max(start, 1) - 1, end - 1].
         found.append({"end": end, "rate": rate,
-                      "save": (end - 1) // checkpoint_every > (max(start, 1) - 1) // checkpoint_every})
-        previous = end
+                      "save": passed_a_multiple(max(start, 1) - 1, end - 1, checkpoint_every)})
+        start = end
     return found
 
 

@@ -295,6 +295,10 @@ def align_function_names(block: int = FUNCTION_NAME_BLOCK) -> int:
 def cached_programs(folder: Path | None) -> int:
     """How many compiled programs the cache folder holds (one file each; the traced steps'
     subfolder, traced_steps.py, is not counted)."""
+    return _files_in(folder)
+
+
+def _files_in(folder: Path | None) -> int:
     if folder is None or not folder.is_dir():
         return 0
     return sum(1 for path in folder.iterdir() if path.is_file())
@@ -307,11 +311,9 @@ def compile_cache_usage(folder: Path | None) -> str:
     it is time to delete it."""
     if folder is None or not folder.is_dir():
         return "empty"
-    programs = cached_programs(folder)
-    traced_folder = folder / TRACED_STEPS_FOLDER
-    traced = sum(1 for path in traced_folder.iterdir() if path.is_file()) if traced_folder.is_dir() else 0
     size = sum(path.stat().st_size for path in folder.rglob("*") if path.is_file())
-    return f"{programs} program(s) and {traced} traced step(s), {size / 2**20:,.1f} MiB"
+    return (f"{cached_programs(folder)} program(s) and {_files_in(folder / TRACED_STEPS_FOLDER)} traced step(s), "
+            f"{size / 2**20:,.1f} MiB")
 
 
 def compile_cache_report(folder: Path | None, programs_before: int, traced_steps=None) -> dict | None:
