@@ -16,7 +16,7 @@ setup(
     long_description=(HERE / "README.md").read_text(encoding="utf-8"),
     long_description_content_type="text/markdown",
     python_requires=">=3.11",
-    packages=["electra_tf", "electra_tf.data", "electra_tf.models", "electra_tf.pretraining",
+    packages=["electra_tf", "electra_tf.utils", "electra_tf.runtime", "electra_tf.data", "electra_tf.models", "electra_tf.pretraining",
               "electra_tf.finetuning", "electra_tf.finetuning.text", "electra_tf.finetuning.question_answering",
               "electra_tf.serving", "electra_tf.interop", "electra_tf.presets"],
     # The presets live in configs/ at the top of the repository; installed, they are the

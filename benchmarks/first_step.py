@@ -55,7 +55,7 @@ GPU_FLAG_SETS = ("", "--xla_gpu_enable_llvm_module_compilation_parallelism=false
 def child(size: str, precision: str, batch: int, steps: int, warmup: int) -> None:
     """One measurement in this process (the parent set XLA_FLAGS and the cache): a JSON line."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    from electra_tf.runtime import cached_programs
+    from electra_tf.runtime.devices import cached_programs
 
     sys.path.insert(0, str(REPO / "benchmarks"))
     from pretrain_step import benchmark_session, measure
@@ -143,7 +143,7 @@ def write_results(args, results) -> None:
     """The sets measured so far, to `--output` after each set: a command cut short by an outer
     timeout (a GPU session's) keeps the sets it finished."""
     if args.output:
-        from electra_tf.files import atomic_write_text
+        from electra_tf.utils.files import atomic_write_text
 
         atomic_write_text(args.output, json.dumps({"size": args.size, "batch": args.batch,
                                                    "precision": args.precision, "sets": results}, indent=2) + "\n")

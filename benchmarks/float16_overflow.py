@@ -23,7 +23,7 @@ not applied here unless named.
 Found with it (one H200, 2026-11-27): with XLA, 7-13 of the 402 gradients (the discriminator's
 attention query and value kernels, other layers in each call) were not finite at every scale;
 with `XLA_FLAGS=--xla_gpu_enable_triton_gemm=false` none at scales 1 and 2^-20. float16 runs
-under XLA on a GPU now set that flag (`electra_tf.runtime.use_float16_safe_gemms`).
+under XLA on a GPU now set that flag (`electra_tf.runtime.devices.use_float16_safe_gemms`).
 """
 
 from __future__ import annotations

@@ -70,7 +70,7 @@ def feed_rate(dataset, steps: int) -> float:
 def step_rate(config, batches, jit_compile: bool, steps: int) -> float:
     import keras
 
-    from electra_tf.optimization import create_optimizer
+    from electra_tf.runtime.optimizer import create_optimizer
     from electra_tf.pretraining.pretrainer import ElectraPretrainer
 
     keras.utils.clear_session()
@@ -95,7 +95,7 @@ def main() -> int:
 
     import tensorflow as tf
 
-    from electra_tf.config import ElectraConfig
+    from electra_tf.models.config import ElectraConfig
     from electra_tf.data.builder import build_shards
     from electra_tf.data.tokenization import ElectraTokenizer
     from electra_tf.pretraining.input_pipeline import pretraining_dataset

@@ -133,7 +133,7 @@ def training_flops(config, batch: int) -> float:
 def benchmark_inputs(preset: str, batch_size: int):
     """The preset at `batch_size` (a schedule long enough that warm-up ends early) and one
     masked batch of synthetic ids, the same for every benchmark of the step."""
-    from electra_tf.config import ElectraConfig
+    from electra_tf.models.config import ElectraConfig
     from electra_tf.pretraining.synthetic import masked_batch
 
     layout_only = preset.endswith("_layout")
@@ -149,7 +149,7 @@ def compiled_pretrainer(config, xla: bool = False):
     first update, about 25 s more for ELECTRA-Small here)."""
     import keras
 
-    from electra_tf.optimization import create_optimizer
+    from electra_tf.runtime.optimizer import create_optimizer
     from electra_tf.pretraining.pretrainer import ElectraPretrainer
 
     keras.utils.set_random_seed(0)
@@ -174,7 +174,7 @@ def measure(size: str, precision: str, xla: bool, steps: int, warmup: int, batch
     keras.config.set_dtype_policy(precision)
     config, batch = benchmark_inputs(preset, batch_size)
     dataset = tf.data.Dataset.from_tensors(batch).repeat()
-    from electra_tf.runtime import align_function_names
+    from electra_tf.runtime.devices import align_function_names
 
     # The compile cache keys a program by its function's name: aligned, the step is named alike
     # in this script, first_step.py's processes and a rerun, whatever ran before it here.
@@ -263,7 +263,7 @@ def direct_steps(pretrainer, dataset, steps: int) -> dict:
     the faster, that recording is paid every step."""
     import tensorflow as tf
 
-    from electra_tf.compiled_gradients import XlaStepLoop
+    from electra_tf.runtime.compiled_step import XlaStepLoop
 
     loop = pretrainer.make_train_function()
     if not isinstance(loop, XlaStepLoop):
@@ -305,7 +305,7 @@ def benchmark_session(compile_cache: bool = True):
     folder or None, the GPUs)."""
     import tensorflow as tf
 
-    from electra_tf.runtime import use_compile_cache, use_parallel_gpu_compile
+    from electra_tf.runtime.devices import use_compile_cache, use_parallel_gpu_compile
 
     if compile_cache:
         cache = use_compile_cache()
@@ -383,7 +383,7 @@ def main(argv=None) -> int:
     if gpus and "mixed_float16" in args.precisions and "on" in args.xla:
         # As runs do (runtime.resolve_runtime): XLA's Triton GEMMs made non-finite float16 gradients.
         # XLA reads its flags once, so this process's other compiled rows run without them too.
-        from electra_tf.runtime import use_float16_safe_gemms
+        from electra_tf.runtime.devices import use_float16_safe_gemms
 
         added = use_float16_safe_gemms()
         print(f"float16 under XLA: {' '.join(added) or 'XLA_FLAGS already names Triton GEMMs'} "

@@ -244,12 +244,12 @@ def main(argv=None) -> int:
     import keras
     import tensorflow as tf
 
-    from electra_tf.config import ElectraConfig
+    from electra_tf.models.config import ElectraConfig
     from electra_tf.data.builder import build_shards
     from electra_tf.data.tokenization import ElectraTokenizer
-    from electra_tf.optimization import create_optimizer
+    from electra_tf.runtime.optimizer import create_optimizer
     from electra_tf.pretraining.pretrainer import ElectraPretrainer
-    from electra_tf.run_dir import bundled_data_dir
+    from electra_tf.utils.run_dir import bundled_data_dir
 
     config = ElectraConfig.load(args.config).with_overrides(args.set)
     unsupported = {"objective": "electra", "disallow_correct": False, "untied_generator_embeddings": False}

@@ -49,7 +49,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "examples"))  # labelled_text: the CSV layout finetune reads
 
-from electra_tf.files import atomic_write_text  # noqa: E402
+from electra_tf.utils.files import atomic_write_text  # noqa: E402
 
 STRATEGIES = ("one_device", "mirrored")
 PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
@@ -181,9 +181,9 @@ def may_build_shards(pretrain_args: list[str]) -> bool:
         return False
     if names("--config") or names("--set"):
         return True
-    from electra_tf.config import ElectraConfig
+    from electra_tf.models.config import ElectraConfig
     from electra_tf.pretrain import DEFAULT_CONFIG
-    from electra_tf.run_dir import bundled_data_dir
+    from electra_tf.utils.run_dir import bundled_data_dir
 
     return not (bundled_data_dir(ElectraConfig.load(DEFAULT_CONFIG).max_seq_length) / "metadata.json").is_file()
 

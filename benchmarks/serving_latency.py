@@ -104,10 +104,10 @@ def sentences_of_length(tokenizer, length: int, count: int) -> list[str]:
 
 
 def fresh_exports(folder: Path):
-    from electra_tf.config import ElectraConfig
+    from electra_tf.models.config import ElectraConfig
     from electra_tf.data.tokenization import ElectraTokenizer
-    from electra_tf.loading import build_discriminator
-    from electra_tf.run_dir import bundled_data_dir
+    from electra_tf.models.encoders import build_discriminator
+    from electra_tf.utils.run_dir import bundled_data_dir
     from electra_tf.serving.publish import export_discriminator
 
     tiny = ElectraConfig.load("electra_tiny")
@@ -127,9 +127,9 @@ def qa_export(folder: Path, tokenizer):
     """A tiny question-answering export with fresh weights, and contexts of one and eight windows."""
     import keras
 
-    from electra_tf.config import ElectraConfig
+    from electra_tf.models.config import ElectraConfig
     from electra_tf.finetuning.question_answering.model import ElectraQuestionAnswerer
-    from electra_tf.loading import build_discriminator
+    from electra_tf.models.encoders import build_discriminator
     from electra_tf.serving.publish import export_task_model
 
     keras.utils.set_random_seed(0)

@@ -86,7 +86,7 @@ def main(argv=None) -> int:
     if args.profile_build and not args.build_only:
         parser.error("--profile_build profiles stage 1 alone: give --build_only with it")
 
-    from electra_tf.runtime import align_function_names, cached_programs, use_compile_cache
+    from electra_tf.runtime.devices import align_function_names, cached_programs, use_compile_cache
 
     cache = use_compile_cache() if args.xla else None
     import keras
@@ -103,7 +103,7 @@ def main(argv=None) -> int:
     # Imported here, not inside stage 1, where `compiled_pretrainer` would import them: about a
     # thousand modules (keras-hub's among them), a third of the build's time on 2 CPU cores.
     imported = time.perf_counter()
-    import electra_tf.optimization  # noqa: F401
+    import electra_tf.runtime.optimizer  # noqa: F401
     import electra_tf.pretraining.pretrainer  # noqa: F401
     import_line = f"{'(before stage 1) import the models and keras-hub':66} {time.perf_counter() - imported:7.2f} s"
     stages = []

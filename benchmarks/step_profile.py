@@ -375,7 +375,7 @@ def main(argv=None) -> int:
 
     from pretrain_step import benchmark_inputs, benchmark_session, compiled_pretrainer
 
-    from electra_tf.runtime import align_function_names
+    from electra_tf.runtime.devices import align_function_names
 
     cache, _ = benchmark_session()  # as pretrain_step.py's processes: a program it compiled loads here
     logdir = args.logdir or tempfile.mkdtemp(prefix="electra_profile_")

@@ -108,7 +108,7 @@ def main(argv=None) -> int:
     except ImportError:
         print("error: the peer needs torch and transformers: pip install -e \".[reference]\"", file=sys.stderr)
         return 2
-    from electra_tf.config import ElectraConfig
+    from electra_tf.models.config import ElectraConfig
 
     config = ElectraConfig.load(args.preset).replace(train_batch_size=args.batch, num_train_steps=10_000,
                                                      num_warmup_steps=100)

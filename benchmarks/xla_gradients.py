@@ -106,7 +106,7 @@ def main(argv=None) -> int:
     if args.save:
         save_gradients(args.size, args.batch, args.precision, args.save)
         return 0
-    from electra_tf.runtime import use_parallel_gpu_compile
+    from electra_tf.runtime.devices import use_parallel_gpu_compile
 
     use_parallel_gpu_compile()  # the children's XLA_FLAGS, as the runs compile
     given = os.environ.get("XLA_FLAGS", "")

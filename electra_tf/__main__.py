@@ -37,7 +37,7 @@ def main(argv=None) -> int:
         print(f"electra_tf {__version__}")
         return 0
     if argv[:1] == ["--check"]:
-        from electra_tf.runtime import check
+        from electra_tf.runtime.check import check
         return check()
     if argv and argv[0] in COMMANDS:
         return importlib.import_module(f"electra_tf.{argv[0]}").main(argv[1:])
@@ -54,6 +54,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    from electra_tf import log_filter
-
-    sys.exit(log_filter.run(main))
+    sys.exit(main())

@@ -29,7 +29,8 @@ import sys
 import time
 
 from electra_tf.data.vocabulary import DEFAULT_VOCAB_SAMPLE_SENTENCES, DEFAULT_VOCAB_SIZE
-from electra_tf.errors import command
+from electra_tf.utils.errors import command
+from electra_tf.utils.logs import start_tensorflow
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -87,8 +88,9 @@ def print_summary(metadata: dict, output_dir: str, elapsed: float) -> None:
 @command(interrupted="the output folder keeps what it held before; nothing partial was written")
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
+    start_tensorflow()  # quietly, before anything else loads it
     if args.pipeline_args and args.runner != "beam":
-        from electra_tf.errors import RunError
+        from electra_tf.utils.errors import RunError
         raise RunError(f"{' '.join(args.pipeline_args)}: options after -- are Beam's; they need --runner beam.")
     from electra_tf.data.builder import build_shards  # heavy (TensorFlow): after the arguments
 
@@ -103,6 +105,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    from electra_tf import log_filter
-
-    sys.exit(log_filter.run(main))
+    sys.exit(main())

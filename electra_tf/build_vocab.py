@@ -25,7 +25,8 @@ from pathlib import Path
 from electra_tf.data.corpus import embedded_sample_path
 from electra_tf.data.tokenization import TokenizerSettings, tokenizer_settings_path
 from electra_tf.data.vocabulary import DEFAULT_VOCAB_SAMPLE_SENTENCES, DEFAULT_VOCAB_SIZE, build_vocabulary
-from electra_tf.errors import ElectraError, command
+from electra_tf.utils.errors import ElectraError, command
+from electra_tf.utils.logs import start_tensorflow
 
 MIN_VOCAB_SIZE = 100
 
@@ -56,6 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
 @command(interrupted="no vocabulary was written")
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
+    start_tensorflow()  # quietly, before anything else loads it
     output = Path(args.output)
     settings_file = tokenizer_settings_path(output)
     for existing in (output, settings_file):
@@ -73,6 +75,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    from electra_tf import log_filter
-
-    sys.exit(log_filter.run(main))
+    sys.exit(main())

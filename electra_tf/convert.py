@@ -27,8 +27,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from electra_tf.errors import command
-from electra_tf.run_dir import read_provenance
+from electra_tf.utils.errors import command
+from electra_tf.utils.logs import start_tensorflow
+from electra_tf.utils.run_dir import read_provenance
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -62,6 +63,7 @@ def tokenizer_overrides(args) -> dict:
 @command(interrupted="no model_dir was written")
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
+    start_tensorflow()  # quietly, before anything else loads it
     from electra_tf.interop.convert import import_google, import_huggingface
     from electra_tf.interop.huggingface import ConversionError
 
@@ -73,7 +75,7 @@ def main(argv=None) -> int:
     else:
         if args.generator:
             raise ConversionError("--generator is for --from huggingface; a TF1 checkpoint holds both networks.")
-        from electra_tf.config import ElectraConfig
+        from electra_tf.models.config import ElectraConfig
         base = ElectraConfig.load(args.config) if args.config else None
         model_dir = import_google(args.input, args.output, base, args.max_seq_length, args.overwrite,
                                   tokenizer_overrides(args))
@@ -97,6 +99,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    from electra_tf import log_filter
-
-    sys.exit(log_filter.run(main))
+    sys.exit(main())

@@ -32,8 +32,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from electra_tf.errors import command
-from electra_tf.run_dir import FinetuneDir, ModelDir, task_export_name
+from electra_tf.utils.errors import command
+from electra_tf.utils.logs import start_tensorflow
+from electra_tf.utils.run_dir import FinetuneDir, ModelDir, task_export_name
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -76,7 +77,8 @@ def default_name(source: Path) -> str:
 @command(interrupted="no new export version was written")
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
-    from electra_tf.loading import load_pretrained, load_task_model
+    start_tensorflow()  # quietly, before anything else loads it
+    from electra_tf.finetuning.pretrained import load_pretrained, load_task_model
     from electra_tf.serving.publish import export_discriminator, export_task_model
 
     source = Path(args.model_dir)
@@ -121,6 +123,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    from electra_tf import log_filter
-
-    sys.exit(log_filter.run(main))
+    sys.exit(main())

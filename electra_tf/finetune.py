@@ -54,7 +54,7 @@ import dataclasses
 import sys
 from pathlib import Path
 
-from electra_tf.errors import command
+from electra_tf.utils.errors import command
 from electra_tf.finetuning.run import FinetuningOptions
 
 DEFAULTS = argparse.Namespace(**{field.name: field.default for field in dataclasses.fields(FinetuningOptions)})
@@ -149,6 +149,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    from electra_tf import log_filter
-
-    sys.exit(log_filter.run(main))
+    sys.exit(main())

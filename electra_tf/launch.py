@@ -9,7 +9,7 @@ their output prefixed by worker. The run uses MultiWorkerMirroredStrategy: the g
 worker dies the others are stopped and the launcher exits with the dead worker's status;
 rerunning the same command resumes from the last checkpoint, every worker at its own input
 position. For several machines, run the same pretrain command on each with a TF_CONFIG
-naming all of them (docs/scaling.md). The work is `electra_tf.cluster.launch_local`.
+naming all of them (docs/scaling.md). The work is `electra_tf.runtime.cluster.launch_local`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from electra_tf.errors import command
+from electra_tf.utils.errors import command
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -37,12 +37,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     arguments = args.arguments[1:] if args.arguments[:1] == ["--"] else args.arguments
-    from electra_tf.cluster import launch_local
+    from electra_tf.runtime.cluster import launch_local
 
     return launch_local([sys.executable, "-m", args.module, *arguments], args.workers, args.threads_per_worker)
 
 
 if __name__ == "__main__":
-    from electra_tf import log_filter
-
-    sys.exit(log_filter.run(main))
+    sys.exit(main())

@@ -20,8 +20,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from electra_tf.errors import RunError, command
-from electra_tf.run_dir import ModelDir
+from electra_tf.utils.errors import RunError, command
+from electra_tf.utils.run_dir import ModelDir
 
 DEFAULT_CONFIG = "electra_tiny"
 DIVERGED = 3
@@ -96,7 +96,7 @@ def main(argv=None) -> int:
         raise RunError("--steps must be at least 1.")
     config_name, vocab, default_name = args.config or DEFAULT_CONFIG, args.vocab, None
     if args.init_from:
-        from electra_tf.loading import source_model_dir
+        from electra_tf.pretraining.restore import source_model_dir
         source = ModelDir(source_model_dir(args.init_from)[0])
         config_name = args.config or str(source.config)
         vocab = args.vocab or str(source.vocab)
@@ -159,6 +159,4 @@ def report(result, eval_batches: int) -> int:
 
 
 if __name__ == "__main__":
-    from electra_tf import log_filter
-
-    sys.exit(log_filter.run(main))
+    sys.exit(main())

@@ -22,7 +22,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from electra_tf.errors import command  # noqa: E402  (after the path set-up)
+from electra_tf.utils.errors import command  # noqa: E402  (after the path set-up)
 
 
 def shuffle_permutations(token_ids: np.ndarray, fixed_ids, rng: np.random.Generator) -> np.ndarray:
@@ -103,9 +103,9 @@ def main(argv=None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
 
-    from electra_tf.loading import restore_pretrainer
+    from electra_tf.pretraining.restore import restore_pretrainer
     from electra_tf.pretraining.input_pipeline import pretraining_dataset
-    from electra_tf.run_dir import bundled_data_dir
+    from electra_tf.utils.run_dir import bundled_data_dir
 
     pretrainer, tokenizer, config, checkpoint = restore_pretrainer(args.pretrained)
     data = args.data or str(bundled_data_dir(config.max_seq_length))

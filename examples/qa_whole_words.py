@@ -39,7 +39,7 @@ def main(argv=None) -> int:
     from electra_tf.finetuning.question_answering import answers as qa_answers, metrics as qa_metrics
     from electra_tf.finetuning.question_answering.kind import QuestionAnsweringKind
     from electra_tf.finetuning.run import FinetuningOptions
-    from electra_tf.loading import load_task_model
+    from electra_tf.finetuning.pretrained import load_task_model
 
     model, tokenizer, config = load_task_model(args.model)
     options = FinetuningOptions(**vars(build_parser().parse_args(

@@ -30,7 +30,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from electra_tf.files import atomic_write_text  # noqa: E402
+from electra_tf.utils.files import atomic_write_text  # noqa: E402
 
 FILES = ("train-v1.1.json", "dev-v1.1.json")
 

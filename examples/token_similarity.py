@@ -53,7 +53,8 @@ def main(argv=None) -> int:
     if len(texts) < 2:
         raise SystemExit(f"error: {args.texts} needs at least 2 texts in a `text` column.")
 
-    from electra_tf.loading import build_discriminator, load_pretrained
+    from electra_tf.models.encoders import build_discriminator
+    from electra_tf.finetuning.pretrained import load_pretrained
     from electra_tf.models.preprocessing import ElectraTextPreprocessor
 
     models = [value.partition("=") for value in args.model]

@@ -70,7 +70,7 @@ def test_runtime_matrix_names_a_failure_by_its_error_line():
 
 def test_runtime_matrix_runs_the_first_cell_alone_only_when_it_may_build_shards(tmp_path, monkeypatch):
     matrix = load_benchmark("runtime_matrix")
-    from electra_tf import run_dir
+    from electra_tf.utils import run_dir
 
     monkeypatch.setattr(run_dir, "DATA_CACHE", tmp_path)
     assert matrix.may_build_shards([])  # the bundled sample's shards are not built yet
@@ -561,7 +561,7 @@ def test_pretrain_step_calls_the_compiled_step_directly_from_host_and_device_mem
     steps (the optimizer counts them)."""
     import tensorflow as tf
 
-    from electra_tf.config import ElectraConfig
+    from electra_tf.models.config import ElectraConfig
     from electra_tf.pretraining.synthetic import masked_batch
 
     pretrain_step = load_benchmark("pretrain_step")

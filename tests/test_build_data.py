@@ -6,7 +6,7 @@ import tensorflow as tf
 
 from electra_tf import build_data
 from electra_tf.data.shards import read_metadata
-from electra_tf.files import file_sha256
+from electra_tf.utils.files import file_sha256
 
 
 def run(*argv):

@@ -10,7 +10,7 @@ from safetensors.numpy import load_file
 
 from electra_tf import convert, export, finetune, pretrain
 from electra_tf.interop.convert import export_huggingface
-from electra_tf.loading import restore_pretrainer
+from electra_tf.pretraining.restore import restore_pretrainer
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "huggingface"
 

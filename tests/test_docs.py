@@ -128,7 +128,7 @@ def parse_error(module: str, arguments: list[str]) -> str | None:
 
 
 def bad_override(assignment: str, config: str | None) -> str | None:
-    from electra_tf.config import ConfigError, ElectraConfig, preset_names
+    from electra_tf.models.config import ConfigError, ElectraConfig, preset_names
 
     try:
         ElectraConfig.load(config if config in preset_names() else "electra_tiny").with_overrides([assignment])
@@ -219,7 +219,7 @@ def task_exports(pretrained_run, tmp_path_factory):
     heads are untrained: the docs show how an export is loaded and called, not its accuracy."""
     from electra_tf.finetuning.text.classifiers import ElectraClassifier, ElectraTokenClassifier
     from electra_tf.finetuning.question_answering.model import ElectraQuestionAnswerer
-    from electra_tf.loading import load_pretrained
+    from electra_tf.finetuning.pretrained import load_pretrained
     from electra_tf.serving.publish import export_task_model
 
     root = tmp_path_factory.mktemp("task_exports")

@@ -88,7 +88,7 @@ def test_order_probe_shuffles_words_only_and_keeps_targets_aligned():
 def test_order_probe_in_order_scores_are_the_models_own():
     import tensorflow as tf
 
-    from electra_tf.config import ElectraConfig
+    from electra_tf.models.config import ElectraConfig
     from electra_tf.pretraining.pretrainer import ElectraPretrainer
     from electra_tf.pretraining.synthetic import masked_batch
 

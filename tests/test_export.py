@@ -1,5 +1,6 @@
 """The TF Serving export: layout, signatures, equality with Keras, a TensorFlow-only consumer."""
 
+import json
 import os
 import shutil
 import subprocess
@@ -11,7 +12,8 @@ import pytest
 import tensorflow as tf
 
 from electra_tf import export
-from electra_tf.loading import load_pretrained, model_weights
+from electra_tf.finetuning.pretrained import load_pretrained
+from electra_tf.models.encoders import model_weights
 from electra_tf.models.preprocessing import pack_texts
 from electra_tf.serving import publish
 from tests.conftest import SHORT_RUN_SEQ
@@ -101,7 +103,7 @@ def test_outputs_equal_the_keras_model(exported, keras_discriminator):
 
 def rebuilt_with_weights_of(discriminator, config, batch):
     """A new discriminator (under the current dtype policy and strategy) holding `discriminator`'s weights."""
-    from electra_tf.loading import build_discriminator
+    from electra_tf.models.encoders import build_discriminator
 
     copy = build_discriminator(config)
     copy(batch)
@@ -161,8 +163,10 @@ def test_each_signature_is_traced_once_and_mirrored_weights_serve_as_the_model(k
             return fn(*args)
         return trace
 
-    endpoints = {name: (counted(name, fn), inputs)
-                 for name, (fn, inputs) in discriminator_endpoints(mirrored, tokenizer, SEQ).items()}
+    def endpoints(model):
+        return {name: (counted(name, fn), inputs)
+                for name, (fn, inputs) in discriminator_endpoints(model, tokenizer, SEQ).items()}
+
     path = publish.publish(mirrored, endpoints, tmp_path, "mirrored", config, tokenizer)
     assert traces == {"serving_default": 1, "encode_ids": 1}
     assert_export_computes(path, discriminator, batch)
@@ -237,26 +241,29 @@ def test_bad_input_has_defined_behaviour(exported):
     assert empty["replaced_probability"].shape == (0, SEQ) and empty["tokens"].shape == (0, SEQ)
 
 
-def test_a_fine_tuned_classifier_exports_through_the_same_path(keras_discriminator, tmp_path):
+@pytest.mark.parametrize("precision", ["float32", "mixed_bfloat16"])
+def test_a_fine_tuned_classifier_exports_through_the_same_path(keras_discriminator, tmp_path, precision):
+    """A task model gives its own signatures (`serving_endpoints`); one trained in mixed precision
+    is exported as a float32 copy rebuilt from its config, computing what the float32 model does."""
     import keras
 
+    from electra_tf.finetuning.text.classifiers import ElectraClassifier
+
     discriminator, tokenizer, config = keras_discriminator
-
-    class Classifier(keras.Model):  # the shape of a fine-tuning model: [CLS] -> dense
-        def __init__(self, encoder):
-            super().__init__()
-            self.encoder = encoder
-            self.dense = keras.layers.Dense(3)
-
-        def call(self, inputs, training=False):
-            return self.dense(self.encoder.encode(inputs, training=training)[:, 0])
-
-    classifier = Classifier(discriminator)
     probe = {"token_ids": tf.ones([1, SEQ], tf.int32), "segment_ids": tf.zeros([1, SEQ], tf.int32),
              "padding_mask": tf.ones([1, SEQ], tf.int32)}
+    keras.utils.set_random_seed(3)
+    classifier = ElectraClassifier(discriminator, num_classes=3, label_names=["sport", "tech", "politics"])
     classifier(probe)
-    path = publish.export_text_classifier(classifier, tokenizer, config, tmp_path, "topics",
-                                         label_names=["sport", "tech", "politics"])
+    trained = classifier
+    if precision != "float32":
+        keras.config.set_dtype_policy(precision)
+        trained = ElectraClassifier(rebuilt_with_weights_of(discriminator, config, probe), num_classes=3,
+                                    label_names=["sport", "tech", "politics"])
+        trained(probe)
+        for mine, theirs in zip(trained.weights, classifier.weights):
+            mine.assign(theirs)
+    path = publish.export_task_model(trained, tokenizer, config, tmp_path, "topics")
     serve = tf.saved_model.load(str(path)).signatures["serving_default"]
     out = serve(text=tf.constant(["The river rises.", "Bees visit the orchard."]))
     assert out["probabilities"].shape == (2, 3)
@@ -265,6 +272,7 @@ def test_a_fine_tuned_classifier_exports_through_the_same_path(keras_discriminat
     assert out["label"].numpy()[0] in (b"sport", b"tech", b"politics")
     expected = tf.nn.softmax(classifier(pack_texts(tokenizer, SEQ, tf.constant(["The river rises."]))))
     np.testing.assert_allclose(out["probabilities"][:1], expected, atol=1e-5)
+    assert json.loads((path / "assets.extra" / "task.json").read_text())["label_names"] == ["sport", "tech", "politics"]
 
 
 def test_an_export_is_a_pretrained_source(exported, keras_discriminator):
@@ -285,7 +293,7 @@ def test_sigkill_during_export_leaves_no_version_tf_serving_could_load(short_run
     is a hidden temporary folder, which TF Serving (integer versions only) never looks at."""
     code = f"""
 import os, signal
-from electra_tf.loading import load_pretrained
+from electra_tf.finetuning.pretrained import load_pretrained
 from electra_tf.serving import publish
 pretrained = load_pretrained({str(short_run / "run")!r})
 publish.write_warmup_requests = lambda *args, **kwargs: os.kill(os.getpid(), signal.SIGKILL)

@@ -131,7 +131,7 @@ def test_a_killed_worker_stops_the_job_and_the_same_command_resumes_exactly(data
 
 def test_arguments_after_the_separator_go_to_every_worker(monkeypatch):
     seen = {}
-    monkeypatch.setattr("electra_tf.cluster.launch_local",
+    monkeypatch.setattr("electra_tf.runtime.cluster.launch_local",
                         lambda command, workers, threads: seen.update(command=command, workers=workers) or 0)
     assert launch.main(["--workers", "3", "--", "--steps", "10", "--model_dir", "runs/x"]) == 0
     assert seen == {"command": [sys.executable, "-m", "electra_tf.pretrain", "--steps", "10", "--model_dir", "runs/x"],

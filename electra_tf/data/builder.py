@@ -38,9 +38,9 @@ from electra_tf.data.shards import FORMAT, METADATA_FILE, DataError, shard_name
 from electra_tf.data.tokenization import (TokenizerSettings, check_casing, read_tokenizer_settings,
                                          read_vocabulary, tokenizer_settings_path, vocabulary_fingerprint)
 from electra_tf.data.vocabulary import DEFAULT_VOCAB_SAMPLE_SENTENCES, DEFAULT_VOCAB_SIZE, build_vocabulary
-from electra_tf.files import atomic_write_text, file_sha256
-from electra_tf.progress import Progress
-from electra_tf.run_dir import VOCAB_FILE
+from electra_tf.utils.files import atomic_write_text, file_sha256
+from electra_tf.utils.progress import Progress
+from electra_tf.utils.run_dir import VOCAB_FILE
 
 QUEUE_DOCUMENTS = 64  # per worker: bounds memory, keeps workers busy
 MIN_SEQ_LENGTH = 8
@@ -77,7 +77,7 @@ def build_shards(output_dir: str | Path, inputs: list[str] | None = None, *, voc
         if value < least:
             raise DataError(f"{name} must be at least {least}, got {value}.")
     output_dir = Path(output_dir)
-    from electra_tf.locking import FolderLock
+    from electra_tf.utils.locking import FolderLock
 
     with FolderLock(output_dir, "electra_tf.build_data"):
         return _build(output_dir, inputs, vocab, vocab_size, max_seq_length, num_shards, num_workers, seed, overwrite,

@@ -30,7 +30,7 @@ import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 from typing import Iterator
 
-from electra_tf.errors import ElectraError
+from electra_tf.utils.errors import ElectraError
 
 # Longer lines are skipped (and counted): a multi-megabyte "line" is a data error (a dumped
 # blob, minified markup), not prose, and would make one enormous document.

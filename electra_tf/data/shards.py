@@ -18,8 +18,8 @@ from pathlib import Path
 import tensorflow as tf
 
 from electra_tf.data.tokenization import ElectraTokenizer
-from electra_tf.errors import ElectraError
-from electra_tf.files import file_sha256
+from electra_tf.utils.errors import ElectraError
+from electra_tf.utils.files import file_sha256
 
 METADATA_FILE = "metadata.json"
 FORMAT = "electra_tf.pretraining_shards.v1"

@@ -2,16 +2,16 @@
 
 Question answering cuts its answer out of the original context, so every context piece needs
 its (start, end) in the context, counted as Python indexes a `str` (code points; SQuAD's
-`answer_start` counts the same way). keras-hub's `WordPieceTokenizer` has no offsets, and its
-normalisation (accent stripping, case folding) changes lengths, so this module replays the
-same steps keeping track of where each byte came from:
+`answer_start` counts the same way). The tokenizer's normalisation (accent stripping, case
+folding) changes lengths, so this module replays its steps keeping track of where each byte
+came from:
 
-1. the text is split into characters; each character is normalised on its own as keras-hub
+1. the text is split into characters; each character is normalised on its own as the tokenizer
    normalises the whole text before splitting (CJK ideographs padded with spaces, NFD,
    accent marks (Unicode Mn) removed), so each normalised byte knows its original character;
-2. the normalised text is split into words on whitespace and punctuation with keras-hub's own
+2. the normalised text is split into words on whitespace and punctuation with the tokenizer's
    patterns (`regex_split_with_offsets`);
-3. each word is case-folded (`case_fold_utf8`, as keras-hub does after splitting) and cut into
+3. each word is case-folded (`case_fold_utf8`, as the tokenizer does after splitting) and cut into
    pieces by the same `FastWordpieceTokenizer` with offsets. A word whose case folding changed
    its byte length (rare: e.g. "ß" -> "ss" does not, "İ" does) gives every piece the whole word.
 
@@ -36,15 +36,6 @@ Example:
 from __future__ import annotations
 
 
-def _patterns(split_cjk: bool):
-    from keras_hub.src.tokenizers import word_piece_tokenizer as keras_hub_wordpiece
-
-    if split_cjk:
-        return (keras_hub_wordpiece.WHITESPACE_PUNCTUATION_AND_CJK_REGEX,
-                keras_hub_wordpiece.PUNCTUATION_AND_CJK_REGEX)
-    return keras_hub_wordpiece.WHITESPACE_AND_PUNCTUATION_REGEX, keras_hub_wordpiece.PUNCTUATION_REGEX
-
-
 def repair_utf8(texts):
     """Invalid UTF-8 bytes become U+FFFD (as the serving signatures treat text)."""
     import tensorflow as tf
@@ -59,15 +50,15 @@ def tokenize_with_offsets(tokenizer, texts):
     import tensorflow as tf
     import tensorflow_text as tf_text
 
-    from keras_hub.src.tokenizers.word_piece_tokenizer import CJK_REGEX
+    from electra_tf.data.tokenization import CJK_PATTERN, split_patterns
 
     settings = tokenizer.settings
-    split_pattern, keep_pattern = _patterns(settings.split_cjk)
+    split_pattern, keep_pattern = split_patterns(settings.split_cjk)
     texts = repair_utf8(tf.convert_to_tensor(texts, tf.string))
     characters = tf.strings.unicode_split(texts, "UTF-8")  # [B, C]
     normal = characters.flat_values
     if settings.split_cjk:
-        normal = tf.strings.regex_replace(normal, CJK_REGEX, r" \0 ")
+        normal = tf.strings.regex_replace(normal, CJK_PATTERN, r" \0 ")
     if settings.strip_accents:
         normal = tf.strings.regex_replace(tf_text.normalize_utf8(normal, "NFD"), r"\p{Mn}", "")
     normal_bytes = tf.strings.length(normal)  # each character's normalised length
@@ -80,8 +71,7 @@ def tokenize_with_offsets(tokenizer, texts):
     words, word_begin, word_end = tf_text.regex_split_with_offsets(
         tf.strings.reduce_join(normal, axis=-1), split_pattern, keep_pattern)  # [B, W], bytes
     folded = tf_text.case_fold_utf8(words) if settings.lowercase else words
-    wordpiece = tokenizer._wordpiece._fast_word_piece
-    ids, piece_begin, piece_end = wordpiece.tokenize_with_offsets(folded)  # [B, W, P], bytes in folded word
+    ids, piece_begin, piece_end = tokenizer.wordpiece.tokenize_with_offsets(folded)  # [B, W, P], bytes in folded word
     same_length = tf.equal(tf.strings.length(folded), tf.strings.length(words))  # [B, W]
     word_begin_p = tf.ones_like(piece_begin) * tf.expand_dims(word_begin, -1)
     word_end_p = tf.ones_like(piece_end) * tf.expand_dims(word_end, -1)

@@ -1,8 +1,11 @@
-"""The one tokenizer: WordPiece, in-graph (tf-text FastWordpiece via keras-hub).
+"""The one tokenizer: WordPiece, in-graph (tf-text's FastWordpiece).
 
 Data building, pre-training, fine-tuning and the exported serving graph all tokenize with
-`ElectraTokenizer`, so ids can never drift between stages. It wraps keras-hub's
-`WordPieceTokenizer` and knows the ids of the special tokens ELECTRA needs.
+`ElectraTokenizer`, so ids can never drift between stages. It runs BERT's basic tokenization
+(`pretokenize`: CJK ideographs split off, accents stripped, split on whitespace and
+punctuation, case folded) and tf-text's `FastWordpieceTokenizer`, the steps and patterns of
+keras-hub's `WordPieceTokenizer`, whose ids it equals (tests/data/test_tokenization.py); and it
+knows the ids of the special tokens ELECTRA needs.
 
 Any BERT-style `vocab.txt` works (one token per line, e.g. the standard 30522-entry uncased
 vocabulary), as long as it holds [PAD] [UNK] [CLS] [SEP] [MASK]; `learn_vocabulary` makes one
@@ -16,7 +19,7 @@ A `vocab.txt` without one is uncased, as every official ELECTRA model and everyt
 here before cased vocabularies existed.
 
 Deviation from BERT's and transformers' tokenizer, kept because every uncased model here was
-trained with it: lower-casing is keras-hub's Unicode case folding (NFKC_Casefold), not Python's
+trained with it: lower-casing is tf-text's Unicode case folding (NFKC_Casefold), not Python's
 `str.lower()`. Text holding "ß", ligatures such as "ﬁ", or full-width letters tokenizes
 differently from transformers' under `do_lower_case` (e.g. "Straße" -> "strasse", not
 "straße"); everything else, cased text included, gives transformers' ids (tested on the cased
@@ -30,13 +33,22 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from electra_tf.errors import ElectraError
+from electra_tf.utils.errors import ElectraError
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 TOKENIZER_CONFIG_FILE = "tokenizer_config.json"  # beside vocab.txt; transformers' name and keys
 # An uncased tokenizer never produces a token with an upper-case letter. A vocabulary where more
 # than this share of tokens has one was made cased (bert-base-cased: about a fifth).
 CASED_TOKEN_SHARE = 0.01
+SUFFIX_INDICATOR = "##"  # a WordPiece that continues a word
+
+# BERT's basic tokenizer as regular expressions (RE2, as tf-text reads them): whitespace and
+# control/format characters separate words and are dropped; ASCII and Unicode punctuation and
+# CJK ideographs are words of their own.
+WHITESPACE_PATTERN = r"\s|\p{Cc}|\p{Cf}"
+PUNCTUATION_PATTERN = r"[!-/]|[:-@]|[\[-`]|[{-~]|[\p{P}]"
+CJK_PATTERN = (r"[\x{4E00}-\x{9FFF}]|[\x{3400}-\x{4DBF}]|[\x{20000}-\x{2A6DF}]|[\x{2A700}-\x{2B73F}]"
+               r"|[\x{2B740}-\x{2B81F}]|[\x{2B820}-\x{2CEAF}]|[\x{F900}-\x{FAFF}]|[\x{2F800}-\x{2FA1F}]")
 
 
 class VocabularyError(ElectraError):
@@ -119,7 +131,7 @@ def read_tokenizer_settings(vocab_path: str | Path) -> TokenizerSettings:
 
 def write_tokenizer_settings(vocab_path: str | Path, settings: TokenizerSettings) -> None:
     """Writes the settings beside `vocab_path` (atomically)."""
-    from electra_tf.files import atomic_write_text
+    from electra_tf.utils.files import atomic_write_text
 
     atomic_write_text(tokenizer_settings_path(vocab_path), json.dumps(settings.to_huggingface(), indent=2) + "\n")
 
@@ -168,7 +180,7 @@ def read_vocabulary(path: str | Path) -> list[str]:
 
 def write_vocabulary(path: str | Path, tokens, settings: TokenizerSettings | None = None) -> None:
     """Writes a `vocab.txt` (one token per line) atomically, and its settings beside it if given."""
-    from electra_tf.files import atomic_write_text
+    from electra_tf.utils.files import atomic_write_text
 
     atomic_write_text(path, "\n".join(tokens) + "\n")
     if settings is not None:
@@ -180,11 +192,42 @@ def vocabulary_fingerprint(tokens: list[str]) -> str:
     return hashlib.sha256("\n".join(tokens).encode("utf-8")).hexdigest()
 
 
+def split_patterns(split_cjk: bool) -> tuple[str, str]:
+    """(delimiters, delimiters kept as words) for `tensorflow_text.regex_split`."""
+    if split_cjk:
+        return (f"{WHITESPACE_PATTERN}|{PUNCTUATION_PATTERN}|{CJK_PATTERN}",
+                f"{PUNCTUATION_PATTERN}|{CJK_PATTERN}")
+    return f"{WHITESPACE_PATTERN}|{PUNCTUATION_PATTERN}", PUNCTUATION_PATTERN
+
+
+def normalize(texts, settings: "TokenizerSettings"):
+    """What BERT's basic tokenizer does to text before splitting: CJK ideographs padded with
+    spaces, then NFD and accent marks (Unicode Mn) removed, as `settings` say."""
+    import tensorflow as tf
+    import tensorflow_text as tf_text
+
+    if settings.split_cjk:
+        texts = tf.strings.regex_replace(texts, CJK_PATTERN, r" \0 ")
+    if settings.strip_accents:
+        texts = tf.strings.regex_replace(tf_text.normalize_utf8(texts, "NFD"), r"\p{Mn}", "")
+    return texts
+
+
+def pretokenize(texts, settings: "TokenizerSettings"):
+    """A batch of strings -> ragged words [batch, words]: normalised, split, case folded."""
+    import tensorflow_text as tf_text
+
+    split, keep = split_patterns(settings.split_cjk)
+    words = tf_text.regex_split(normalize(texts, settings), split, keep)
+    return tf_text.case_fold_utf8(words) if settings.lowercase else words
+
+
 class ElectraTokenizer:
     """Text -> WordPiece ids, in graph (tf.data, tf.function, SavedModel) or eagerly.
 
     A vocabulary file brings its settings (`tokenizer_config.json` beside it; uncased without
-    one); a list of tokens is uncased unless `settings` says otherwise.
+    one); a list of tokens is uncased unless `settings` says otherwise. `wordpiece` is the
+    tf-text `FastWordpieceTokenizer` over the vocabulary (pretokenized words in, pieces out).
 
     Example:
     >>> tokenizer = ElectraTokenizer(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]",
@@ -199,8 +242,6 @@ class ElectraTokenizer:
     """
 
     def __init__(self, vocabulary: list[str] | str | Path, settings: TokenizerSettings | None = None):
-        import keras_hub  # deferred: importing keras-hub loads TensorFlow
-
         if isinstance(vocabulary, (str, Path)):
             self.vocabulary_path = str(vocabulary)
             settings = settings or read_tokenizer_settings(vocabulary)
@@ -219,20 +260,20 @@ class ElectraTokenizer:
             index[token] for token in SPECIAL_TOKENS)
         self.special_token_ids = tuple(sorted(
             i for token, i in index.items() if token.startswith("[") and token.endswith("]")))
-        self._wordpiece = keras_hub.tokenizers.WordPieceTokenizer(
-            vocabulary=self.vocabulary, lowercase=self.settings.lowercase,
-            strip_accents=self.settings.strip_accents, split_on_cjk=self.settings.split_cjk,
-            oov_token="[UNK]", dtype="int32")
-        import tensorflow as tf
+        import tensorflow as tf  # deferred: importing the module does not start TensorFlow
+        import tensorflow_text as tf_text
 
-        # Called eagerly, keras-hub returns Python lists; inside a tf.function it returns a
-        # RaggedTensor, which is what every caller here wants.
-        self._tokenize = tf.function(
-            self._wordpiece, input_signature=[tf.TensorSpec([None], tf.string)])
+        self.wordpiece = tf_text.FastWordpieceTokenizer(
+            vocab=self.vocabulary, token_out_type=tf.int32, suffix_indicator=SUFFIX_INDICATOR,
+            unknown_token="[UNK]", no_pretokenization=True, support_detokenization=True)
+        self._tokenize = tf.function(self._tokenize_in_graph, input_signature=[tf.TensorSpec([None], tf.string)])
 
     @property
     def vocabulary_size(self) -> int:
         return len(self.vocabulary)
+
+    def _tokenize_in_graph(self, texts):
+        return self.wordpiece.tokenize(pretokenize(texts, self.settings)).merge_dims(-2, -1)
 
     def tokenize(self, texts):
         """A batch of strings -> a ragged int32 [batch, None] tensor of ids (no [CLS]/[SEP])."""

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from electra_tf.data.corpus import InputError, Skips, expand_inputs, iter_raw_documents, to_sentences
-from electra_tf.progress import Progress, heartbeat
+from electra_tf.utils.progress import Progress, heartbeat
 
 # Right for a small corpus such as the bundled sample (BERT's is 30522).
 DEFAULT_VOCAB_SIZE = 8192

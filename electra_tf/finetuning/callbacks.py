@@ -15,8 +15,8 @@ import numpy as np
 import tensorflow as tf
 
 from electra_tf.finetuning.text import metrics
-from electra_tf.optimization import current_learning_rate, optimizer_step
-from electra_tf.progress import Progress
+from electra_tf.runtime.optimizer import current_learning_rate, optimizer_step
+from electra_tf.utils.progress import Progress
 
 
 class FinetuningProgress(keras.callbacks.Callback):

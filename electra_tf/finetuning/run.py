@@ -16,11 +16,11 @@ import math
 import os
 import shutil
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
-from electra_tf.errors import RunError
-from electra_tf.run_dir import LOCK_FILE, FinetuneDir, task_export_name
+from electra_tf.utils.errors import RunError
+from electra_tf.utils.run_dir import LOCK_FILE, FinetuneDir, task_export_name
 
 # Defaults by model size (by the discriminator's hidden size): the official fine-tuning learning
 # rates (the paper's 3e-4 for Small; 1e-4 Base; 5e-5 and layer decay 0.9 for Large) and, for the
@@ -143,7 +143,7 @@ def task_kind(options):
 
 def run_finetuning(options: FinetuningOptions) -> FinetuningResult:
     """The whole run, holding the output folder's lock (one writer per folder)."""
-    from electra_tf.locking import FolderLock
+    from electra_tf.utils.locking import FolderLock
 
     with FolderLock(options.output_dir, "electra_tf.finetune"):
         if _written(Path(options.output_dir)) and not options.overwrite:  # filled while we waited to lock
@@ -152,30 +152,59 @@ def run_finetuning(options: FinetuningOptions) -> FinetuningResult:
 
 
 def _run(options: FinetuningOptions) -> FinetuningResult:
-    import keras
-    import tensorflow as tf
-
-    from electra_tf.files import atomic_write_text
-    from electra_tf.finetuning.callbacks import EpochEvaluator, FinetuningProgress
-    from electra_tf.loading import build_discriminator, load_pretrained, pretrained_hidden_size
-    from electra_tf.optimization import create_finetuning_optimizer, optimizer_step
-    from electra_tf.runtime import (cached_programs, compile_cache_report, create_strategy, gpu_names, resolve_runtime,
-                                   use_compile_cache)
-    from electra_tf.serving.publish import export_task_model
-    from electra_tf.traced_steps import TracedStepCache
-
-    # Before anything starts TensorFlow's runtime, which reads the cache's flag once: a rerun of
-    # the same fine-tuning loads its compiled steps.
-    compile_cache = use_compile_cache()
-    programs_before = cached_programs(compile_cache)
     started = time.monotonic()
+    runtime, compile_cache, programs_before = _choose_runtime(options)  # first: TensorFlow starts here
     task = task_kind(options)
     task.name = task.name or FinetuneDir(options.output_dir).path.resolve().name  # files named only train/dev
+    pretrained, config, output = _prepare(options, runtime)
+    import keras
+
+    keras.utils.set_random_seed(options.seed)  # the data's order and the task head's initial weights
+    train = task.datasets(pretrained.tokenizer, config.max_seq_length, options.batch_size, options.seed)
+    plan = _plan(options, task, config)  # after the data: question answering counts its windows there
+    model = _build_model(options, runtime, pretrained, config, task, plan)
+    origin = "random initialisation" if options.random_init else pretrained.source
+    print(f"Fine-tuning {task.name} from {origin}: {task.train_examples:,} training {task.train_unit} / "
+          f"{task.eval_examples:,} eval {task.eval_unit}, {plan['epochs']} epoch(s) x {plan['steps_per_epoch']} "
+          f"steps, max_seq_length {config.max_seq_length}; {runtime.describe()}", flush=True)
+    if task.describe():
+        print(f"{task.name}: {task.describe()}.", flush=True)
+    evaluator, test_values = _fit(options, task, model, train, output, plan)
+    from electra_tf.serving.publish import export_task_model
+
+    export_path = export_task_model(model, pretrained.tokenizer, config, output.exports,
+                                    options.export_name or task_export_name(task.name))
+    summary = _summary(options, task, model, config, plan, evaluator, test_values, output, export_path, runtime,
+                       started, compile_cache, programs_before)
+    return FinetuningResult(summary, output, export_path)
+
+
+def _choose_runtime(options: FinetuningOptions):
+    """(the runtime with its strategy, the compile cache folder, the programs it held): the
+    cache's flags are set before TensorFlow starts, so a rerun loads its compiled steps."""
+    from electra_tf.finetuning.pretrained import pretrained_hidden_size
+    from electra_tf.runtime.devices import create_strategy, resolve_runtime
+    from electra_tf.runtime.xla import cached_programs, use_compile_cache
+    from electra_tf.utils.logs import start_tensorflow
+
+    compile_cache = use_compile_cache()
+    start_tensorflow()
+    programs_before = cached_programs(compile_cache)
     runtime = resolve_runtime(options.strategy, options.mixed_precision, options.xla,
                               hidden_size=pretrained_hidden_size(options.pretrained))
-    strategy = create_strategy(runtime)
+    create_strategy(runtime)
+    return runtime, (compile_cache if runtime.xla else None), programs_before
+
+
+def _prepare(options: FinetuningOptions, runtime):
+    """(the pre-trained model, the config at the run's sequence length, the output folder, made
+    and holding the config and vocabulary, so best.keras can be read alone)."""
+    import keras
+
+    from electra_tf.finetuning.pretrained import load_pretrained
+
     keras.config.set_dtype_policy(runtime.precision)
-    with strategy.scope():  # the model's variables are created (or restored) here
+    with runtime.strategy.scope():  # the model's variables are created (or restored) here
         pretrained = load_pretrained(options.pretrained, options.checkpoint, encoder_only=True)
     config = pretrained.config
     max_seq_length = options.max_seq_length or config.max_seq_length
@@ -188,41 +217,53 @@ def _run(options: FinetuningOptions) -> FinetuningResult:
         shutil.rmtree(old) if old.is_dir() else old.unlink()
     output.path.mkdir(parents=True, exist_ok=True)
     config.save(output.config)
-    pretrained.tokenizer.save(output.vocab)  # best.keras can be read alone
-    keras.utils.set_random_seed(options.seed)
-    train = task.datasets(pretrained.tokenizer, max_seq_length, options.batch_size, options.seed)
+    pretrained.tokenizer.save(output.vocab)
+    return pretrained, config, output
 
+
+def _plan(options: FinetuningOptions, task, config) -> dict:
+    """Epochs, learning rate and layer-wise decay (given, or the defaults for the model's size
+    and the task), and the steps they make; printed."""
     size, size_learning_rate, size_decay = size_defaults(config.hidden_size)
-    learning_rate = options.learning_rate or size_learning_rate
-    layerwise_lr_decay = options.layerwise_lr_decay or size_decay
-    epochs = options.epochs or task.default_epochs()
-    chosen = [f"{epochs} epoch(s)" + (" (given)" if options.epochs else
-                                      f" for {task.train_examples:,} training {task.train_unit}"),
-              f"learning rate {learning_rate:g}" + (" (given)" if options.learning_rate else ""),
-              f"layer-wise decay {layerwise_lr_decay:g}" + (" (given)" if options.layerwise_lr_decay else "")]
+    plan = {"size": size, "learning_rate": options.learning_rate or size_learning_rate,
+            "layerwise_lr_decay": options.layerwise_lr_decay or size_decay,
+            "epochs": options.epochs or task.default_epochs(),
+            "steps_per_epoch": math.ceil(task.train_examples / options.batch_size)}
+    plan["total_steps"] = plan["steps_per_epoch"] * plan["epochs"]
+    chosen = [f"{plan['epochs']} epoch(s)" + (" (given)" if options.epochs else
+                                              f" for {task.train_examples:,} training {task.train_unit}"),
+              f"learning rate {plan['learning_rate']:g}" + (" (given)" if options.learning_rate else ""),
+              f"layer-wise decay {plan['layerwise_lr_decay']:g}" + (" (given)" if options.layerwise_lr_decay else "")]
     print(f"Settings: {', '.join(chosen)}; defaults for a {size} model (hidden size {config.hidden_size}).",
           flush=True)
-    steps_per_epoch = math.ceil(task.train_examples / options.batch_size)
-    total_steps = steps_per_epoch * epochs
-    with strategy.scope():
-        backbone = build_discriminator(config) if options.random_init else pretrained.discriminator
-        model = task.build_model(backbone, config, pretrained.tokenizer, max_seq_length)
-        model.compile(optimizer=create_finetuning_optimizer(
-            learning_rate, total_steps, config.num_layers, options.warmup_proportion,
-            layerwise_lr_decay if layerwise_lr_decay < 1 else None,
-            options.layer_decay_schedule, options.weight_decay, config.adam_epsilon, config.clip_global_norm),
-            jit_compile=runtime.xla)
-    if compile_cache is not None and runtime.xla:  # the XLA steps' traces kept beside their programs
-        model.traced_steps = TracedStepCache(compile_cache, _step_description(options, config, task, total_steps,
-                                                                              runtime))
+    return plan
 
-    origin = "random initialisation" if options.random_init else pretrained.source
-    print(f"Fine-tuning {task.name} from {origin}: {task.train_examples:,} training {task.train_unit} / "
-          f"{task.eval_examples:,} eval {task.eval_unit}, {epochs} epoch(s) x {steps_per_epoch} steps, "
-          f"max_seq_length {max_seq_length}; "
-          f"{runtime.describe()}", flush=True)
-    if task.describe():
-        print(f"{task.name}: {task.describe()}.", flush=True)
+
+def _build_model(options: FinetuningOptions, runtime, pretrained, config, task, plan):
+    """The task's model on the pre-trained discriminator (or a fresh one), compiled with the
+    official fine-tuning optimizer."""
+    from electra_tf.models.encoders import build_discriminator
+    from electra_tf.runtime.optimizer import create_finetuning_optimizer
+
+    decay = plan["layerwise_lr_decay"]
+    with runtime.strategy.scope():
+        backbone = build_discriminator(config) if options.random_init else pretrained.discriminator
+        model = task.build_model(backbone, config, pretrained.tokenizer, config.max_seq_length)
+        model.compile(optimizer=create_finetuning_optimizer(
+            plan["learning_rate"], plan["total_steps"], config.num_layers, options.warmup_proportion,
+            decay if decay < 1 else None, options.layer_decay_schedule, options.weight_decay, config.adam_epsilon,
+            config.clip_global_norm), jit_compile=runtime.xla)
+    return model
+
+
+def _fit(options: FinetuningOptions, task, model, train, output, plan):
+    """`fit` with the task's evaluation after every epoch, keeping the best epoch (best.keras,
+    restored at the end); then the test file, if any. Returns (evaluator, test metrics or None)."""
+    import tensorflow as tf
+
+    from electra_tf.finetuning.callbacks import EpochEvaluator, FinetuningProgress
+    from electra_tf.utils.files import atomic_write_text
+
     writer = tf.summary.create_file_writer(str(output.logs))
 
     def save_best(record, files):
@@ -233,8 +274,8 @@ def _run(options: FinetuningOptions) -> FinetuningResult:
         os.replace(temporary, output.best_model)
 
     evaluator = EpochEvaluator(writer, task.evaluate, on_best=save_best)
-    model.fit(train, epochs=epochs, verbose=0, shuffle=False, callbacks=[  # the dataset shuffles itself
-        FinetuningProgress(writer, total_steps, options.batch_size, options.log_every), evaluator])
+    model.fit(train, epochs=plan["epochs"], verbose=0, shuffle=False, callbacks=[  # the dataset shuffles itself
+        FinetuningProgress(writer, plan["total_steps"], options.batch_size, options.log_every), evaluator])
     evaluator.restore_best()
     test_values = None
     if options.test:
@@ -243,9 +284,19 @@ def _run(options: FinetuningOptions) -> FinetuningResult:
             atomic_write_text(output.path / name, text)
         shown = " | ".join(f"{name} {value:.4f}" for name, value in test_values.items() if _is_number(value))
         print(f"test (epoch {evaluator.best['epoch']}): {shown}", flush=True)
+    return evaluator, test_values
 
-    export_name = options.export_name or task_export_name(task.name)
-    export_path = export_task_model(model, pretrained.tokenizer, config, output.exports, export_name)
+
+def _summary(options, task, model, config, plan, evaluator, test_values, output, export_path, runtime, started,
+             compile_cache, programs_before) -> dict:
+    """OUTPUT_DIR/metrics.json: the best epoch's metrics, every epoch, the settings."""
+    import tensorflow as tf
+
+    from electra_tf.runtime.devices import gpu_names
+    from electra_tf.runtime.optimizer import optimizer_step
+    from electra_tf.runtime.xla import compile_cache_report
+    from electra_tf.utils.files import atomic_write_text
+
     best = evaluator.best
     summary = {
         "task": task.name,
@@ -261,33 +312,16 @@ def _run(options: FinetuningOptions) -> FinetuningResult:
         "eval_unit": task.eval_unit,
         **task.summary(),
         "settings": {key: getattr(options, key) for key in SETTINGS} | {
-            "epochs": epochs, "max_seq_length": max_seq_length, "learning_rate": learning_rate,
-            "layerwise_lr_decay": layerwise_lr_decay, "size_defaults": size},
+            "epochs": plan["epochs"], "max_seq_length": config.max_seq_length, "learning_rate": plan["learning_rate"],
+            "layerwise_lr_decay": plan["layerwise_lr_decay"], "size_defaults": plan["size"]},
         "checkpoint": str(output.best_model),
         "export": str(export_path),
         "seconds": round(time.monotonic() - started, 1),
         "optimizer_steps": optimizer_step(model),  # float16: skipped batches are not steps
         "runtime": runtime.describe(),
-        "compile_cache": compile_cache_report(compile_cache if runtime.xla else None, programs_before,
-                                              model.traced_steps),
+        "compile_cache": compile_cache_report(compile_cache, programs_before),
         "gpus": gpu_names(),
         "tensorflow": tf.__version__,
     }
     atomic_write_text(output.metrics, json.dumps(summary, indent=2) + "\n")
-    return FinetuningResult(summary, output, export_path)
-
-
-# Options that change where a fine-tuning writes or what it prints, not its steps' graphs.
-_NOT_IN_THE_STEP = ("output_dir", "overwrite", "export_name", "log_every", "test")
-
-
-def _step_description(options, config, task, total_steps: int, runtime) -> dict:
-    """What a kept trace of this fine-tuning's steps is keyed by besides the model's variables and
-    the input's shapes (traced_steps.TracedStepCache): every option that could shape the step (the
-    hyperparameters the optimizer and its schedule hold as constants, the task's files and
-    columns), the schedule's length, the model's config and the task's labels. More than the
-    graph needs: a changed setting only costs a trace."""
-    return {"options": {name: value for name, value in asdict(options).items()
-                        if name not in _NOT_IN_THE_STEP},
-            "config": config.to_dict(), "task": task.summary(), "total_steps": total_steps,
-            "strategy": runtime.strategy_name}
+    return summary

@@ -42,7 +42,7 @@ class TaskKind:
 
     def test(self, model) -> tuple[dict, dict]:
         """Like `evaluate`, on the `--test` file, with the best epoch (kinds that support it)."""
-        from electra_tf.errors import RunError
+        from electra_tf.utils.errors import RunError
 
         raise RunError("--test is supported for --tagging runs (and --task conll2003) so far.")
 

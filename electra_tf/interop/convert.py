@@ -17,10 +17,10 @@ from pathlib import Path
 
 import numpy as np
 
-from electra_tf.config import ElectraConfig
+from electra_tf.models.config import ElectraConfig
 from electra_tf.interop.huggingface import ConversionError, HuggingFaceFolder, config_from_huggingface
 from electra_tf.interop.names import DISCRIMINATOR, GENERATOR, WeightName, embedding_names, weight_table
-from electra_tf.run_dir import ModelDir, read_provenance
+from electra_tf.utils.run_dir import ModelDir, read_provenance
 
 
 def import_huggingface(discriminator: str | Path, output: str | Path, generator: str | Path | None = None,
@@ -86,7 +86,7 @@ def export_huggingface(model_dir: str | Path, output: str | Path, checkpoint: st
     """Writes OUTPUT/discriminator (ElectraForPreTraining, or ElectraModel if the run never had
     the replaced-token head) and, when the run has a trained generator, OUTPUT/generator
     (ElectraForMaskedLM). Returns the folders written."""
-    from electra_tf.loading import restore_pretrainer
+    from electra_tf.pretraining.restore import restore_pretrainer
 
     output = Path(output)
     if output.exists():
@@ -158,7 +158,7 @@ def _write_model_dir(config, vocabulary, settings, names, read, source_format, o
     import tensorflow as tf
 
     from electra_tf.data.tokenization import write_vocabulary
-    from electra_tf.files import atomic_write_text
+    from electra_tf.utils.files import atomic_write_text
     from electra_tf.pretraining.pretrainer import ElectraPretrainer
 
     output = Path(output)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from electra_tf.config import ConfigError, ElectraConfig
+from electra_tf.models.config import ConfigError, ElectraConfig
 from electra_tf.interop.huggingface import DEFAULT_MAX_SEQ_LENGTH, ConversionError
 
 HEAD_WIDTH = 64  # official ELECTRA sizes: small 256/4, base 768/12, large 1024/16

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
-from electra_tf.config import ConfigError, ElectraConfig
-from electra_tf.errors import ElectraError
+from electra_tf.models.config import ConfigError, ElectraConfig
+from electra_tf.utils.errors import ElectraError
 from electra_tf.interop.names import DISCRIMINATOR, GENERATOR
 
 WEIGHTS_FILE = "model.safetensors"
@@ -189,7 +189,7 @@ def write_folder(path: Path, model_class: str, config: ElectraConfig, tensors: d
     writes into a temporary folder and renames it)."""
     from safetensors.numpy import save_file
 
-    from electra_tf.files import atomic_write_text
+    from electra_tf.utils.files import atomic_write_text
 
     hidden = config.generator_hidden_size if generator else config.hidden_size
     settings = {
@@ -214,7 +214,7 @@ def write_tokenizer_files(path: Path, tokenizer, config: ElectraConfig) -> None:
     """`vocab.txt` and `tokenizer_config.json` for transformers' `ElectraTokenizer`, normalising
     as `tokenizer` (an `ElectraTokenizer`) does."""
     from electra_tf.data.tokenization import write_vocabulary
-    from electra_tf.files import atomic_write_text
+    from electra_tf.utils.files import atomic_write_text
 
     write_vocabulary(path / "vocab.txt", tokenizer.vocabulary)
     atomic_write_text(path / TOKENIZER_CONFIG, json.dumps({

@@ -34,7 +34,7 @@ def has_qa_head(folder) -> bool:
 def write_question_answerer(model_dir, folder) -> Path:
     """MODEL_DIR/question_answerer.keras from a converted model_dir and the folder's qa_outputs."""
     from electra_tf.finetuning.question_answering.model import ElectraQuestionAnswerer
-    from electra_tf.loading import load_pretrained
+    from electra_tf.finetuning.pretrained import load_pretrained
 
     pretrained = load_pretrained(model_dir.path, encoder_only=True)
     weight, bias = folder.tensor(QA_WEIGHT), folder.tensor(QA_BIAS)

@@ -12,7 +12,7 @@ import keras
 import keras_hub
 import numpy as np
 
-from electra_tf.config import ElectraConfig
+from electra_tf.models.config import ElectraConfig
 from electra_tf.models.dropout import Dropout
 from electra_tf.models.heads import truncated_normal
 

@@ -12,11 +12,9 @@
       ReplacedTokenDetectionHead -> [B, L]  MaskedLMHead at mask_positions -> [B, N, V]
                                             (output layer = the shared word-embedding table)
 
-The transformer blocks are `TransformerLayer` (models/transformer.py): keras-hub's
-`TransformerEncoder` (post-LayerNorm, exact GELU, epsilon 1e-12, truncated-normal(0.02) init),
-the BERT block ELECTRA uses, with its forward pass traced once for all layers of a shape so
-start-up is shorter; its variables are keras-hub's. The attention mask is made once per
-encoder, not per layer. keras-hub's own `ElectraBackbone` is not used: it cannot take an
+The transformer blocks are `TransformerLayer` (models/transformer.py): BERT's post-LayerNorm
+block with exact GELU, epsilon 1e-12 and truncated-normal(0.02) initialization, the block
+ELECTRA uses. The attention mask is made once per encoder, not per layer. keras-hub's own `ElectraBackbone` is not used: it cannot take an
 external embedding layer (needed for sharing) and uses tanh-approximate GELU.
 
 Weight layout, one-to-one with the official TF1 / HuggingFace checkpoints (import is a
@@ -40,7 +38,7 @@ from __future__ import annotations
 
 import keras
 
-from electra_tf.config import ElectraConfig
+from electra_tf.models.config import ElectraConfig
 from electra_tf.models.embeddings import ElectraEmbeddings
 from electra_tf.models.heads import (
     OFFICIAL_DEFAULT_DENSE_INIT,
@@ -48,8 +46,7 @@ from electra_tf.models.heads import (
     ReplacedTokenDetectionHead,
     truncated_normal,
 )
-from electra_tf.models.transformer import TransformerLayer, attention_mask, looped_layers, tracing_for_xla
-from electra_tf.runtime import loop_layers_under_xla
+from electra_tf.models.transformer import TransformerLayer, attention_mask
 
 
 def deserialize_as(value, cls, owner: str, argument: str):
@@ -103,10 +100,8 @@ class _EncoderModel(keras.Model):
         for index in range(self.num_layers):
             layer = TransformerLayer(
                 intermediate_dim=self.intermediate_size, num_heads=self.num_heads,
-                dropout=self.dropout_rate, activation="gelu",
-                layer_norm_epsilon=self.layer_norm_epsilon,
-                kernel_initializer=init, normalize_first=False, dtype=self.dtype_policy,
-                name=f"transformer_layer_{index}")
+                dropout=self.dropout_rate, layer_norm_epsilon=self.layer_norm_epsilon,
+                kernel_initializer=init, dtype=self.dtype_policy, name=f"transformer_layer_{index}")
             layer.build((None, None, hidden_size))
             self.transformer_layers.append(layer)
 
@@ -116,8 +111,6 @@ class _EncoderModel(keras.Model):
         if self.embeddings_project is not None:
             x = self.embeddings_project(x)
         mask = attention_mask(inputs["padding_mask"])
-        if len(self.transformer_layers) > 1 and loop_layers_under_xla() and tracing_for_xla():
-            return looped_layers(self.transformer_layers, x, mask, training)
         for layer in self.transformer_layers:
             x = layer(x, padding_mask=mask, training=training)
         return x
@@ -151,7 +144,7 @@ class Discriminator(_EncoderModel):
 
     Example:
     >>> import numpy as np
-    >>> from electra_tf.config import ElectraConfig
+    >>> from electra_tf.models.config import ElectraConfig
     >>> config = ElectraConfig.load("electra_tiny")
     >>> embeddings = ElectraEmbeddings.from_electra_config(config)
     >>> discriminator = Discriminator.from_electra_config(config, embeddings)
@@ -195,7 +188,7 @@ class Generator(_EncoderModel):
 
     Example:
     >>> import numpy as np
-    >>> from electra_tf.config import ElectraConfig
+    >>> from electra_tf.models.config import ElectraConfig
     >>> config = ElectraConfig.load("electra_tiny")
     >>> embeddings = ElectraEmbeddings.from_electra_config(config)
     >>> generator = Generator.from_electra_config(config, embeddings)
@@ -236,3 +229,14 @@ class Generator(_EncoderModel):
                          intermediate_size=config.generator_intermediate_size)
         return cls(embeddings, dropout=config.dropout, layer_norm_epsilon=config.layer_norm_epsilon,
                    initializer_range=config.initializer_range, **sizes)
+
+
+def build_discriminator(config: ElectraConfig):
+    """A freshly initialised discriminator (shared-embedding layout, as in pre-training)."""
+    return Discriminator.from_electra_config(config, ElectraEmbeddings.from_electra_config(config))
+
+
+def model_weights(model) -> list:
+    """The model's weights, without dropout seed-generator states: those are random-number
+    state, and their names are numbered in creation order, so they do not match by name."""
+    return [v for v in model.variables if "seed_generator" not in v.path]

@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import keras
+import tensorflow as tf
 
 
 def truncated_normal(stddev: float) -> keras.initializers.Initializer:
@@ -93,8 +94,9 @@ class MaskedLMHead(keras.layers.Layer):
         self.built = True
 
     def call(self, sequence_output, mask_positions):
-        positions = keras.ops.expand_dims(keras.ops.cast(mask_positions, "int32"), axis=-1)
-        x = keras.ops.take_along_axis(sequence_output, positions, axis=1)
+        # [B, L, H] at [B, N] -> [B, N, H]. A batched gather on int32 positions (keras.ops'
+        # take_along_axis computes its indices in int64, which oneDNN warns about on every run).
+        x = tf.gather(sequence_output, tf.cast(mask_positions, tf.int32), batch_dims=1)
         x = self.layer_norm(self.dense(x))
         logits = self.word_embeddings(x, reverse=True)
         return keras.ops.cast(logits, "float32") + keras.ops.cast(self.output_bias, "float32")

@@ -31,8 +31,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from electra_tf.optimization import as_float, current_learning_rate, optimizer_step
-from electra_tf.progress import format_duration
+from electra_tf.runtime.optimizer import as_float, current_learning_rate, optimizer_step
+from electra_tf.utils.progress import format_duration
 
 CONSOLE_METRICS = ("loss", "masked_lm_accuracy", "disc_auc")
 # Dynamic loss scaling starts at 2^15 and halves the scale at each overflowing batch; a healthy
@@ -215,11 +215,7 @@ class Pause:
 
 
 class CheckpointSaver(keras.callbacks.Callback):
-    """Saves every `every` steps, at the end, and after the step in which a signal arrived.
-
-    Scheduled saves do not wait for their files when the checkpoint writes in the background
-    (`RunCheckpoint(background=True)`): training goes on while they are written, and the end of
-    `fit` waits for the last. A signal's save is waited for: the process is about to stop."""
+    """Saves every `every` steps, at the end, and after the step in which a signal arrived."""
 
     def __init__(self, run_checkpoint, every: int, signals=(signal.SIGTERM, signal.SIGINT)):
         super().__init__()
@@ -250,13 +246,12 @@ class CheckpointSaver(keras.callbacks.Callback):
         elif (passed_a_multiple(self._last_saved, step, self.every)
               and math.isfinite(float((logs or {}).get("loss", 0.0)))):
             with self.pause:
-                self.saved_paths.append(self.run_checkpoint.save(steps_done=batch + 1, wait=False))
+                self.saved_paths.append(self.run_checkpoint.save(steps_done=batch + 1))
             self._last_saved = step
 
     def on_train_end(self, logs=None):
         for number, previous in self._previous.items():
             signal.signal(number, previous)
-        self.run_checkpoint.wait()
 
 
 class ReplacementSamples(keras.callbacks.Callback):

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import tensorflow as tf
 
-from electra_tf.config import ElectraConfig
+from electra_tf.models.config import ElectraConfig
 from electra_tf.data.shards import DataError, check_shards, parse_padded_batch
 from electra_tf.data.tokenization import ElectraTokenizer
 from electra_tf.pretraining.masking import mask_tokens

@@ -25,12 +25,13 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
-from electra_tf.compiled_gradients import CompiledGradients, apply_gradients, dense_gradients
-from electra_tf.config import ElectraConfig
+from electra_tf.compat import BuiltModelsSkipSymbolicBuild, logs_for_keras_reduction
+from electra_tf.models.config import ElectraConfig
 from electra_tf.models.dropout import RNG_ALGORITHM
 from electra_tf.models.embeddings import ElectraEmbeddings
 from electra_tf.models.encoders import Discriminator, Generator
 from electra_tf.pretraining import losses
+from electra_tf.runtime.compiled_step import CompiledGradients, apply_gradients, dense_gradients
 
 BATCH_KEYS = ("token_ids", "segment_ids", "padding_mask", "mask_positions", "mask_ids",
               "mask_weights")
@@ -40,12 +41,12 @@ ELECTRA_METRICS = ("sampled_masked_lm_accuracy", "disc_loss", "disc_accuracy", "
 
 
 @keras.saving.register_keras_serializable(package="electra_tf")
-class ElectraPretrainer(CompiledGradients, keras.Model):
+class ElectraPretrainer(BuiltModelsSkipSymbolicBuild, CompiledGradients, keras.Model):
     """Joint ELECTRA pre-training of `generator` and `discriminator`.
 
     Example (a real, if tiny, training step):
-    >>> from electra_tf.config import ElectraConfig
-    >>> from electra_tf.optimization import create_optimizer
+    >>> from electra_tf.models.config import ElectraConfig
+    >>> from electra_tf.runtime.optimizer import create_optimizer
     >>> from electra_tf.pretraining.synthetic import masked_batch
     >>> config = ElectraConfig.load("electra_tiny", {"num_layers": 1, "vocab_size": 50})
     >>> pretrainer = ElectraPretrainer.from_electra_config(config)
@@ -146,7 +147,7 @@ class ElectraPretrainer(CompiledGradients, keras.Model):
         gradients, outputs = self.gradient_function(self._pretraining_gradients)(
             data, self._next_seed(), global_loss_counts(data))
         apply_gradients(self.optimizer, gradients, self.trainable_variables)
-        return _shaped_for_keras_reduction(self._update_metrics(data, outputs))
+        return logs_for_keras_reduction(self._update_metrics(data, outputs))
 
     def _pretraining_gradients(self, data, seed, global_counts):
         with tf.GradientTape() as tape:
@@ -157,18 +158,7 @@ class ElectraPretrainer(CompiledGradients, keras.Model):
     def test_step(self, data):
         data, _, _ = keras.utils.unpack_x_y_sample_weight(data)
         outputs = self.compute_pretraining_outputs(data, self._next_seed(), training=False)
-        return _shaped_for_keras_reduction(self._update_metrics(data, outputs))
-
-    def _maybe_symbolic_build(self, iterator=None, data_batch=None):
-        # Under a strategy Keras pulls one batch out of fit's own iterator here, only to build
-        # what is still unbuilt: that batch never reaches a step (the run's input position would
-        # be off by one), and under MultiWorkerMirroredStrategy the pull fails outright ("unsupported
-        # type PerReplica", keras-team/keras#20585). The pretrainer's layers are built in
-        # __init__ and runs build the optimizer before fit, so then there is nothing to build.
-        if self.optimizer is not None and self.optimizer.built and all(
-                layer.built for layer in self._flatten_layers()):
-            return
-        super()._maybe_symbolic_build(iterator=iterator, data_batch=data_batch)
+        return logs_for_keras_reduction(self._update_metrics(data, outputs))
 
     def call(self, inputs, training=False):
         return self.compute_pretraining_outputs(inputs, self._next_seed(), training=training)
@@ -260,18 +250,6 @@ def _make_trackers(objective):
             disc_auc=keras.metrics.AUC(name="disc_auc", num_thresholds=200),
         )
     return trackers
-
-
-def _shaped_for_keras_reduction(logs):
-    """Keras 3 reduces a step's logs over replicas with `strategy.reduce("MEAN", v, axis=0)`
-    under MultiWorkerMirroredStrategy, which fails on scalars ("Invalid reduction dimension 0",
-    keras-team/keras#20329). Shape [1] per replica reduces to the scalar Keras reports, and the
-    value is unchanged: every replica's logs are already the global metrics."""
-    strategy = tf.distribute.get_strategy()
-    if not (isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
-            and strategy.extended._in_multi_worker_mode()):
-        return logs
-    return {name: tf.reshape(value, [1]) for name, value in logs.items()}
 
 
 def _update_mean(tracker, total, count):

@@ -4,7 +4,7 @@ Keras' `fit` makes its own iterator over a dataset, out of reach of a checkpoint
 owns the tf.data iterator (`ResumableInput`) and gives `fit` a thin generator dataset that
 pulls from it; `InputTracker`, a callback, tells it after every step that the step's batch was
 consumed. What a checkpoint then holds of the input (`RunCheckpoint` in checkpointing.py saves
-it beside the model): the iterator's position (`IteratorState`), and the batches it already
+it beside the model): the tf.data iterator, and the batches it already
 handed out that no step has consumed yet (prefetched by tf.data or the strategy), which are
 replayed first after a restore, so the resumed run sees exactly the batches the uninterrupted
 run would have.
@@ -41,8 +41,6 @@ class ResumableInput:
             key: tf.Variable(tf.zeros([0, *spec.shape], spec.dtype), shape=[None, *spec.shape],
                              trainable=False, name=f"in_flight_{key}")
             for key, spec in self.spec.items()}
-        # The iterator's position as checkpoints hold it, taken in `frozen()`.
-        self.iterator_state = IteratorState(self) if checkpointable else None
 
     def close(self) -> None:
         """Releases the pipeline's iterator (the run is over)."""
@@ -83,7 +81,7 @@ class ResumableInput:
             # Handed to tf.data as numpy copies: yielding the source iterator's own EagerTensors
             # through from_generator fed a MirroredStrategy step corrupted batches (token ids
             # far outside the vocabulary by the second step, seen with mixed_float16 on two CPU
-            # replicas; tests/test_compiled_gradients.py). The copy costs microseconds a batch.
+            # replicas; tests/runtime/test_compiled_step.py). The copy costs microseconds a batch.
             yield {key: np.array(value) for key, value in batch.items()}
 
     def advance_to(self, steps_done: int) -> None:
@@ -118,8 +116,6 @@ class ResumableInput:
                     variable.assign(tf.stack([batch[key] for batch in pending]))
                 else:
                     variable.assign(tf.zeros([0, *self.spec[key].shape], self.spec[key].dtype))
-            if self.iterator_state is not None:
-                self.iterator_state.take()
             yield
 
     def in_flight_count(self) -> int:
@@ -133,51 +129,6 @@ class ResumableInput:
                             for i in range(count)]
             self._handed_out.clear()
             return count
-
-
-class IteratorState(tf.__internal__.tracking.Trackable):
-    """A `ResumableInput`'s iterator position, as a checkpoint holds it (`data_iterator`, the
-    key the tf.data iterator itself is saved under: checkpoints of either kind restore).
-
-    The position is serialized into a variable when the input is `frozen()` for a save. Saved
-    directly, the iterator broke exact resume with background checkpoints: TensorFlow copies
-    each saved object at the step and writes the copies later, and its copy of an iterator is a
-    second iterator over the same dataset, whose making advanced the dataset's reshuffling seed:
-    the run's later epochs then came in another order (the resume tests in
-    tests/test_pretrain.py). A variable is copied like the model's.
-    """
-
-    def __init__(self, resumable_input: "ResumableInput | None", state=None):
-        """`state`: the serialized position to start from (by default the iterator's now);
-        `resumable_input` None for TensorFlow's copy, which is only written."""
-        self.input = resumable_input
-        with tf.device("CPU:0"):  # with the iterator, a host resource (on a GPU machine too)
-            self.state = tf.Variable(self._serialized() if state is None else state,
-                                     shape=tf.TensorShape(None), trainable=False, name="iterator_state")
-
-    def _serialized(self):
-        return self.input.iterator._serialize_to_tensors()["_STATE"]
-
-    def take(self) -> None:
-        """Serializes the iterator's position now (the input is held still)."""
-        self.state.assign(self._serialized())
-
-    # tf.train.Checkpoint's protocol
-    # The state is a variant tensor, which has no copy to a GPU: every read and copy of it stays
-    # on the host, also inside TensorFlow's traced save function and its copy, whose ops would
-    # otherwise go to the GPU (measured on one H200: "No unary variant device copy function").
-    def _serialize_to_tensors(self):
-        with tf.device("CPU:0"):
-            return {"ITERATOR_STATE": self.state.read_value()}
-
-    def _restore_from_tensors(self, restored_tensors):
-        return self.input.iterator._restore_from_tensors({"_STATE": restored_tensors["ITERATOR_STATE"]})
-
-    def _copy_trackable_to_cpu(self, object_map):
-        with tf.device("CPU:0"):
-            if self not in object_map:
-                object_map[self] = IteratorState(None, self.state.read_value())
-            object_map[self].state.assign(self.state.read_value())
 
 
 class InputTracker(keras.callbacks.Callback):

@@ -21,9 +21,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from electra_tf.config import ElectraConfig
-from electra_tf.errors import RunError
-from electra_tf.run_dir import ModelDir, bundled_data_dir
+from electra_tf.models.config import ElectraConfig
+from electra_tf.utils.errors import RunError
+from electra_tf.utils.run_dir import ModelDir, bundled_data_dir
 
 FINAL_METRICS = ("masked_lm_accuracy", "masked_lm_loss", "sampled_masked_lm_accuracy", "disc_auc",
                  "disc_accuracy", "disc_precision", "disc_recall", "disc_loss", "loss")
@@ -209,7 +209,7 @@ def _continue_config(model_dir: ModelDir, config: ElectraConfig, record: bool = 
 def _record_change(model_dir: ModelDir, saved: ElectraConfig, new: ElectraConfig) -> None:
     import json
 
-    from electra_tf.files import atomic_write_text
+    from electra_tf.utils.files import atomic_write_text
 
     history = json.loads(model_dir.config_history.read_text()) if model_dir.config_history.is_file() else []
     history.append({"time": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
@@ -221,8 +221,8 @@ def _record_change(model_dir: ModelDir, saved: ElectraConfig, new: ElectraConfig
 
 def run_pretraining(options: PretrainingOptions) -> RunResult:
     """The whole run, holding the model_dir's lock (one writer per folder)."""
-    from electra_tf.cluster import WorkerRole
-    from electra_tf.locking import FolderLock
+    from electra_tf.runtime.cluster import WorkerRole
+    from electra_tf.utils.locking import FolderLock
 
     role = WorkerRole.from_environ()
     lock = FolderLock(options.model_dir, "electra_tf.pretrain") if role.is_chief else contextlib.nullcontext()
@@ -236,12 +236,53 @@ def run_pretraining(options: PretrainingOptions) -> RunResult:
         return result
 
 
-def _run(options: PretrainingOptions, role, closing: contextlib.ExitStack) -> RunResult:
-    from electra_tf.runtime import (align_function_names, cached_programs, compile_cache_report, create_strategy,
-                                   resolve_runtime, use_compile_cache)
+@dataclass
+class _Run:
+    """What a run is made of, once prepared (`_prepare`)."""
 
-    # Before anything starts TensorFlow's runtime, which reads the cache's flag once.
+    options: PretrainingOptions
+    role: object  # cluster.WorkerRole
+    runtime: object  # devices.Runtime, its strategy created
+    config: ElectraConfig
+    model_dir: ModelDir
+    data: _Data
+    resumable: object  # resumable_input.ResumableInput
+    held_out: list
+    pretrainer: object
+    checkpoint: object  # checkpointing.RunCheckpoint
+    writer: object
+    compile_cache: Path | None  # where this run's compiled steps are cached (XLA only)
+    programs_before: int
+    started: float
+    resumed_from: int | None = None
+    initialized_from: str | None = None
+
+
+def _run(options: PretrainingOptions, role, closing: contextlib.ExitStack) -> RunResult:
+    started = time.monotonic()
+    runtime, compile_cache = _choose_runtime(options, role)  # first: TensorFlow starts here
+    run = _prepare(options, role, runtime, compile_cache, closing, started)
+    _print_header(run)
+    monitor, saver, samples, callbacks = _callbacks(run)
+    _train(run, monitor, saver, callbacks)
+    if monitor.diverged_at is not None:
+        return _result(run, "diverged", diverged_at=monitor.diverged_at, overflowing=monitor.overflowing)
+    if saver.received is not None:
+        return _result(run, "stopped", signal=int(saver.received))
+    if not saver.saved_paths or not saver.saved_paths[-1].endswith(f"-{run.checkpoint.step}"):
+        run.checkpoint.save()
+    return _finish(run, monitor, saver, samples)
+
+
+def _choose_runtime(options: PretrainingOptions, role):
+    """The runtime, its strategy created, with the compile cache's flags set first (TensorFlow
+    reads them once, when it starts); returns (runtime, compile cache folder or None)."""
+    from electra_tf.runtime.devices import create_strategy, resolve_runtime
+    from electra_tf.runtime.xla import use_compile_cache
+    from electra_tf.utils.logs import start_tensorflow
+
     compile_cache = use_compile_cache()
+    start_tensorflow()
     # The strategy comes first: a MultiWorkerMirroredStrategy must configure its collectives
     # before TensorFlow runs anything (the tokenizer's tables included).
     runtime = resolve_runtime(options.strategy, options.mixed_precision, options.xla,
@@ -252,30 +293,60 @@ def _run(options: PretrainingOptions, role, closing: contextlib.ExitStack) -> Ru
                        "python -m electra_tf.launch sets).")
     if options.steps_per_loop > 1 and runtime.strategy_name != "one_device":  # `auto` chose several devices
         raise RunError(steps_per_loop_needs_one_device(options.steps_per_loop, runtime.strategy_name))
-    strategy = create_strategy(runtime)
+    create_strategy(runtime)
+    return runtime, (compile_cache if runtime.xla else None)
 
+
+def _prepare(options: PretrainingOptions, role, runtime, compile_cache, closing: contextlib.ExitStack,
+             started: float) -> _Run:
+    """Data, config, model_dir, input, the pretrainer and its optimizer, its steps traced, and the
+    checkpoint restored (in that order: see `CompiledGradients.trace_steps`)."""
     import keras
     import tensorflow as tf
 
-    from electra_tf.data.shards import explain_read_error
-    from electra_tf.optimization import create_optimizer
-    from electra_tf.pretraining.callbacks import CheckpointSaver, ReplacementSamples, StepProfiler, TrainingMonitor
     from electra_tf.pretraining.checkpointing import RunCheckpoint
-    from electra_tf.pretraining.resumable_input import InputTracker, ResumableInput
-    from electra_tf.pretraining.input_pipeline import pretraining_dataset, raw_text_dataset
     from electra_tf.pretraining.pretrainer import ElectraPretrainer
+    from electra_tf.runtime.optimizer import create_optimizer
+    from electra_tf.runtime.xla import cached_programs
 
-    started = time.monotonic()
     model_dir = ModelDir(options.model_dir)
+    data = _prepare_data(options, options.config, model_dir, role)
+    config = _run_config(options, model_dir, data.tokenizer, role)
+    keras.config.set_dtype_policy(runtime.precision)
+    resumable, held_out = _input(options, config, data, role, runtime, closing)
+    # Initial weights and every dropout seed generator follow the config's seed.
+    keras.utils.set_random_seed(config.seed)
+    with runtime.strategy.scope():
+        pretrainer = ElectraPretrainer.from_electra_config(config)
+        pretrainer.compile(optimizer=create_optimizer(config), jit_compile=runtime.xla,
+                           steps_per_execution=options.steps_per_loop)
+        pretrainer.optimizer.build(pretrainer.trainable_variables)
+    pretrainer.trace_steps(resumable.spec)  # before the restore: a resume then finds its compiled steps
+    checkpoint = RunCheckpoint(model_dir.checkpoints, pretrainer, resumable, options.keep_checkpoints,
+                               worker_index=role.index, num_workers=role.count)
+    resumed_from = checkpoint.restore_latest()
+    initialized_from = None
+    if options.init_from and resumed_from is None:
+        from electra_tf.pretraining.restore import initialize_from
+        initialized_from = initialize_from(pretrainer, options.init_from)
+    # Only the chief writes the run's event files; the other workers report to it through the
+    # (global) metrics every step already carries.
+    writer = (tf.summary.create_file_writer(str(model_dir.train_logs)) if role.is_chief
+              else tf.summary.create_noop_writer())
+    run = _Run(options, role, runtime, config, model_dir, data, resumable, held_out, pretrainer, checkpoint,
+               writer, compile_cache, cached_programs(compile_cache), started, resumed_from, initialized_from)
+    if role.is_chief:
+        _write_run_description(run)
+    return run
+
+
+def _run_config(options: PretrainingOptions, model_dir: ModelDir, tokenizer, role) -> ElectraConfig:
+    """The config with the data's vocabulary size, continuing the model_dir's run if it holds
+    one; the chief writes it, and the vocabulary, to the model_dir."""
     config = options.config
-    data = _prepare_data(options, config, model_dir, role)
-    tokenizer = data.tokenizer
     if config.vocab_size != tokenizer.vocabulary_size:
         config = config.replace(vocab_size=tokenizer.vocabulary_size)
     config = _continue_config(model_dir, config, record=role.is_chief)
-    keras.config.set_dtype_policy(runtime.precision)
-    compile_cache = compile_cache if runtime.xla else None  # reported only where steps compile
-    programs_before = cached_programs(compile_cache)
     if role.is_chief:
         model_dir.path.mkdir(parents=True, exist_ok=True)
         config.save(model_dir.config)
@@ -286,167 +357,179 @@ def _run(options: PretrainingOptions, role, closing: contextlib.ExitStack) -> Ru
     if config.train_batch_size % role.count:
         raise RunError(f"train_batch_size {config.train_batch_size} does not split evenly over {role.count} "
                        "workers: choose a multiple of the number of workers.")
+    return config
+
+
+def _input(options, config, data, role, runtime, closing):
+    """(the resumable training input, the held-out batches of the final evaluation)."""
+    import tensorflow as tf
+
+    from electra_tf.pretraining.input_pipeline import pretraining_dataset, raw_text_dataset
+    from electra_tf.pretraining.resumable_input import ResumableInput
+
     worker_batch = config.train_batch_size // role.count  # each worker reads its own share of every step
     input_context = (tf.distribute.InputContext(role.count, role.index, runtime.num_replicas)
                      if role.is_multi_worker else None)
 
     def make_dataset(seed):
         if data.kind == "records":
-            return pretraining_dataset(data.location, config, tokenizer, worker_batch, seed=seed,
+            return pretraining_dataset(data.location, config, data.tokenizer, worker_batch, seed=seed,
                                        input_context=input_context)
-        return raw_text_dataset(data.location, config, tokenizer, worker_batch, seed=seed)
+        return raw_text_dataset(data.location, config, data.tokenizer, worker_batch, seed=seed)
 
     # Raw text is read through a Python generator, whose position TensorFlow cannot save: a
     # resumed run then reads the text from the start again (build_data's shards resume exactly).
     resumable = closing.enter_context(contextlib.closing(
         ResumableInput(make_dataset(config.seed), checkpointable=data.kind == "records")))
     held_out = [batch for batch in make_dataset(config.seed + 1).take(options.eval_batches)]
-    # Initial weights and every dropout seed generator follow the config's seed.
-    keras.utils.set_random_seed(config.seed)
-    with strategy.scope():
-        pretrainer = ElectraPretrainer.from_electra_config(config)
-        pretrainer.compile(optimizer=create_optimizer(config), jit_compile=runtime.xla,
-                           steps_per_execution=options.steps_per_loop)
-        pretrainer.optimizer.build(pretrainer.trainable_variables)
-    if compile_cache is not None:  # the XLA steps' traces kept beside their programs: a rerun skips tracing
-        from electra_tf.traced_steps import TracedStepCache
-        # An extension changes num_train_steps only, which the step reads from a variable.
-        description = {**{k: v for k, v in config.to_dict().items() if k != "num_train_steps"},
-                       "strategy": runtime.strategy_name}
-        pretrainer.traced_steps = TracedStepCache(compile_cache, description)
-    checkpoint = RunCheckpoint(model_dir.checkpoints, pretrainer, resumable, options.keep_checkpoints,
-                               worker_index=role.index, num_workers=role.count, background=True)
-    resumed_from = checkpoint.restore_latest()
-    initialized_from = None
-    if options.init_from and resumed_from is None:
-        from electra_tf.loading import initialize_from
-        initialized_from = initialize_from(pretrainer, options.init_from)
+    return resumable, held_out
 
-    total = config.num_train_steps
-    # Only the chief writes the run's event files; the other workers report to it through the
-    # (global) metrics every step already carries.
-    writer = (tf.summary.create_file_writer(str(model_dir.train_logs)) if role.is_chief
-              else tf.summary.create_noop_writer())
-    if role.is_chief:
-        _write_run_description(writer, config, runtime, data.description, checkpoint.step, initialized_from)
-    kept = pretrainer.discriminator or pretrainer.generator  # the MLM baseline keeps its generator
-    print(f"ELECTRA pre-training: {model_dir.name}, {kept.count_params():,} parameters kept; "
-          f"{total:,} steps of {config.train_batch_size} x {config.max_seq_length}.")
-    print(f"  data: {data.description}; vocabulary {tokenizer.vocabulary_size:,} tokens")
-    print(f"  runtime: {runtime.describe()}")
-    if compile_cache:
-        print(f"  compiled steps and their traces cached in {compile_cache} (a rerun, resume or extension "
-              "loads them)")
+
+def _print_header(run: _Run) -> None:
+    config, role, options = run.config, run.role, run.options
+    kept = run.pretrainer.discriminator or run.pretrainer.generator  # the MLM baseline keeps its generator
+    print(f"ELECTRA pre-training: {run.model_dir.name}, {kept.count_params():,} parameters in the "
+          f"{'discriminator' if run.pretrainer.discriminator else 'encoder'} (the model kept after "
+          f"pre-training); {config.num_train_steps:,} steps of {config.train_batch_size} x {config.max_seq_length}.")
+    print(f"  data: {run.data.description}; vocabulary {run.data.tokenizer.vocabulary_size:,} tokens")
+    print(f"  runtime: {run.runtime.describe()}")
+    if run.compile_cache:
+        print(f"  compiled steps cached in {run.compile_cache} (a rerun, resume or extension loads them)")
     if role.is_multi_worker:
-        print(f"  this process: {role.describe()}, reading {worker_batch} of every step's "
-              f"{config.train_batch_size} examples from its own shards")
-    if resumed_from is not None and data.kind != "records":
+        print(f"  this process: {role.describe()}, reading {config.train_batch_size // role.count} of every "
+              f"step's {config.train_batch_size} examples from its own shards")
+    if run.resumed_from is not None and run.data.kind != "records":
         print("  note: raw text input restarts from the beginning of the text on resume (shards from "
               "build_data resume at the exact batch)")
-    print(f"  resumed from step {resumed_from} ({checkpoint.manager.latest_checkpoint})" if resumed_from is not None
-          else f"  starting at step 0; checkpoints every {options.checkpoint_every} steps in {model_dir.checkpoints}")
-    if initialized_from:
-        print(f"  weights from {initialized_from} (fresh optimizer, schedule and step counter)")
+    print(f"  resumed from step {run.resumed_from} ({run.checkpoint.manager.latest_checkpoint})"
+          if run.resumed_from is not None else
+          f"  starting at step 0; checkpoints every {options.checkpoint_every} steps in {run.model_dir.checkpoints}")
+    if run.initialized_from:
+        print(f"  weights from {run.initialized_from} (fresh optimizer, schedule and step counter)")
     elif options.init_from:
         print(f"  --init_from {options.init_from} ignored: continuing this run's own checkpoints")
-    print(f"  watch it: tensorboard --logdir {model_dir.path}", flush=True)
+    print(f"  watch it: tensorboard --logdir {run.model_dir.path}", flush=True)
 
+
+def _callbacks(run: _Run):
+    """(monitor, saver, samples or None, every callback of the run's `fit`)."""
+    from electra_tf.pretraining.callbacks import CheckpointSaver, ReplacementSamples, StepProfiler, TrainingMonitor
+    from electra_tf.pretraining.resumable_input import InputTracker
+
+    options, role = run.options, run.role
     # Tokens/s: this worker's tokens times the workers (their batches are alike in size).
-    monitor = TrainingMonitor(writer, total, config.train_batch_size, resumable, options.log_every,
-                              stop_on_nonfinite=runtime.precision != "mixed_float16",
+    monitor = TrainingMonitor(run.writer, run.config.num_train_steps, run.config.train_batch_size, run.resumable,
+                              options.log_every, stop_on_nonfinite=run.runtime.precision != "mixed_float16",
                               token_scale=role.count, quiet=not role.is_chief,
-                              skipped_steps=checkpoint.skipped_steps)
-    saver = CheckpointSaver(checkpoint, options.checkpoint_every)
-    callbacks = [InputTracker(resumable), monitor, saver]
+                              skipped_steps=run.checkpoint.skipped_steps)
+    saver = CheckpointSaver(run.checkpoint, options.checkpoint_every)
+    callbacks = [InputTracker(run.resumable), monitor, saver]
     samples = None
-    if pretrainer.discriminator is not None and role.is_chief:
-        samples = ReplacementSamples(writer, held_out[0], tokenizer, options.sample_every)
+    if run.pretrainer.discriminator is not None and role.is_chief:
+        samples = ReplacementSamples(run.writer, run.held_out[0], run.data.tokenizer, options.sample_every)
         callbacks.append(samples)
     if options.profile_steps and role.is_chief:
-        callbacks.append(StepProfiler(str(model_dir.profile_logs), *options.profile_steps))
+        callbacks.append(StepProfiler(str(run.model_dir.profile_logs), *options.profile_steps))
+    return monitor, saver, samples, callbacks
 
+
+def _train(run: _Run, monitor, saver, callbacks) -> None:
+    """`fit` until the run's steps are made, it diverges or a signal stops it. A run of N steps
+    makes N optimizer updates: float16 loss scaling skips the batches whose gradients
+    overflowed (no update, the step number stays), so `fit` then ends short of N and the loop
+    trains the missing steps on the next batches (the compiled step is reused)."""
+    import tensorflow as tf
+
+    from electra_tf.data.shards import explain_read_error
+
+    checkpoint, total = run.checkpoint, run.config.num_train_steps
     if checkpoint.step >= total:
         print(f"  already trained to step {checkpoint.step}: nothing left to train.")
-    # A run of N steps makes N optimizer updates. float16 loss scaling skips the batches whose
-    # gradients overflowed (no update, the step number stays): fit then ends short of N, and
-    # the loop trains the missing steps on the next batches (the compiled step is reused).
-    align_function_names()  # the compiled step keeps its cached name in a rerun or a resume
     while checkpoint.step < total and monitor.diverged_at is None and saver.received is None:
-        steps_per_epoch = _steps_this_fit(pretrainer, total - checkpoint.step, options.steps_per_loop)
+        steps_per_epoch = _steps_this_fit(run.pretrainer, total - checkpoint.step, run.options.steps_per_loop)
         try:
-            with _lost_workers_reported(role, checkpoint):
-                pretrainer.fit(_per_worker(strategy, role, resumable.dataset()), epochs=1, shuffle=False,
-                               steps_per_epoch=steps_per_epoch, verbose=0, callbacks=callbacks)
+            with _lost_workers_reported(run.role, checkpoint):
+                run.pretrainer.fit(_per_worker(run.runtime.strategy, run.role, run.resumable.dataset()), epochs=1,
+                                   shuffle=False, steps_per_epoch=steps_per_epoch, verbose=0, callbacks=callbacks)
         except tf.errors.DataLossError as error:
-            if data.kind == "records":
-                raise explain_read_error(error, data.location) from None
+            if run.data.kind == "records":
+                raise explain_read_error(error, run.data.location) from None
             raise RunError(f"reading the raw text failed: {error}") from None
-        if resumable.steps_in_fit == 0:
+        if run.resumable.steps_in_fit == 0:
             raise RunError(f"the input ended at step {checkpoint.step} of {total}: no batch was left to train on.")
 
-    def result(status, **details) -> RunResult:
-        return RunResult(status, checkpoint.step, model_dir, checkpoint.manager.latest_checkpoint,
-                         time.monotonic() - started, runtime.precision, is_chief=role.is_chief,
-                         skipped_steps=int(checkpoint.skipped_steps.numpy()), **details)
 
-    if monitor.diverged_at is not None:
-        return result("diverged", diverged_at=monitor.diverged_at, overflowing=monitor.overflowing)
-    if saver.received is not None:
-        return result("stopped", signal=int(saver.received))
-    if not saver.saved_paths or not saver.saved_paths[-1].endswith(f"-{checkpoint.step}"):
-        checkpoint.save()
+def _result(run: _Run, status: str, **details) -> RunResult:
+    return RunResult(status, run.checkpoint.step, run.model_dir, run.checkpoint.manager.latest_checkpoint,
+                     time.monotonic() - run.started, run.runtime.precision, is_chief=run.role.is_chief,
+                     skipped_steps=int(run.checkpoint.skipped_steps.numpy()), **details)
 
-    # Training is saved; a signal from here on stops the evaluation and export, not the run's state.
+
+def _finish(run: _Run, monitor, saver, samples) -> RunResult:
+    """Training is saved: the final evaluation, the discriminator's export and the summary. A
+    signal from here on stops the evaluation and export, not the run's state."""
     try:
-        with _stop_on_signals() as received, _lost_workers_reported(role, checkpoint):
-            from electra_tf.progress import batch_progress
-
-            # Evaluation and export take tens of seconds after the last step: both say so.
-            align_function_names()
-            pretrainer.steps_per_execution = 1  # a progress line per held-out batch
-            metrics = pretrainer.evaluate(_per_worker(strategy, role, tf.data.Dataset.from_tensor_slices(
-                {k: tf.stack([b[k] for b in held_out]) for k in held_out[0]})), return_dict=True, verbose=0,
-                callbacks=[batch_progress("final evaluation", len(held_out), "held-out batches")]
-                if role.is_chief else [])
-            with writer.as_default(step=checkpoint.step):
-                for key, value in metrics.items():
-                    tf.summary.scalar(f"final_eval/{key}", value)
-            writer.flush()
-            export_path = None
-            if pretrainer.discriminator is not None and role.is_chief:
-                from electra_tf.serving.publish import export_discriminator
-                from electra_tf.progress import heartbeat
-
-                print("exporting the discriminator for TensorFlow Serving (tracing both signatures) ...", flush=True)
-                with heartbeat("export", stream=sys.stdout):
-                    export_path = export_discriminator(pretrainer.discriminator, tokenizer, config,
-                                                       Path(options.export_dir or model_dir.exports), model_dir.name)
+        with _stop_on_signals() as received, _lost_workers_reported(run.role, run.checkpoint):
+            metrics = _evaluate(run)
+            export_path = _export(run)
     except _Stopped:
-        return result("stopped", signal=received[0])
-    if role.is_multi_worker:
+        return _result(run, "stopped", signal=received[0])
+    if run.role.is_multi_worker:
         # The other workers wait for the chief's export before they exit: one that left while the
         # chief still exported would make the chief's coordination service report "tasks have
         # crashed" (it still can if the chief's own exit takes over its 10 s heartbeat; docs/scaling.md).
-        with _lost_workers_reported(role, checkpoint):
-            _barrier(strategy)
-    finished = result("finished", metrics={k: float(v) for k, v in metrics.items()}, export_path=export_path)
-    if role.is_chief:
-        # What held training up, apart from the steps: the GPU run lost half a window's rate
-        # around checkpoints (docs/performance.md); these say which pause it was.
+        with _lost_workers_reported(run.role, run.checkpoint):
+            _barrier(run.runtime.strategy)
+    finished = _result(run, "finished", metrics={k: float(v) for k, v in metrics.items()}, export_path=export_path)
+    if run.role.is_chief:
+        from electra_tf.runtime.xla import compile_cache_report
+
+        # What held training up, apart from the steps.
         pauses = {"checkpoint_writes": saver.pause.summary(), "log_lines": monitor.pause.summary(),
                   **({"replacement_samples": samples.pause.summary()} if samples else {})}
-        _write_summary(finished, config, runtime, data.description, resumed_from or 0,
+        _write_summary(finished, run.config, run.runtime, run.data.description, run.resumed_from or 0,
                        {**monitor.timings(), "pauses": pauses,
-                        "compile_cache": compile_cache_report(compile_cache, programs_before,
-                                                              pretrainer.traced_steps)})
+                        "compile_cache": compile_cache_report(run.compile_cache, run.programs_before)})
     return finished
+
+
+def _evaluate(run: _Run) -> dict:
+    """The final metrics on the held-out batches, also to TensorBoard (`final_eval/`)."""
+    import tensorflow as tf
+
+    from electra_tf.utils.progress import batch_progress
+
+    held_out = run.held_out
+    run.pretrainer.steps_per_execution = 1  # a progress line per held-out batch
+    batches = tf.data.Dataset.from_tensor_slices({k: tf.stack([b[k] for b in held_out]) for k in held_out[0]})
+    metrics = run.pretrainer.evaluate(
+        _per_worker(run.runtime.strategy, run.role, batches), return_dict=True, verbose=0,
+        callbacks=[batch_progress("final evaluation", len(held_out), "held-out batches")] if run.role.is_chief else [])
+    with run.writer.as_default(step=run.checkpoint.step):
+        for key, value in metrics.items():
+            tf.summary.scalar(f"final_eval/{key}", value)
+    run.writer.flush()
+    return metrics
+
+
+def _export(run: _Run) -> Path | None:
+    """The discriminator for TensorFlow Serving (the chief; the MLM baseline has none)."""
+    if run.pretrainer.discriminator is None or not run.role.is_chief:
+        return None
+    from electra_tf.serving.publish import export_discriminator
+    from electra_tf.utils.progress import heartbeat
+
+    print("exporting the discriminator for TensorFlow Serving (tracing both signatures) ...", flush=True)
+    with heartbeat("export", stream=sys.stdout):
+        return export_discriminator(run.pretrainer.discriminator, run.data.tokenizer, run.config,
+                                    Path(run.options.export_dir or run.model_dir.exports), run.model_dir.name)
 
 
 def _steps_this_fit(pretrainer, remaining: int, steps_per_loop: int) -> int:
     """The batches the next `fit` takes, `steps_per_loop` a call: the whole calls left, or the
     last part call on its own (Keras' epoch of S steps makes ceil(S / K) calls of K steps each,
     which would train past the run's end)."""
-    from electra_tf.compiled_gradients import XlaStepLoop
+    from electra_tf.runtime.compiled_step import XlaStepLoop
 
     per_call = min(steps_per_loop, remaining)
     if per_call != pretrainer.steps_per_execution:
@@ -465,8 +548,8 @@ def _write_summary(result, config, runtime, data_description: str, started_at: i
 
     import tensorflow as tf
 
-    from electra_tf.files import atomic_write_text
-    from electra_tf.runtime import gpu_names
+    from electra_tf.utils.files import atomic_write_text
+    from electra_tf.runtime.devices import gpu_names
 
     examples = result.step * config.train_batch_size
     summary = {
@@ -562,16 +645,17 @@ def _stop_on_signals(signals=(signal.SIGTERM, signal.SIGINT)):
             signal.signal(number, old)
 
 
-def _write_run_description(writer, config, runtime, data_description, step, initialized_from=None):
+def _write_run_description(run: _Run) -> None:
     import tensorflow as tf
     from tensorboard.plugins.hparams import api as hparams
 
+    runtime = run.runtime
     text = "\n".join([
-        f"data: {data_description}", f"runtime: {runtime.strategy_name}, {runtime.precision}, "
-        f"XLA {'on' if runtime.xla else 'off'}", f"initial weights: {initialized_from or 'random'}", "",
-        "```json", config.to_json(), "```"])
-    with writer.as_default(step=step):
+        f"data: {run.data.description}", f"runtime: {runtime.strategy_name}, {runtime.precision}, "
+        f"XLA {'on' if runtime.xla else 'off'}", f"initial weights: {run.initialized_from or 'random'}", "",
+        "```json", run.config.to_json(), "```"])
+    with run.writer.as_default(step=run.checkpoint.step):
         tf.summary.text("run/config", text)
         hparams.hparams({key: (value if isinstance(value, (int, float, str, bool)) else str(value))
-                         for key, value in config.to_dict().items()})
-    writer.flush()
+                         for key, value in run.config.to_dict().items()})
+    run.writer.flush()

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from electra_tf.config import ElectraConfig
+from electra_tf.models.config import ElectraConfig
 from electra_tf.pretraining.masking import mask_tokens
 
 PAD, UNK, CLS, SEP, MASK = 0, 1, 2, 3, 4

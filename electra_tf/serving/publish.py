@@ -1,5 +1,5 @@
 """Writing a SavedModel for TensorFlow Serving: `publish`, `export_discriminator`,
-`export_text_classifier`.
+`export_task_model`.
 
 `EXPORT_DIR/NAME/<version>/` (saved_model.pb, variables/, assets.extra/) is the layout TF
 Serving watches: the next integer version is built in a temporary folder and renamed, so a
@@ -9,39 +9,37 @@ version's writes nothing (rerunning a finished run or exporting the same checkpo
 not make a new version): assets.extra/fingerprint holds their digest.
 assets.extra/ also holds warmup requests the server replays at load, and config.json and
 vocab.txt (and task.json for classifiers), which TF Serving ignores and
-`electra_tf.loading` reads to fine-tune from an export.
+`finetuning/pretrained.py` reads to fine-tune from an export.
 
-An export computes in float32 whatever precision the model trained in (`computing_in_float32`).
+An export computes in float32 whatever precision the model trained in (`in_float32`).
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
 import shutil
 from pathlib import Path
 
-from electra_tf.files import atomic_write_text
-from electra_tf.run_dir import ExportMetadata
-from electra_tf.serving.signatures import (TEXT_SIGNATURE, classifier_endpoints, discriminator_endpoints,
-                                          tagger_endpoints)
+from electra_tf.utils.files import atomic_write_text
+from electra_tf.utils.run_dir import ExportMetadata
+from electra_tf.serving.signatures import TEXT_SIGNATURE, discriminator_endpoints
 
 WARMUP_TEXTS = ("ELECTRA detects replaced tokens.", "", "A longer sentence to warm up the model "
                 "server, so that the first real request does not pay for graph initialisation.")
 
 
 def write_saved_model(model, endpoints: dict, path: Path) -> None:
-    """Writes a SavedModel with `endpoints` as signatures, plus warmup requests, to `path`.
+    """Writes a SavedModel with `endpoints` (functions over `model`) as signatures, plus warmup
+    requests, to `path`.
 
     The object graph is the one `keras.export.ExportArchive` writes (`variables`,
     `trainable_variables`, `non_trainable_variables` and the endpoint functions on one
-    AutoTrackable; the first endpoint also as `serving_default`), written with
-    `tf.saved_model.save` directly so that each endpoint is traced once. ExportArchive traces
-    each endpoint twice: once outside TensorFlow's save context to list the variables it uses,
-    and again inside it (a function's trace is keyed on the save context's variable policy):
-    exports took about twice as long (docs/results.md, "Exports traced once"). Every variable of
+    trackable object; the first endpoint also as `serving_default`), written with
+    `tf.saved_model.save` directly so that each endpoint is traced once: ExportArchive traces
+    each endpoint twice (once outside TensorFlow's save context to list the variables it uses,
+    and again inside it), which took about twice as long. Every variable of
     the model is kept, as ExportArchive's `track(model)` keeps them. Unlike ExportArchive, lookup
     tables held by the model are not collected: none of the package's models holds one, and
     `tf.saved_model.save` refuses, naming it, a signature that captures an untracked resource.
@@ -50,42 +48,61 @@ def write_saved_model(model, endpoints: dict, path: Path) -> None:
 
     if not model.built:
         raise ValueError(f"{type(model).__name__} has not been built: call it on a batch before exporting.")
-    with computing_in_float32(model):  # the endpoints are traced in here, by the save
-        root = tf.__internal__.tracking.AutoTrackable()
-        root.variables = list(model.variables)
-        root.trainable_variables = list(model.trainable_variables)
-        root.non_trainable_variables = list(model.non_trainable_variables)
-        signatures = {}
-        for name, (fn, inputs) in endpoints.items():
-            signatures[name] = tf.function(fn, autograph=False, input_signature=[
-                tf.TensorSpec(shape, dtype, name=input_name) for input_name, shape, dtype in inputs])
-            setattr(root, name, signatures[name])
-        signatures.setdefault("serving_default", next(iter(signatures.values())))  # TF Serving's default
-        tf.saved_model.save(root, str(path), signatures=signatures)
+    # A tf.train.Checkpoint is the public AutoTrackable whose attributes may be named as
+    # ExportArchive names them (a tf.Module's `variables` is a read-only property).
+    root = tf.train.Checkpoint()
+    root.variables = list(model.variables)
+    root.trainable_variables = list(model.trainable_variables)
+    root.non_trainable_variables = list(model.non_trainable_variables)
+    signatures = {}
+    for name, (fn, inputs) in endpoints.items():
+        signatures[name] = tf.function(fn, autograph=False, input_signature=[
+            tf.TensorSpec(shape, dtype, name=input_name) for input_name, shape, dtype in inputs])
+        setattr(root, name, signatures[name])
+    signatures.setdefault("serving_default", next(iter(signatures.values())))  # TF Serving's default
+    tf.saved_model.save(root, str(path), signatures=signatures)
     write_warmup_requests(path)
 
 
-@contextlib.contextmanager
-def computing_in_float32(model):
-    """Within it, the layers of `model` under a mixed policy (mixed_bfloat16, mixed_float16)
-    compute in float32; their policies are restored afterwards.
+def in_float32(model):
+    """`model` itself when it computes in float32; otherwise a copy of it built from its config
+    under the float32 policy, holding its weights (matched by path).
 
     Why exports compute in float32: the variables are float32 under every policy, so nothing is
     lost; a float32 graph runs at float32 speed on any serving hardware, where a bfloat16 one is
     slow on CPUs without native bfloat16 instructions and a float16 one on most CPUs; and it is
-    what `python -m electra_tf.export` writes from a checkpoint of the same run. Keras has no public walk over
-    nested layers; `_flatten_layers` is its own.
+    what `python -m electra_tf.export` writes from a checkpoint of the same run.
     """
-    mixed = [layer for layer in model._flatten_layers(include_self=True, recursive=True)
-             if layer.dtype_policy.compute_dtype != layer.dtype_policy.variable_dtype]
-    policies = [layer.dtype_policy for layer in mixed]
+    import keras
+
+    from electra_tf.models.encoders import model_weights
+
+    if model.dtype_policy.compute_dtype == model.dtype_policy.variable_dtype:
+        return model
+    policy = keras.config.dtype_policy()
+    keras.config.set_dtype_policy("float32")  # for the layers a model makes without a dtype argument
     try:
-        for layer in mixed:
-            layer.dtype_policy = "float32"
-        yield model
+        copy = keras.saving.deserialize_keras_object(
+            _with_float32_policies(keras.saving.serialize_keras_object(model)))
     finally:
-        for layer, policy in zip(mixed, policies):
-            layer.dtype_policy = policy
+        keras.config.set_dtype_policy(policy)
+    theirs, ours = model_weights(model), model_weights(copy)
+    if [v.path for v in theirs] != [v.path for v in ours]:
+        raise ValueError(f"{type(model).__name__} rebuilt from its config holds other weights than the model.")
+    for source, target in zip(theirs, ours):
+        target.assign(source)
+    return copy
+
+
+def _with_float32_policies(config):
+    """A serialized Keras object with every dtype policy in it (nested layers' too) float32."""
+    if isinstance(config, dict):
+        if config.get("class_name") in ("DTypePolicy", "FloatDTypePolicy"):
+            return "float32"
+        return {key: _with_float32_policies(value) for key, value in config.items()}
+    if isinstance(config, list):
+        return [_with_float32_policies(value) for value in config]
+    return config
 
 
 def write_warmup_requests(path: Path, model_name: str = "electra") -> None:
@@ -130,10 +147,14 @@ def export_fingerprint(model, endpoints: dict, config=None, tokenizer=None, task
     return digest.hexdigest()
 
 
-def publish(model, endpoints: dict, export_dir: Path, name: str, config=None, tokenizer=None,
+def publish(model, make_endpoints, export_dir: Path, name: str, config=None, tokenizer=None,
             task: dict | None = None) -> Path:
-    """Writes EXPORT_DIR/NAME/<next version>/ atomically; returns that folder. With `config`
-    and `tokenizer`, assets.extra/ also keeps config.json, vocab.txt (and task.json)."""
+    """Writes EXPORT_DIR/NAME/<next version>/ atomically; returns that folder. `make_endpoints`
+    gives the signatures over the model it is handed (`in_float32(model)`: {name: (function,
+    inputs)}). With `config` and `tokenizer`, assets.extra/ also keeps config.json, vocab.txt
+    (and task.json)."""
+    model = in_float32(model)
+    endpoints = make_endpoints(model)
     model_root = Path(export_dir) / name
     fingerprint = export_fingerprint(model, endpoints, config, tokenizer, task)
     newest = model_root / str(next_version(model_root) - 1)
@@ -163,62 +184,17 @@ def publish(model, endpoints: dict, export_dir: Path, name: str, config=None, to
 
 
 def export_discriminator(discriminator, tokenizer, config, export_dir: Path, name: str) -> Path:
-    return publish(discriminator, discriminator_endpoints(discriminator, tokenizer, config.max_seq_length),
+    return publish(discriminator, lambda model: discriminator_endpoints(model, tokenizer, config.max_seq_length),
                    export_dir, name, config, tokenizer)
 
 
 def export_task_model(model, tokenizer, config, export_dir: Path, name: str) -> Path:
-    """A fine-tuned `ElectraClassifier` or `ElectraTokenClassifier`, with the label names,
-    score range and text-pair flag it carries. `config.max_seq_length` is the length it was
-    fine-tuned at."""
-    from electra_tf.finetuning.text.classifiers import ElectraTokenClassifier
-    from electra_tf.finetuning.question_answering.model import ElectraQuestionAnswerer
-
-    if isinstance(model, ElectraQuestionAnswerer):
-        return export_question_answerer(model, tokenizer, config, export_dir, name)
-    if isinstance(model, ElectraTokenClassifier):
-        return export_tagger(model, tokenizer, config, export_dir, name, model.label_names)
-    return export_text_classifier(model, tokenizer, config, export_dir, name, model.label_names,
-                                  model.score_range, model.text_pair)
-
-
-def export_text_classifier(classifier, tokenizer, config, export_dir: Path, name: str,
-                           label_names=None, score_range=None, text_pair: bool = False) -> Path:
-    """`config.max_seq_length` is the length the classifier was fine-tuned at."""
-    endpoints = classifier_endpoints(classifier, tokenizer, config.max_seq_length, label_names,
-                                     score_range, text_pair)
-    task = {"label_names": list(label_names) if label_names is not None else None,
-            "score_range": list(score_range) if score_range is not None else None,
-            "text_pair": text_pair}
-    return publish(classifier, endpoints, export_dir, name, config, tokenizer, task)
-
-
-def export_tagger(tagger, tokenizer, config, export_dir: Path, name: str, tag_names) -> Path:
-    """`config.max_seq_length` is the length the tagger was fine-tuned at."""
-    endpoints = tagger_endpoints(tagger, tokenizer, config.max_seq_length, tag_names)
-    return publish(tagger, endpoints, export_dir, name, config, tokenizer,
-                   {"tag_names": list(tag_names), "tagging": True})
-
-
-def export_question_answerer(answerer, tokenizer, config, export_dir: Path, name: str) -> Path:
-    """`config.max_seq_length` is the length the model was fine-tuned at; the windowing and
-    answer settings are the model's own."""
-    from electra_tf.finetuning.question_answering.squad import default_doc_stride
-    from electra_tf.serving.question_answering import question_answerer_endpoints
-
-    from electra_tf.errors import RunError
-
-    if config.max_seq_length - answerer.max_query_length - 3 < 1:
-        raise RunError(f"the question answerer keeps questions of up to {answerer.max_query_length} pieces, which "
-                       f"leaves no room for a context in its {config.max_seq_length}-piece windows; set its "
-                       "max_query_length lower (fine-tuning: --max_query_length).")
-    doc_stride = answerer.doc_stride or default_doc_stride(config.max_seq_length)
-    endpoints = question_answerer_endpoints(answerer, tokenizer, config.max_seq_length, doc_stride,
-                                            answerer.max_query_length, answerer.max_answer_length)
-    return publish(answerer, endpoints, export_dir, name, config, tokenizer, {
-        "question_answering": True, "head": answerer.head_type, "answerable": answerer.answerable,
-        "doc_stride": doc_stride, "max_query_length": answerer.max_query_length,
-        "max_answer_length": answerer.max_answer_length})
+    """A fine-tuned task model, with the signatures and task description it gives itself
+    (`model.serving_endpoints(tokenizer, max_seq_length)`, `model.serving_task(max_seq_length)`: the
+    classifiers, the tagger and the question answerer of `finetuning/`). `config.max_seq_length`
+    is the length it was fine-tuned at."""
+    return publish(model, lambda copy: copy.serving_endpoints(tokenizer, config.max_seq_length), export_dir, name,
+                   config, tokenizer, model.serving_task(config.max_seq_length))
 
 
 def write_export_metadata(version_dir: Path, config, tokenizer, task: dict | None = None) -> None:

@@ -11,7 +11,7 @@ import pytest
 from electra_tf import convert
 from electra_tf.data.tokenization import ElectraTokenizer, TokenizerSettings, read_tokenizer_settings
 from electra_tf.interop.convert import export_huggingface, import_huggingface
-from electra_tf.loading import load_pretrained
+from electra_tf.finetuning.pretrained import load_pretrained
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "huggingface"
 CASED = np.load(FIXTURE / "cased_outputs.npz")

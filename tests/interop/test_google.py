@@ -12,11 +12,12 @@ import pytest
 import tensorflow as tf
 from safetensors.numpy import load_file
 
-from electra_tf.config import ElectraConfig
+from electra_tf.models.config import ElectraConfig
 from electra_tf.interop.convert import import_google
-from electra_tf.run_dir import read_provenance
+from electra_tf.utils.run_dir import read_provenance
 from electra_tf.interop.huggingface import ConversionError
-from electra_tf.loading import load_pretrained, restore_pretrainer
+from electra_tf.finetuning.pretrained import load_pretrained
+from electra_tf.pretraining.restore import restore_pretrainer
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "huggingface"
 REFERENCE = np.load(FIXTURE / "reference_outputs.npz")

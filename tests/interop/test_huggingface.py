@@ -10,9 +10,10 @@ import pytest
 from safetensors.numpy import load_file, save_file
 
 from electra_tf.interop.convert import export_huggingface, import_huggingface
-from electra_tf.run_dir import read_provenance
+from electra_tf.utils.run_dir import read_provenance
 from electra_tf.interop.huggingface import ConversionError
-from electra_tf.loading import load_pretrained, restore_pretrainer
+from electra_tf.finetuning.pretrained import load_pretrained
+from electra_tf.pretraining.restore import restore_pretrainer
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "huggingface"
 REFERENCE = np.load(FIXTURE / "reference_outputs.npz")

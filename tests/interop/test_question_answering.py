@@ -14,8 +14,8 @@ from electra_tf.finetuning.question_answering.model import ElectraQuestionAnswer
 from electra_tf.interop.convert import import_huggingface
 from electra_tf.interop.huggingface import ConversionError
 from electra_tf.interop.question_answering import QA_MODEL_FILE, export_question_answerer
-from electra_tf.loading import load_task_model
-from electra_tf.run_dir import read_provenance
+from electra_tf.finetuning.pretrained import load_task_model
+from electra_tf.utils.run_dir import read_provenance
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "huggingface"
 REFERENCE = np.load(FIXTURE / "reference_outputs.npz")

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from electra_tf.config import ElectraConfig
+from electra_tf.models.config import ElectraConfig
 from electra_tf.models.embeddings import ElectraEmbeddings
 from electra_tf.models.encoders import Discriminator, Generator
 from electra_tf.pretraining.pretrainer import ElectraPretrainer
@@ -53,12 +53,11 @@ def test_untied_generator_embeddings(config):
 def test_architecture_details(config):
     discriminator = ElectraPretrainer.from_electra_config(config).discriminator
     block = discriminator.transformer_layers[0]
-    assert block.normalize_first is False  # post-LayerNorm, as BERT
+    # Post-LayerNorm and exact GELU are the block's only form (transformer.post_ln_block), checked
+    # against keras-hub's TransformerEncoder(normalize_first=False, activation="gelu") in
+    # test_transformer.py and against transformers' ELECTRA in tests/interop.
     assert block.layer_norm_epsilon == 1e-12
-    assert block.activation.__name__ == "gelu"
-    x = np.linspace(-3, 3, 7).astype("float32")
-    exact = 0.5 * x * (1 + np.vectorize(__import__("math").erf)(x / np.sqrt(2)))
-    np.testing.assert_allclose(np.asarray(block.activation(x)), exact, rtol=1e-5, atol=1e-6)
+    assert block.attention_layer_norm.epsilon == block.output_layer_norm.epsilon == 1e-12
     assert discriminator.embeddings.layer_norm.epsilon == 1e-12
 
 
@@ -130,7 +129,7 @@ def test_initializers_follow_the_official_code(config):
     wide = config.replace(hidden_size=256, intermediate_size=1024, num_heads=4)  # 128 -> 256 projection
     discriminator = ElectraPretrainer.from_electra_config(wide).discriminator
     truncated_std = 0.02 * 0.88  # a normal cut at 2 standard deviations keeps 88% of its spread
-    assert _std(discriminator.transformer_layers[0]._self_attention_layer._query_dense.kernel) == \
+    assert _std(discriminator.transformer_layers[0].query_dense.kernel) == \
         pytest.approx(truncated_std, rel=0.1)
     assert _std(discriminator.head.dense.kernel) == pytest.approx(truncated_std, rel=0.1)
     assert _std(discriminator.embeddings.word_embeddings.embeddings) == pytest.approx(truncated_std, rel=0.1)

@@ -9,7 +9,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from electra_tf.config import ElectraConfig
+from electra_tf.models.config import ElectraConfig
 from electra_tf.pretraining.callbacks import CheckpointSaver, ReplacementSamples, TrainingMonitor, render_replacements
 from electra_tf.pretraining.resumable_input import InputTracker, ResumableInput
 from electra_tf.pretraining.pretrainer import ElectraPretrainer
@@ -108,10 +108,9 @@ def test_monitor_counts_float16_skips_and_stops_when_every_batch_overflows():
 
 
 def test_saver_saves_on_schedule_and_after_a_signal_then_restores_handlers():
-    saved, waits = [], []
+    saved = []
     fake_checkpoint = types.SimpleNamespace(
-        step=0, save=lambda steps_done=None, wait=True: saved.append((steps_done, wait)) or f"ckpt-{fake_checkpoint.step}",
-        wait=lambda: waits.append(fake_checkpoint.step))
+        step=0, save=lambda steps_done=None: saved.append(steps_done) or f"ckpt-{fake_checkpoint.step}")
     saver = CheckpointSaver(fake_checkpoint, every=2, signals=(signal.SIGUSR1,))
     previous = signal.getsignal(signal.SIGUSR1)
     model = FakePretrainer()
@@ -125,9 +124,8 @@ def test_saver_saves_on_schedule_and_after_a_signal_then_restores_handlers():
         if model.stop_training:
             break
     saver.on_train_end()
-    # Step 2 on schedule (written in the background), step 3 because of the signal (waited for:
-    # the process stops), each with its input count; the end of training waits for any write.
-    assert saved == [(2, False), (3, True)] and waits == [3]
+    # Step 2 on schedule, step 3 because of the signal, each with its input count.
+    assert saved == [2, 3]
     assert saver.received == signal.SIGUSR1 and model.stop_training
     assert saver.saved_paths == ["ckpt-2", "ckpt-3"]
     assert signal.getsignal(signal.SIGUSR1) == previous

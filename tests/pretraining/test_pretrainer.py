@@ -3,8 +3,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from electra_tf.config import ElectraConfig
-from electra_tf.optimization import create_optimizer
+from electra_tf.models.config import ElectraConfig
+from electra_tf.runtime.optimizer import create_optimizer
 from electra_tf.pretraining.pretrainer import ElectraPretrainer
 from electra_tf.pretraining.synthetic import markov_sequences, masked_batch, remasked_each_step
 
@@ -202,7 +202,7 @@ def test_float16_loss_scaling_skips_a_non_finite_step_and_recovers():
 
 
 def test_replicas_agree_to_skip_when_only_one_overflows(two_replicas):
-    from electra_tf.compiled_gradients import agree_on_finiteness
+    from electra_tf.runtime.compiled_step import agree_on_finiteness
 
     def step():
         first = tf.distribute.get_replica_context().replica_id_in_sync_group == 0

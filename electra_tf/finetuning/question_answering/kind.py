@@ -42,7 +42,7 @@ class QuestionAnsweringKind(TaskKind):
 
     def _windows(self, examples, tokenizer, max_seq_length, training, counts):
         from electra_tf.finetuning.question_answering.squad import make_windows, tokenize_contexts, tokenize_texts
-        from electra_tf.progress import Progress
+        from electra_tf.utils.progress import Progress
 
         contexts = list(dict.fromkeys(example.context for example in examples))
         progress = Progress("windows", total=len(examples), unit="questions", stream=sys.stdout)
@@ -63,7 +63,7 @@ class QuestionAnsweringKind(TaskKind):
         import numpy as np
         import tensorflow as tf
 
-        from electra_tf.errors import RunError
+        from electra_tf.utils.errors import RunError
         from electra_tf.finetuning.question_answering.squad import default_doc_stride
 
         if max_seq_length - self.options.max_query_length - 3 < 1:
@@ -100,7 +100,7 @@ class QuestionAnsweringKind(TaskKind):
     def answers(self, model):
         """{question id: QuestionAnswer} for the eval questions."""
         from electra_tf.finetuning.question_answering.answers import WindowBeam, best_answers
-        from electra_tf.progress import Progress, batch_progress
+        from electra_tf.utils.progress import Progress, batch_progress
 
         batches = self.eval_inputs.cardinality().numpy()
         outputs = model.predict(self.eval_inputs, verbose=0, callbacks=[batch_progress(

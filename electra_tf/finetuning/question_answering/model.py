@@ -25,8 +25,8 @@ for the electra head, the gold `start_positions`, which conditions the end in tr
 
 Example:
 >>> import numpy as np
->>> from electra_tf.config import ElectraConfig
->>> from electra_tf.loading import build_discriminator
+>>> from electra_tf.models.config import ElectraConfig
+>>> from electra_tf.models.encoders import build_discriminator
 >>> config = ElectraConfig.load("electra_tiny").replace(vocab_size=16, num_layers=1)
 >>> model = ElectraQuestionAnswerer(build_discriminator(config), beam_size=3)
 >>> inputs = {"token_ids": np.array([[2, 7, 3, 9, 10, 11, 3]]), "segment_ids": np.array([[0, 0, 0, 1, 1, 1, 1]]),
@@ -44,9 +44,12 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
-from electra_tf.compiled_gradients import CompiledGradients
+from electra_tf.finetuning.question_answering.serving import question_answerer_endpoints
+from electra_tf.finetuning.question_answering.squad import default_doc_stride
 from electra_tf.models.encoders import Discriminator, deserialize_as
 from electra_tf.models.heads import OFFICIAL_DEFAULT_DENSE_INIT
+from electra_tf.runtime.compiled_step import CompiledGradients
+from electra_tf.utils.errors import RunError
 
 HEADS = ("electra", "plain")
 QA_HIDDEN = 512  # the official head's width, whatever the model's
@@ -155,6 +158,25 @@ class ElectraQuestionAnswerer(CompiledGradients, keras.Model):
             loss += self.answerable_weight * tf.nn.sigmoid_cross_entropy_with_logits(
                 tf.cast(tf.reshape(y["is_impossible"], [-1]), tf.float32), y_pred["answerable_logit"])
         return tf.reduce_mean(loss)
+
+    def serving_endpoints(self, tokenizer, max_seq_length: int) -> dict:
+        """The export's signature: raw question and context in, the answer out
+        (`finetuning/question_answering/serving.py`), windowed as the model was fine-tuned."""
+        if max_seq_length - self.max_query_length - 3 < 1:
+            raise RunError(f"the question answerer keeps questions of up to {self.max_query_length} pieces, which "
+                           f"leaves no room for a context in its {max_seq_length}-piece windows; set its "
+                           "max_query_length lower (fine-tuning: --max_query_length).")
+        return question_answerer_endpoints(self, tokenizer, max_seq_length, self.export_doc_stride(max_seq_length),
+                                           self.max_query_length, self.max_answer_length)
+
+    def export_doc_stride(self, max_seq_length: int) -> int:
+        return self.doc_stride or default_doc_stride(max_seq_length)
+
+    def serving_task(self, max_seq_length: int) -> dict:
+        """task.json of the export: the head and the windowing settings."""
+        return {"question_answering": True, "head": self.head_type, "answerable": self.answerable,
+                "doc_stride": self.export_doc_stride(max_seq_length), "max_query_length": self.max_query_length,
+                "max_answer_length": self.max_answer_length}
 
     def get_config(self):
         return {"name": self.name, "trainable": self.trainable,

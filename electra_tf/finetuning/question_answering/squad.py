@@ -44,7 +44,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from electra_tf.errors import ElectraError
+from electra_tf.utils.errors import ElectraError
 
 # The official settings (max_seq_length 512 there; see default_doc_stride for shorter ones).
 MAX_QUERY_LENGTH = 64

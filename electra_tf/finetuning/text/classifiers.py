@@ -27,10 +27,11 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from electra_tf import optimization  # noqa: F401  registers ElectraAdamW: a saved model is compiled with it
-from electra_tf.compiled_gradients import CompiledGradients
+from electra_tf.runtime import optimizer  # noqa: F401  registers ElectraAdamW: a saved model is compiled with it
+from electra_tf.runtime.compiled_step import CompiledGradients
 from electra_tf.finetuning.text.inputs import holds_text, map_string_labels, text_dataset
 from electra_tf.finetuning.text.losses import token_classification_loss
+from electra_tf.finetuning.text.serving import classifier_endpoints, tagger_endpoints
 from electra_tf.models.dropout import Dropout
 from electra_tf.models.encoders import Discriminator, deserialize_as
 from electra_tf.finetuning.text.tasks import from_unit_interval
@@ -152,7 +153,7 @@ class ElectraClassifier(_TaskModel):
     `best.keras` keeps all three.
 
     Example:
-    >>> from electra_tf.config import ElectraConfig
+    >>> from electra_tf.models.config import ElectraConfig
     >>> from electra_tf.models.embeddings import ElectraEmbeddings
     >>> from electra_tf.models.preprocessing import ElectraTextPreprocessor
     >>> config = ElectraConfig.load("electra_tiny").replace(vocab_size=8)
@@ -202,6 +203,17 @@ class ElectraClassifier(_TaskModel):
         return {"label": np.array(names)[probabilities.argmax(-1)], "probabilities": probabilities,
                 "label_names": names}
 
+    def serving_endpoints(self, tokenizer, max_seq_length: int) -> dict:
+        """The export's signatures (`finetuning/text/serving.py`)."""
+        return classifier_endpoints(self, tokenizer, max_seq_length, self.label_names, self.score_range,
+                                    self.text_pair)
+
+    def serving_task(self, max_seq_length: int) -> dict:
+        """task.json of the export: what the outputs mean."""
+        return {"label_names": list(self.label_names) if self.label_names is not None else None,
+                "score_range": list(self.score_range) if self.score_range is not None else None,
+                "text_pair": self.text_pair}
+
     def get_config(self):
         return {**super().get_config(), "score_range": self.score_range, "text_pair": self.text_pair}
 
@@ -249,7 +261,7 @@ class ElectraTokenClassifier(_TaskModel):
     look at the first word piece of each word.
 
     Example:
-    >>> from electra_tf.config import ElectraConfig
+    >>> from electra_tf.models.config import ElectraConfig
     >>> from electra_tf.models.embeddings import ElectraEmbeddings
     >>> from electra_tf.models.preprocessing import ElectraWordPreprocessor
     >>> config = ElectraConfig.load("electra_tiny").replace(vocab_size=9)
@@ -297,6 +309,14 @@ class ElectraTokenClassifier(_TaskModel):
             tags.append([names[p.argmax()] if start >= 0 else "" for p, start in zip(kept, sentence_starts)])
             tag_probabilities.append(np.array(kept).reshape(len(kept), self.num_classes))
         return {"tags": tags, "tag_probabilities": tag_probabilities, "tag_names": names}
+
+    def serving_endpoints(self, tokenizer, max_seq_length: int) -> dict:
+        """The export's signatures (`finetuning/text/serving.py`)."""
+        return tagger_endpoints(self, tokenizer, max_seq_length, self.label_names)
+
+    def serving_task(self, max_seq_length: int) -> dict:
+        """task.json of the export: what the outputs mean."""
+        return {"tag_names": list(self.label_names), "tagging": True}
 
     def compile(self, optimizer="adamw", loss="auto", metrics="auto", **kwargs):
         if loss == "auto":

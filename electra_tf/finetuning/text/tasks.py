@@ -25,7 +25,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from electra_tf.errors import ElectraError
+from electra_tf.utils.errors import ElectraError
 
 
 class TaskDataError(ElectraError):

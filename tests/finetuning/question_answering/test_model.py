@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from electra_tf.config import ElectraConfig
+from electra_tf.models.config import ElectraConfig
 from electra_tf.finetuning.question_answering.model import ElectraQuestionAnswerer
-from electra_tf.loading import build_discriminator
+from electra_tf.models.encoders import build_discriminator
 
 LENGTH, QUESTION, MARKER = 16, 3, 5  # [CLS] q q [SEP] context... ; the answer follows the marker token
 

@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from electra_tf.config import ElectraConfig
+from electra_tf.models.config import ElectraConfig
 from electra_tf.finetuning.text.classifiers import ElectraClassifier, ElectraTokenClassifier
-from electra_tf.loading import build_discriminator
+from electra_tf.models.encoders import build_discriminator
 from electra_tf.models.preprocessing import ElectraTextPreprocessor, ElectraWordPreprocessor
-from electra_tf.optimization import create_finetuning_optimizer, layerwise_lr_multiplier
+from electra_tf.runtime.optimizer import create_finetuning_optimizer, layerwise_lr_multiplier
 
 WORDS = ["red", "blue", "green", "cat", "dog", "fish", "runs", "sits", "jumps", "the", "a", "big"]
 VOCABULARY = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + WORDS

@@ -4,10 +4,10 @@ import json
 
 import pytest
 
-from electra_tf.config import ElectraConfig
+from electra_tf.models.config import ElectraConfig
 from electra_tf.data.tokenization import ElectraTokenizer
-from electra_tf.loading import load_pretrained
-from electra_tf.run_dir import ExportMetadata, FinetuneDir, ModelDir, bundled_data_dir
+from electra_tf.finetuning.pretrained import load_pretrained
+from electra_tf.utils.run_dir import ExportMetadata, FinetuneDir, ModelDir, bundled_data_dir
 from electra_tf.serving.publish import write_export_metadata
 
 
@@ -44,6 +44,6 @@ def test_a_model_dir_without_checkpoints_is_explained(tmp_path):
     run = ModelDir(tmp_path / "run")
     run.path.mkdir()
     run.config.write_text("{}")
-    from electra_tf.loading import PretrainedError
+    from electra_tf.utils.errors import PretrainedError
     with pytest.raises(PretrainedError, match="no checkpoints/ folder"):
         load_pretrained(run.path)

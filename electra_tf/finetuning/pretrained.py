@@ -1,7 +1,7 @@
 """Where a pre-trained discriminator comes from: `load_pretrained(path)`.
 
 Used by fine-tuning (`--pretrained`) and by `python -m electra_tf.export`; the folder layouts
-it reads are defined in `run_dir.py`.
+it reads are defined in `utils/run_dir.py`.
 
 `path` may be
 - a pre-training model_dir (`config.json`, `vocab.txt`, `checkpoints/`): the latest
@@ -22,14 +22,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from electra_tf.config import ConfigError, ElectraConfig
-from electra_tf.data.tokenization import ElectraTokenizer, VocabularyError
-from electra_tf.errors import ElectraError
-from electra_tf.run_dir import CONFIG_FILE, VOCAB_FILE, ExportMetadata, FinetuneDir, ModelDir, read_provenance
-
-
-class PretrainedError(ElectraError):
-    pass
+from electra_tf.data.tokenization import ElectraTokenizer
+from electra_tf.models.config import ElectraConfig
+from electra_tf.models.encoders import build_discriminator, model_weights
+from electra_tf.pretraining.restore import read_config, read_tokenizer, restore_pretrainer
+from electra_tf.utils.errors import PretrainedError
+from electra_tf.utils.run_dir import CONFIG_FILE, VOCAB_FILE, ExportMetadata, FinetuneDir, ModelDir
 
 
 @dataclass
@@ -38,38 +36,6 @@ class Pretrained:
     tokenizer: ElectraTokenizer
     config: ElectraConfig
     source: str
-
-
-def read_config(path: Path) -> ElectraConfig:
-    try:
-        return ElectraConfig.load(str(path))
-    except OSError as error:
-        raise PretrainedError(f"{path}: cannot read the model config ({error}).") from None
-    except ConfigError as error:
-        raise PretrainedError(str(error)) from None
-
-
-def _tokenizer(path: Path) -> ElectraTokenizer:
-    if not path.is_file():
-        raise PretrainedError(f"{path} is missing: the vocabulary the model was trained with is needed.")
-    try:
-        return ElectraTokenizer(path)
-    except VocabularyError as error:
-        raise PretrainedError(str(error)) from None
-
-
-def build_discriminator(config: ElectraConfig):
-    """A freshly initialised discriminator (shared-embedding layout, as in pre-training)."""
-    from electra_tf.models.embeddings import ElectraEmbeddings
-    from electra_tf.models.encoders import Discriminator
-
-    return Discriminator.from_electra_config(config, ElectraEmbeddings.from_electra_config(config))
-
-
-def model_weights(model) -> list:
-    """The model's weights, without dropout seed-generator states: those are random-number
-    state, and their names are numbered in creation order, so they do not match by name."""
-    return [v for v in model.variables if "seed_generator" not in v.path]
 
 
 def load_pretrained(path, checkpoint: str | None = None, encoder_only: bool = False) -> Pretrained:
@@ -156,46 +122,6 @@ def mlm_encoder_as_discriminator(generator, config: ElectraConfig):
     return discriminator
 
 
-def restore_pretrainer(model_dir, checkpoint: str | None = None, allow_mlm: bool = False):
-    """Generator and discriminator of a pre-training model_dir, restored from its latest (or the
-    named) checkpoint: (pretrainer, tokenizer, config, checkpoint path). A run of the MLM
-    baseline has no discriminator; it is refused unless `allow_mlm`."""
-    import tensorflow as tf
-
-    from electra_tf.pretraining.pretrainer import ElectraPretrainer
-
-    model_dir = ModelDir(model_dir)
-    config = read_config(model_dir.config)
-    tokenizer = _tokenizer(model_dir.vocab)
-    checkpoints = model_dir.checkpoints
-    if checkpoint is None:
-        found = tf.train.latest_checkpoint(str(checkpoints))
-        if found is None:
-            raise PretrainedError(f"{checkpoints} holds no checkpoint: pre-training saved none yet.")
-    else:
-        found = checkpoint if Path(checkpoint).is_absolute() else str(checkpoints / checkpoint)
-        if not tf.io.gfile.exists(found + ".index"):
-            raise PretrainedError(f"checkpoint {found} does not exist.")
-    if config.objective == "mlm" and not allow_mlm:
-        raise PretrainedError(f"{model_dir.path} was trained with objective='mlm' (BERT-style baseline): "
-                              "it has no discriminator to export or convert; fine-tune it instead.")
-    from electra_tf.pretraining.checkpointing import checkpoint_damage
-
-    problem = checkpoint_damage(found)
-    if problem is not None:
-        state = tf.train.get_checkpoint_state(str(checkpoints))
-        listed = state.all_model_checkpoint_paths if state else []
-        intact = [p for p in listed if p != found and checkpoint_damage(p) is None]
-        raise PretrainedError(f"checkpoint {found} is damaged ({problem}): its files {found}.index / "
-                              f"{found}.data-* cannot be read in full. "
-                              + (f"Intact: {', '.join(Path(p).name for p in intact)}; pass one with --checkpoint."
-                                 if intact else "No other intact checkpoint is listed."))
-    pretrainer = ElectraPretrainer.from_electra_config(config)
-    # Same variable list as RunCheckpoint; the optimizer and input state are not needed here.
-    tf.train.Checkpoint(model_variables=list(pretrainer.variables)).restore(found).expect_partial()
-    return pretrainer, tokenizer, config, found
-
-
 def _load_keras_file(path: Path):
     import keras
 
@@ -253,7 +179,7 @@ def _from_keras_file(path: Path, model=None) -> Pretrained:
             raise PretrainedError(f"{path} is a bare Discriminator: put the config.json and vocab.txt of "
                                   f"its pre-training run beside it, in {path.parent}.")
         config = read_config(path.parent / CONFIG_FILE)
-        return Pretrained(model, _tokenizer(path.parent / VOCAB_FILE), config, str(path))
+        return Pretrained(model, read_tokenizer(path.parent / VOCAB_FILE), config, str(path))
     backbone = getattr(model, "backbone", None)
     preprocessor = getattr(model, "preprocessor", None)
     if not isinstance(backbone, Discriminator):
@@ -262,7 +188,7 @@ def _from_keras_file(path: Path, model=None) -> Pretrained:
         if not (path.parent / CONFIG_FILE).is_file() or not (path.parent / VOCAB_FILE).is_file():
             raise PretrainedError(f"{path}: the model has no preprocessor, so its vocabulary is unknown; put the "
                                   f"config.json and vocab.txt of its run beside it, in {path.parent}.")
-        return Pretrained(backbone, _tokenizer(path.parent / VOCAB_FILE), read_config(path.parent / CONFIG_FILE),
+        return Pretrained(backbone, read_tokenizer(path.parent / VOCAB_FILE), read_config(path.parent / CONFIG_FILE),
                           str(path))
     config = read_config(path.parent / CONFIG_FILE) if (path.parent / CONFIG_FILE).is_file() \
         else _config_of(backbone, preprocessor)
@@ -293,7 +219,7 @@ def _from_export(version_dir: Path) -> Pretrained:
         raise PretrainedError(f"{version_dir} is a SavedModel without {metadata.config}: "
                               "only exports written by electra_tf (0.2+) can be fine-tuned from.")
     config = read_config(metadata.config)
-    tokenizer = _tokenizer(metadata.vocab)
+    tokenizer = read_tokenizer(metadata.vocab)
     discriminator = build_discriminator(config)
     saved = {v.name.rsplit(":", 1)[0]: v for v in tf.saved_model.load(str(version_dir)).variables}
     weights = model_weights(discriminator)
@@ -308,50 +234,3 @@ def _from_export(version_dir: Path) -> Pretrained:
                                   f"the config says {tuple(variable.shape)}.")
         variable.assign(value.numpy())
     return Pretrained(discriminator, tokenizer, config, str(version_dir))
-
-
-def source_model_dir(source) -> tuple[Path, str | None]:
-    """(model_dir, checkpoint or None) for a model_dir or a checkpoint prefix inside one."""
-    source = Path(source)
-    if source.is_dir():
-        return source, None
-    if Path(str(source) + ".index").is_file() and ModelDir(source.parent.parent).config.is_file():
-        return source.parent.parent, str(source)
-    raise PretrainedError(f"{source} is neither a model_dir (config.json + checkpoints/) nor a checkpoint "
-                          "(ckpt-N) inside one's checkpoints/ folder.")
-
-
-def initialize_from(pretrainer, source) -> str:
-    """Copies the weights of another run (or a converted checkpoint) into `pretrainer`, matched
-    by variable name; returns the checkpoint used. The optimizer, step and random state are not
-    copied: the new run starts its own schedule. Every mismatch is named."""
-    model_dir, checkpoint = source_model_dir(source)
-    if not read_provenance(model_dir).get("generator_weights", True) and pretrainer.discriminator is not None:
-        raise PretrainedError(f"{model_dir} was converted without a generator; continued ELECTRA pre-training "
-                              "needs both networks. Convert again with --generator.")
-    source_pretrainer, _, _, found = restore_pretrainer(model_dir, checkpoint)
-    theirs = {v.path: v for v in model_weights(source_pretrainer)}
-    ours = model_weights(pretrainer)
-    missing = [v.path for v in ours if v.path not in theirs]
-    mismatched = [f"{v.path} {tuple(theirs[v.path].shape)} -> {tuple(v.shape)}" for v in ours
-                  if v.path in theirs and tuple(theirs[v.path].shape) != tuple(v.shape)]
-    unused = [path for path in theirs if path not in {v.path for v in ours}]
-    if missing or mismatched or unused:
-        problems = [f"shape differs: {', '.join(mismatched[:5])}" if mismatched else "",
-                    f"not in {found}: {_by_layer(missing)}" if missing else "",
-                    f"only in {found}: {_by_layer(unused)}" if unused else ""]
-        raise PretrainedError(f"--init_from {source}: the sizes do not match this run's config ("
-                              + "; ".join(p for p in problems if p) + "). Use the source's config (leave out "
-                              "--config) or change only training settings.")
-    for variable in ours:
-        variable.assign(theirs[variable.path].numpy())
-    return found
-
-
-def _by_layer(paths: list[str]) -> str:
-    """Variable paths grouped by their layer ("generator/transformer_layer_1 (16 variables)")."""
-    groups: dict[str, int] = {}
-    for path in paths:
-        layer = "/".join(path.split("/")[:2])
-        groups[layer] = groups.get(layer, 0) + 1
-    return ", ".join(f"{layer} ({count} variable{'s' if count > 1 else ''})" for layer, count in groups.items())

@@ -30,6 +30,10 @@ class RunError(ElectraError):
     """A run (pre-training, fine-tuning, export) cannot start or continue as asked."""
 
 
+class PretrainedError(ElectraError):
+    """A pre-trained model (model_dir, checkpoint, .keras file or export) cannot be read as asked."""
+
+
 INTERRUPTED = 128 + 2  # as a shell reports a process stopped by SIGINT
 
 

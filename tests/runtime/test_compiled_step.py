@@ -1,9 +1,9 @@
 """Every runtime combination trains: strategy {one_device, mirrored} x precision {float32,
 mixed_bfloat16, mixed_float16} x XLA {on, off}, for pre-training and fine-tuning.
 
-On one H100, MirroredStrategy failed at the first step in every XLA or float16 cell
-(docs/results.md, "GPU"); on two logical CPUs the same matrix fails when the whole step is
-compiled, so it catches them without a GPU. MirroredStrategy over one device with XLA is a cell
+On GPUs, MirroredStrategy failed at the first step in every XLA or float16 cell while the whole
+step was compiled; on two logical CPUs the same matrix fails that way, so it catches them
+without a GPU. MirroredStrategy over one device with XLA is a cell
 too (`--strategy mirrored` on one GPU, where the H100's failures were measured). On GPUs
 TensorFlow reduces through collective ops inside XLA, on CPUs through `merge_call`; the
 one-replica cells run a CPU strategy switched to the GPU's path (conftest.py,
@@ -22,10 +22,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from electra_tf.config import ElectraConfig
-from electra_tf.models.transformer import looped_layers as transformer_loop
+from electra_tf.models.config import ElectraConfig
 from electra_tf.finetuning.callbacks import EpochEvaluator, FinetuningProgress
-from electra_tf.optimization import create_finetuning_optimizer, create_optimizer
+from electra_tf.runtime.optimizer import create_finetuning_optimizer, create_optimizer
 from electra_tf.pretraining.callbacks import TrainingMonitor
 from electra_tf.pretraining.resumable_input import ResumableInput
 from electra_tf.pretraining.pretrainer import ElectraPretrainer
@@ -76,7 +75,7 @@ def check_compiled_as_asked(model, strategy, xla):
     if xla and mirrored:
         assert model._compiled_gradients is not None  # the gradients' function was built and ran
     # With the whole step compiled, the loop feeds it batch by batch from Python (no outer tf.function).
-    from electra_tf.compiled_gradients import XlaStepLoop
+    from electra_tf.runtime.compiled_step import XlaStepLoop
 
     assert isinstance(model.train_function, XlaStepLoop) == (xla and not mirrored)
 
@@ -161,13 +160,13 @@ def test_question_answering_trains_under_mirrored_xla_float16(one_replica_as_on_
     check_compiled_as_asked(model, one_replica_as_on_a_gpu, True)
 
 
-@pytest.mark.parametrize("precision,error", [("float32", "CollectiveReduceV2"), ("mixed_float16", "merge_call")])
-def test_the_h100_failures_reproduce_when_the_whole_step_is_compiled(precision, error, one_replica_as_on_a_gpu,
-                                                                      monkeypatch):
+def test_the_gpu_failure_reproduces_when_the_whole_step_is_compiled(one_replica_as_on_a_gpu, monkeypatch):
     """The one-replica cells above stand for the GPU only if the whole-step compile fails on their
-    strategy as it did on the H100 (`CollectiveGatherV2`/`CollectiveReduceV2` have no XLA kernel;
-    LossScaleOptimizer's `merge_call` inside a compiled `cond`), here with the old rule."""
-    from electra_tf import compiled_gradients
+    strategy as it did on GPUs: float16's LossScaleOptimizer calls `merge_call` inside a
+    compiled `cond`. (The other GPU failure, a collective sum inside the compiled step, needs
+    several replicas: the optimizer sums gradients across replicas only when there are several.)"""
+    precision, error = "mixed_float16", "merge_call"
+    from electra_tf.runtime import compiled_step as compiled_gradients
 
     monkeypatch.setattr(compiled_gradients, "strategy_reduces_across_replicas", lambda: False)
     keras.config.set_dtype_policy(precision)
@@ -186,7 +185,7 @@ def test_several_steps_a_call_train_as_one_a_call(xla):
     """`compile(steps_per_execution=3)` (the run's --steps_per_loop): each call takes three
     batches, in order, and the weights after six batches are those of six calls of one step;
     with XLA through `XlaStepLoop` (one trace), without it through Keras' own loop."""
-    from electra_tf.compiled_gradients import XlaStepLoop
+    from electra_tf.runtime.compiled_step import XlaStepLoop
 
     config = small_config()
     batches = tf.data.Dataset.from_tensor_slices(
@@ -218,7 +217,7 @@ def test_evaluate_under_xla_reads_every_batch_once():
     """`evaluate` through `XlaStepLoop`: the same loss as without XLA, over all batches
     of a finite dataset (the last one shorter), and the loop ends with the data. A dataset of
     another element spec (a fixed batch size) through the same loop gets its own trace."""
-    from electra_tf.compiled_gradients import XlaStepLoop
+    from electra_tf.runtime.compiled_step import XlaStepLoop
     from electra_tf.finetuning.text.classifiers import ElectraClassifier
     from electra_tf.models.embeddings import ElectraEmbeddings
     from electra_tf.models.encoders import Discriminator
@@ -238,41 +237,3 @@ def test_evaluate_under_xla_reads_every_batch_once():
         assert isinstance(classifier.test_function, XlaStepLoop) == xla
     assert len(classifier.test_function._traces) == 2  # [None, 16] and [2, 16] batches
     np.testing.assert_allclose(losses[1], losses[0], rtol=1e-5)
-
-
-# Both cells (about 20 s each) wait for `pytest -m slow`: the default suite is near its 15 minutes,
-# and the loop is an experiment, off by default (61% more GPU kernels, and a CUDA graph per
-# iteration instead of one for the step, keep it so);
-# tests/models/test_transformer.py checks its outputs and gradients in the default suite.
-@pytest.mark.slow
-@pytest.mark.parametrize("strategy_name,precision", [("one_device", "float32"), ("mirrored", "mixed_float16")])
-def test_layers_looped_under_xla_train_as_unrolled(strategy_name, precision, strategy_for, monkeypatch):
-    """ELECTRA_TF_LOOP_LAYERS=1 runs each encoder's stack as one XLA loop
-    (`transformer.looped_layers`) and trains to the same weights as the unrolled stack, to
-    rounding: the whole step compiled (one device), and each replica's gradients compiled under
-    MirroredStrategy with float16's loss scaling."""
-    from electra_tf.models import encoders
-
-    keras.config.set_dtype_policy(precision)
-    strategy = strategy_for(strategy_name)
-    config = ElectraConfig.load("electra_tiny", {**small_config().to_dict(), "num_layers": 2})
-    batches = 6
-    weights, traced_loops = {}, []
-    monkeypatch.setattr(encoders, "looped_layers",
-                        lambda *args, **kwargs: traced_loops.append(1) or transformer_loop(*args, **kwargs))
-    for looped in ("0", "1"):
-        traced_loops.clear()
-        monkeypatch.setenv("ELECTRA_TF_LOOP_LAYERS", looped)
-        keras.utils.set_random_seed(3)
-        with strategy.scope():
-            pretrainer = ElectraPretrainer.from_electra_config(config)
-            pretrainer.compile(optimizer=create_optimizer(config), jit_compile=True)
-            pretrainer.optimizer.build(pretrainer.trainable_variables)
-        dataset = tf.data.Dataset.from_tensors(masked_batch(config, 8, seed=1)).repeat()
-        pretrainer.fit(dataset, steps_per_epoch=batches, verbose=0)
-        assert int(pretrainer.optimizer.iterations.numpy()) >= (1 if precision == "mixed_float16" else batches)
-        weights[looped] = [w.numpy() for w in pretrainer.discriminator.trainable_weights]
-        assert bool(traced_loops) == (looped == "1")  # traced: the generator's and the discriminator's
-        check_compiled_as_asked(pretrainer, strategy, True)
-    for looped, unrolled, variable in zip(weights["1"], weights["0"], pretrainer.discriminator.trainable_weights):
-        np.testing.assert_allclose(looped, unrolled, rtol=1e-3, atol=1e-5, err_msg=variable.path)

@@ -11,8 +11,8 @@ import time
 import pytest
 
 from electra_tf import build_data, finetune, pretrain
-from electra_tf.locking import FolderBusyError, FolderLock
-from electra_tf.run_dir import LOCK_FILE
+from electra_tf.utils.locking import FolderBusyError, FolderLock
+from electra_tf.utils.run_dir import LOCK_FILE
 
 
 def write_lock(folder, pid, host=None, age=0.0):

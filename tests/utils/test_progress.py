@@ -1,6 +1,6 @@
 import io
 
-from electra_tf.progress import Progress, format_duration
+from electra_tf.utils.progress import Progress, format_duration
 
 
 def test_format_duration():
@@ -40,7 +40,7 @@ def test_heartbeat_says_a_long_call_is_still_working_and_when_it_ended():
     import io
     import time
 
-    from electra_tf.progress import heartbeat
+    from electra_tf.utils.progress import heartbeat
 
     stream = io.StringIO()
     with heartbeat("learning", interval=0.05, stream=stream):

@@ -5,9 +5,10 @@ import json
 import numpy as np
 import pytest
 
-from electra_tf.config import ElectraConfig
-from electra_tf.loading import (PretrainedError, build_discriminator, load_pretrained, model_weights,
-                                 pretrained_hidden_size)
+from electra_tf.models.config import ElectraConfig
+from electra_tf.utils.errors import PretrainedError
+from electra_tf.models.encoders import build_discriminator, model_weights
+from electra_tf.finetuning.pretrained import load_pretrained, pretrained_hidden_size
 
 VOCABULARY = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "river", "bees", "library"]
 
@@ -120,7 +121,7 @@ def test_a_question_answering_keras_file_gives_its_encoder_in_a_fresh_process(tm
     model.save(tmp_path / "best.keras")
     config.save(tmp_path / "config.json")
     (tmp_path / "vocab.txt").write_text("\n".join(VOCABULARY) + "\n")
-    code = ("from electra_tf.loading import load_pretrained\n"
+    code = ("from electra_tf.finetuning.pretrained import load_pretrained\n"
             f"print(type(load_pretrained({str(tmp_path / 'best.keras')!r}).discriminator).__name__)")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert result.stdout.strip().splitlines()[-1:] == ["Discriminator"], result.stderr[-2000:]

@@ -3,7 +3,7 @@ import os
 
 import pytest
 
-from electra_tf import files
+from electra_tf.utils import files
 
 
 def test_atomic_write_replaces_whole_files_with_a_normal_mode(tmp_path):

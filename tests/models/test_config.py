@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from electra_tf.config import ConfigError, ElectraConfig, preset_names
+from electra_tf.models.config import ConfigError, ElectraConfig, preset_names
 
 # The paper's recipes (Table 6 / electra.md): layers, hidden, heads, FFN, embedding, generator
 # fraction, mask prob, seq len, batch, lr, steps.

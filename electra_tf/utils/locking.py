@@ -15,7 +15,7 @@ starting together exactly one gets it.
 ...     FolderLock(folder, "second").acquire()
 Traceback (most recent call last):
 ...
-electra_tf.locking.FolderBusyError: ... is in use by demo (PID ...
+electra_tf.utils.locking.FolderBusyError: ... is in use by demo (PID ...
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ import sys
 import time
 from pathlib import Path
 
-from electra_tf.errors import RunError
-from electra_tf.run_dir import LOCK_FILE
+from electra_tf.utils.errors import RunError
+from electra_tf.utils.run_dir import LOCK_FILE
 
 
 # A lock file without its record yet may be a writer between creating and filling it.

@@ -7,12 +7,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from electra_tf.config import ElectraConfig
+from electra_tf.models.config import ElectraConfig
 from electra_tf.data.tokenization import ElectraTokenizer
 from electra_tf.finetuning.question_answering.answers import WindowBeam, best_answers
 from electra_tf.finetuning.question_answering.model import ElectraQuestionAnswerer
 from electra_tf.finetuning.question_answering.squad import QAExample, make_windows
-from electra_tf.loading import build_discriminator
+from electra_tf.models.encoders import build_discriminator
 from electra_tf.serving.publish import export_task_model
 
 SEQ, STRIDE, QUERY, LONGEST, BEAM = 32, 8, 6, 5, 4

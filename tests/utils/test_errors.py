@@ -4,14 +4,14 @@ import importlib
 
 import pytest
 
-from electra_tf.config import ConfigError
+from electra_tf.models.config import ConfigError
 from electra_tf.data.corpus import InputError
 from electra_tf.data.shards import DataError
 from electra_tf.data.tokenization import VocabularyError
-from electra_tf.errors import ElectraError, RunError, command
+from electra_tf.utils.errors import ElectraError, RunError, command
 from electra_tf.finetuning.text.tasks import TaskDataError
 from electra_tf.interop.huggingface import ConversionError
-from electra_tf.loading import PretrainedError
+from electra_tf.utils.errors import PretrainedError
 
 COMMANDS = ("build_vocab", "build_data", "pretrain", "finetune", "export", "convert")
 

@@ -24,7 +24,7 @@ import sys
 import threading
 import time
 
-from electra_tf.errors import USAGE_ERROR, RunError
+from electra_tf.utils.errors import USAGE_ERROR, RunError
 
 # How long a stopped job's remaining workers get to exit after SIGTERM before SIGKILL.
 STOP_GRACE_SECONDS = 20.0

@@ -9,9 +9,9 @@ Official behaviour (`optimization.py` of google-research/electra) and where we d
   on the full variable path with the same patterns. Deviation: Keras' Adam applies bias
   correction to the moment estimates, the official optimizer does not; with 10k warmup steps
   the two differ only during the first few thousand steps, where the learning rate is tiny.
-  The update's equations are in `ElectraAdamW._adam_update`; the moments of all weights are
+  The update's equations are in `ElectraAdamW.update_flat`; the moments of all weights are
   kept in two flat variables (the official optimizer and Keras keep two per weight), which
-  changes no value and spares the host work every step (that method's docstring).
+  changes no value and spares the host work every step (`FlatMomentsOptimizer`).
 - layer-wise learning-rate decay for fine-tuning (`layerwise_lr_multiplier`): a variable's
   rate is multiplied by decay ** (head depth - its depth), with depth 0 for the embeddings
   (and embeddings_project), i + 1 for transformer layer i, and the task head at the top.
@@ -38,7 +38,7 @@ import re
 import keras
 import tensorflow as tf
 
-from electra_tf.config import ElectraConfig
+from electra_tf.models.config import ElectraConfig
 
 NO_DECAY_PATTERNS = ("LayerNorm", "layer_norm", "bias")
 LAYER_DECAY_SCHEDULES = ("official", "corrected")
@@ -117,23 +117,34 @@ class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
                 "warmup_steps": self.warmup_steps, "power": self.power}
 
 
-@keras.saving.register_keras_serializable(package="electra_tf")
-class ElectraAdamW(keras.optimizers.AdamW):
-    """AdamW that skips decay by variable-path pattern and clips the cross-replica sum.
+class FlatMomentsOptimizer(keras.optimizers.Optimizer):
+    """A Keras optimizer whose two moment estimates for all weights are two flat float32
+    variables, updated in one pass, with ELECTRA's weight-decay and clipping rules.
 
-    The update of all weights at once (clipping included) overrides a private method of Keras'
-    TensorFlow optimizer (keras>=3.15,<4, pinned in setup.py); tests/test_optimization.py checks
-    the update against keras.optimizers.AdamW over several steps, clipped and not, and the
-    clipping of a sum over replicas.
+    Why flat: a compiled step takes every variable it reads or updates as an input, and each
+    launch of the step looks every one up on the host; two moments per weight tripled that
+    count. The update over the concatenated gradient is also one fused pass on a GPU.
+
+    `apply(gradients, variables)` (Keras' public method, which `fit`, the train steps and the
+    LossScaleOptimizer call) sums the gradients over replicas, clips the sum to
+    `clip_global_norm` and updates every replica's copies through `tf.distribute`'s public
+    `extended.update`. Weight decay skips variables whose path matches `no_decay_patterns`; a
+    variable's learning rate is scaled by its layer multiplier (`layerwise_lr_multiplier`).
+    Subclasses give the update (`update_flat`).
     """
 
-    def __init__(self, *args, clip_global_norm: float | None = 1.0,
-                 no_decay_patterns=NO_DECAY_PATTERNS, layerwise_lr_decay: float | None = None,
-                 num_layers: int | None = None, layer_decay_schedule: str = "official", **kwargs):
-        for unsupported in ("clipnorm", "global_clipnorm", "clipvalue"):
-            if kwargs.get(unsupported) is not None:
-                raise ValueError(f"ElectraAdamW: use clip_global_norm, not {unsupported}.")
-        super().__init__(*args, **kwargs)
+    def __init__(self, learning_rate, weight_decay: float = 0.01, beta_1: float = 0.9, beta_2: float = 0.999,
+                 epsilon: float = 1e-6, clip_global_norm: float | None = 1.0, no_decay_patterns=NO_DECAY_PATTERNS,
+                 layerwise_lr_decay: float | None = None, num_layers: int | None = None,
+                 layer_decay_schedule: str = "official", **kwargs):
+        for unsupported in ("clipnorm", "global_clipnorm", "clipvalue", "use_ema", "gradient_accumulation_steps",
+                            "loss_scale_factor"):
+            if kwargs.get(unsupported):
+                raise ValueError(f"{type(self).__name__}: {unsupported} is not supported"
+                                 + (" (use clip_global_norm)" if "clip" in unsupported else "") + ".")
+        super().__init__(learning_rate=learning_rate, **kwargs)
+        self.weight_decay_rate = weight_decay
+        self.beta_1, self.beta_2, self.epsilon = beta_1, beta_2, epsilon
         self.clip_global_norm = clip_global_norm
         self.no_decay_patterns = tuple(no_decay_patterns)
         if layerwise_lr_decay is not None and (num_layers is None or not 0 < layerwise_lr_decay <= 1):
@@ -149,135 +160,145 @@ class ElectraAdamW(keras.optimizers.AdamW):
     def build(self, variables):
         if self.built:
             return
-        if self.amsgrad:
-            raise ValueError("ElectraAdamW: amsgrad is not supported (the official optimizer has none).")
-        float32 = [v.path for v in variables if v.dtype != "float32"]
-        if float32:
-            raise ValueError(f"ElectraAdamW keeps float32 moments for float32 weights; {float32[:3]} are not "
-                             "float32 (mixed precision keeps its weights in float32: use a mixed_* policy).")
-        # Decided once, on the Keras variables' full paths; the update later sees unwrapped
-        # tf.Variables, which Keras matches by key.
-        self.exclude_from_weight_decay(var_list=[
-            v for v in variables
-            if any(re.search(pattern, v.path) for pattern in self.no_decay_patterns)])
-        self.lr_multipliers = [1.0 if self.layerwise_lr_decay is None else layerwise_lr_multiplier(
-            v.path, self.num_layers, self.layerwise_lr_decay, self.layer_decay_schedule)
-            for v in variables]
-        # Keras' Adam.build would add two slot variables per weight (`_momentums`, `_velocities`);
-        # here the optimizer's own build, then both moments as one flat variable each.
-        super(keras.optimizers.Adam, self).build(variables)
+        not_float32 = [v.path for v in variables if v.dtype != "float32"]
+        if not_float32:
+            raise ValueError(f"{type(self).__name__} keeps float32 moments for float32 weights; {not_float32[:3]} are "
+                             "not float32 (mixed precision keeps its weights in float32: use a mixed_* policy).")
+        super().build(variables)
+        self.built_variables = list(variables)
+        self.variable_paths = [v.path for v in variables]
+        self.position = {id(variable): index for index, variable in enumerate(variables)}
         self.moment_sizes = [int(math.prod(v.shape)) for v in variables]
-        self.decays_weights = [self._use_weight_decay(v) for v in variables]
+        self.decays_weights = [self.weight_decay_rate > 0 and not any(
+            re.search(pattern, v.path) for pattern in self.no_decay_patterns) for v in variables]
+        self.lr_multipliers = [1.0 if self.layerwise_lr_decay is None else layerwise_lr_multiplier(
+            v.path, self.num_layers, self.layerwise_lr_decay, self.layer_decay_schedule) for v in variables]
         self.momentum = self.add_variable((sum(self.moment_sizes),), initializer="zeros", dtype="float32",
                                           name="momentum")
         self.velocity = self.add_variable((sum(self.moment_sizes),), initializer="zeros", dtype="float32",
                                           name="velocity")
 
-    def _apply_weight_decay(self, variables):
-        # Applied in the update instead, where the variable's layer multiplier is known.
-        return
+    def apply(self, grads, trainable_variables=None):
+        variables = list(self.built_variables if trainable_variables is None else trainable_variables)
+        if not self.built:
+            self.build(variables)
+        present = [(self.position[id(v)], g, v) for g, v in zip(grads, variables) if g is not None]
+        if present:
+            indices, gradients, variables = (list(column) for column in zip(*present))
+            gradients = [tf.convert_to_tensor(g) for g in gradients]  # IndexedSlices: dense, as on TPU
+            context = tf.distribute.get_replica_context()
+            if context is not None and context.num_replicas_in_sync > 1:
+                gradients = context.all_reduce(tf.distribute.ReduceOp.SUM, gradients)
+            learning_rate = tf.cast(self.learning_rate, tf.float32)
+            # Each replica's function gets its own copies of the moments, gradients and weights.
+            tf.distribute.get_strategy().extended.update(
+                self.momentum.value, functools.partial(self._update, indices=indices),
+                args=(self.velocity.value, gradients, [v.value for v in variables], learning_rate), group=False)
+        self.iterations.assign_add(1)
 
     def update_step(self, gradient, variable, learning_rate):
-        raise NotImplementedError("ElectraAdamW updates every variable at once (_distributed_tf_update_step).")
+        raise NotImplementedError(f"{type(self).__name__} updates every variable at once (apply).")
 
-    def _distributed_tf_update_step(self, distribution, grads_and_vars, learning_rate):
-        # Overrides a private method of Keras' TensorFlow optimizer (like the clipping below),
-        # which updates one variable at a time: here all of them in one update of the flat
-        # moments, on each replica's copies (`extended.update` hands each replica's function its
-        # own copies of the moments, the gradients and the weights).
-        updated = [(self._get_variable_index(var), grad, var) for grad, var in grads_and_vars if grad is not None]
-        if not updated:
-            return
-        indices, gradients, variables = (list(column) for column in zip(*updated))
-        distribution.extended.update(
-            self.momentum.value, functools.partial(self._adam_update, indices=indices),
-            args=(self.velocity.value, gradients, variables, learning_rate), group=False)
-
-    def _adam_update(self, momentum, velocity, gradients, variables, learning_rate, indices):
-        """AdamW over all of `variables` (the trainable variables at `indices`), their moments in
-        two flat float32 variables. Keras' Adam update, the same formula as TensorFlow's
-        `ResourceApplyAdam` (bias-corrected step size, epsilon outside the square root):
-            m <- m + (g - m)(1 - beta1);  v <- v + (g^2 - v)(1 - beta2)
-            w <- w - (lr_w * sqrt(1 - beta2^t) / (1 - beta1^t) * m / (sqrt(v) + epsilon)
-                      + lr_w * wd * w)               (the decay term for decayed variables only)
-        with lr_w the learning rate times the variable's layer multiplier, the decay taken from the
-        weight before the update (decoupled, as the official optimizer).
-
-        Why flat moments: a compiled step takes every variable it reads or updates as an input,
-        and TensorFlow's launch of the step looks each one up, locks it, and hands its buffer to
-        XLA, every step, on the host. With two moments per weight, ELECTRA-Small's step had 1,200
-        such variables; flat, 400 (docs/results.md, "The host's share of a step"). Checkpoints
-        keep the two flat variables (`RunCheckpoint` reads earlier checkpoints' per-variable
-        moments into them)."""
-        dtype = tf.float32
-        step = tf.cast(self.iterations + 1, dtype)
-        beta_1, beta_2 = tf.constant(self.beta_1, dtype), tf.constant(self.beta_2, dtype)
-        learning_rate = tf.cast(learning_rate, dtype)
-        step_size = learning_rate * tf.sqrt(1.0 - tf.pow(beta_2, step)) / (1.0 - tf.pow(beta_1, step))
-        # convert_to_tensor: an embedding lookup's gradient may come as IndexedSlices, one row per
-        # lookup with repeated indices not yet summed; dense, the norm below is the gradient's (88,
-        # not the listed rows' 67, on the tiny preset's first step), as on TPU (one-hot lookups)
-        # and in PyTorch. The models' steps densify already (`compiled_gradients.dense_gradients`).
-        flat = {index: tf.reshape(tf.cast(tf.convert_to_tensor(gradient), dtype), [-1])
-                for index, gradient in zip(indices, gradients)}
-        gradient = tf.concat([flat[i] if i in flat else tf.zeros([size], dtype)
+    def _update(self, momentum, velocity, gradients, variables, learning_rate, indices):
+        flat = {index: tf.reshape(tf.cast(gradient, tf.float32), [-1]) for index, gradient in zip(indices, gradients)}
+        gradient = tf.concat([flat[i] if i in flat else tf.zeros([size], tf.float32)
                               for i, size in enumerate(self.moment_sizes)], axis=0)
         if self.clip_global_norm is not None:
-            # Here, on the summed gradient (`_distributed_tf_update_step` runs after the
-            # cross-replica sum), with the zeros of variables without a gradient adding nothing.
+            # The summed gradient; the zeros of variables without a gradient add nothing.
             gradient = clip_flat_gradient(gradient, self.clip_global_norm)
-        new_momentum = momentum + (gradient - momentum) * (1.0 - beta_1)
-        new_velocity = velocity + (tf.square(gradient) - velocity) * (1.0 - beta_2)
+        step = tf.cast(self.iterations + 1, tf.float32)
+        has_gradient = None
         if len(flat) < len(self.moment_sizes):  # variables without a gradient keep their moments
             has_gradient = tf.repeat([i in flat for i in range(len(self.moment_sizes))], self.moment_sizes)
+        updates = self.update_flat(momentum, velocity, gradient, step, learning_rate, indices, variables,
+                                   has_gradient)
+        for variable, update in zip(variables, updates):
+            variable.assign_sub(update)
+
+    def update_flat(self, momentum, velocity, gradient, step, learning_rate, indices, variables, has_gradient):
+        """Updates the flat moments from the flat (clipped) `gradient`; returns each variable's
+        update, subtracted from it."""
+        raise NotImplementedError
+
+    def moments(self, momentum, velocity, gradient, has_gradient):
+        """Adam's moment estimates, assigned; returns the new (m, v).
+            m <- m + (g - m)(1 - beta1);  v <- v + (g^2 - v)(1 - beta2)"""
+        new_momentum = momentum + (gradient - momentum) * (1.0 - self.beta_1)
+        new_velocity = velocity + (tf.square(gradient) - velocity) * (1.0 - self.beta_2)
+        if has_gradient is not None:
             new_momentum = tf.where(has_gradient, new_momentum, momentum)
             new_velocity = tf.where(has_gradient, new_velocity, velocity)
         momentum.assign(new_momentum)
         velocity.assign(new_velocity)
-        direction = new_momentum / (tf.sqrt(new_velocity) + tf.constant(self.epsilon, dtype))
+        return new_momentum, new_velocity
+
+    def decayed_paths(self) -> list[str]:
+        """The paths of the variables weight decay applies to (once built)."""
+        return [path for path, decays in zip(self.variable_paths, self.decays_weights) if decays]
+
+    def get_config(self):
+        config = super().get_config()
+        for unused in ("weight_decay", "clipnorm", "global_clipnorm", "clipvalue", "use_ema", "ema_momentum",
+                       "ema_overwrite_frequency", "loss_scale_factor", "gradient_accumulation_steps"):
+            config.pop(unused, None)
+        return {**config, "weight_decay": self.weight_decay_rate, "beta_1": self.beta_1, "beta_2": self.beta_2,
+                "epsilon": self.epsilon, "clip_global_norm": self.clip_global_norm,
+                "no_decay_patterns": list(self.no_decay_patterns), "layerwise_lr_decay": self.layerwise_lr_decay,
+                "num_layers": self.num_layers, "layer_decay_schedule": self.layer_decay_schedule}
+
+
+@keras.saving.register_keras_serializable(package="electra_tf")
+class ElectraAdamW(FlatMomentsOptimizer):
+    """ELECTRA's AdamW (module docstring): decoupled decay, clipping of the summed gradient.
+
+    Example (one update of a weight of 2, gradient 1, from zero moments: Adam's bias-corrected
+    step moves it by the learning rate, decay adds lr x 0.01 x 2):
+    >>> import keras
+    >>> weight = keras.Variable([2.0], name="kernel")
+    >>> optimizer = ElectraAdamW(learning_rate=0.1, clip_global_norm=None)
+    >>> optimizer.apply([tf.constant([1.0])], [weight])
+    >>> round(float(weight.numpy()[0]), 4)
+    1.898
+    """
+
+    def update_flat(self, momentum, velocity, gradient, step, learning_rate, indices, variables, has_gradient):
+        """Keras' Adam update (TensorFlow's `ResourceApplyAdam`: bias-corrected step size, epsilon
+        outside the square root), then decoupled decay of the pre-update weight:
+            w <- w - (lr_w * sqrt(1 - beta2^t) / (1 - beta1^t) * m / (sqrt(v) + epsilon) + lr_w * wd * w)
+        with lr_w the learning rate times the variable's layer multiplier."""
+        new_momentum, new_velocity = self.moments(momentum, velocity, gradient, has_gradient)
+        step_size = learning_rate * tf.sqrt(1.0 - tf.pow(self.beta_2, step)) / (1.0 - tf.pow(self.beta_1, step))
+        direction = new_momentum / (tf.sqrt(new_velocity) + self.epsilon)
         multipliers = {self.lr_multipliers[index] for index in indices}
         one_rate = multipliers == {1.0}  # pre-training: one step size, applied once to all
         if one_rate:
             direction *= step_size
         direction = tf.split(direction, self.moment_sizes)
-        # Each layer multiplier's step size and decay rate, made once (a multiplier of 1 adds no op).
-        step_sizes = {m: step_size if m == 1.0 else step_size * m for m in multipliers}
-        decay_rates = {m: learning_rate * (self.weight_decay * m) for m in multipliers} if self.weight_decay else {}
+        updates = []
         for index, variable in zip(indices, variables):
             multiplier = self.lr_multipliers[index]
             update = tf.reshape(direction[index], variable.shape)
             if not one_rate:
-                update *= step_sizes[multiplier]
-            if self.weight_decay and self.decays_weights[index]:
+                update *= step_size * multiplier
+            if self.decays_weights[index]:
                 # Decoupled decay of the pre-update value, scaled like the update, in the same
                 # subtraction (the official `param - lr * (adam_update + decay_rate * param)`).
-                update += variable * decay_rates[multiplier]
-            variable.assign_sub(update)
-
-    def get_config(self):
-        return {**super().get_config(), "clip_global_norm": self.clip_global_norm,
-                "no_decay_patterns": list(self.no_decay_patterns),
-                "layerwise_lr_decay": self.layerwise_lr_decay, "num_layers": self.num_layers,
-                "layer_decay_schedule": self.layer_decay_schedule}
+                update += variable * (learning_rate * (self.weight_decay_rate * multiplier))
+            updates.append(update)
+        return updates
 
 
 def clip_flat_gradient(gradient, clip_norm: float):
     """`tf.clip_by_global_norm` of the gradients whose concatenation is `gradient` (one flat
     float32 tensor): scaled by clip_norm / max(norm, clip_norm), NaN everywhere when the norm is
-    not finite. The norm is summed in another order than TensorFlow's (one reduction, not one
-    per tensor): it can differ in its last bits.
-
-    Why flat: per tensor, the norm of ELECTRA-Small's 402 gradients took 800 of the 4,701
-    fusions of its optimized XLA:CPU step, and a multiply per gradient writes each clipped
-    gradient out (314 kernels on a GPU) before the update concatenates them. On the flat
-    gradient that the update builds anyway, the norm is one reduction and the multiply fuses
-    into the moments' update (docs/performance.md).
+    not finite. One reduction instead of one per tensor, and the multiply fuses into the
+    moments' update; the norm is summed in another order than TensorFlow's, so it can differ in
+    its last bits.
 
     Example:
     >>> clip_flat_gradient(tf.constant([3.0, 4.0]), 1.0).numpy().tolist()
     [0.6000000238418579, 0.800000011920929]
     """
-    # Named as TensorFlow's, so a profile finds these ops (benchmarks/step_profile.py).
     with tf.name_scope("clip_by_global_norm"):
         norm = tf.sqrt(tf.reduce_sum(tf.square(gradient)), name="global_norm")
         # As TensorFlow's: min(1 / norm, 1 / clip_norm) keeps gradients under the bound as they
@@ -293,11 +314,6 @@ def create_optimizer(config: ElectraConfig) -> ElectraAdamW:
     return ElectraAdamW(learning_rate=schedule, weight_decay=config.weight_decay, beta_1=0.9,
                         beta_2=0.999, epsilon=config.adam_epsilon,
                         clip_global_norm=config.clip_global_norm)
-
-
-def decayed_variable_paths(optimizer: ElectraAdamW, variables) -> list[str]:
-    """The paths of the variables that a built `optimizer` applies weight decay to."""
-    return [v.path for v in variables if optimizer._use_weight_decay(v)]
 
 
 def create_finetuning_optimizer(learning_rate: float, total_steps: int, num_layers: int,
@@ -322,11 +338,9 @@ def optimizer_step(model) -> int:
 def current_learning_rate(optimizer) -> float:
     """The learning rate the optimizer's next update uses, for logs, computed on the host.
 
-    Why the host: a schedule is a few eager ops (cast, minimum, division, power) on the step
-    counter; on a GPU each would load a GPU kernel at its first use in the process, and Hopper
-    gets TensorFlow's elementwise kernels as PTX only, compiled then (docs/results.md,
-    "TensorFlow's kernels on Hopper"). The suspect in a pre-training run's first progress line
-    taking 1.1 s on one H200 (later lines 11-22 ms); unmeasured on a GPU since."""
+    Why the host: a schedule is a few eager ops on the step counter; on a GPU each would load a
+    GPU kernel at its first use in the process (on Hopper, compiled from PTX then), a pause in
+    the run's first progress line."""
     with tf.device("/cpu:0"):
         return as_float(optimizer.learning_rate)
 

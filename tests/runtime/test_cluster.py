@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from electra_tf import cluster
-from electra_tf.cluster import WorkerRole, launch_local, local_tf_configs
-from electra_tf.errors import RunError
+from electra_tf.runtime import cluster
+from electra_tf.runtime.cluster import WorkerRole, launch_local, local_tf_configs
+from electra_tf.utils.errors import RunError
 from tests.cli_runs import environment
 
 REPO = Path(__file__).resolve().parents[1]

@@ -21,8 +21,8 @@ import os
 from pathlib import Path
 from typing import Any, Mapping
 
-from electra_tf.errors import ElectraError
-from electra_tf.files import atomic_write_text
+from electra_tf.utils.errors import ElectraError
+from electra_tf.utils.files import atomic_write_text
 
 OBJECTIVES = ("electra", "mlm")
 POSITION_INITS = ("truncated_normal", "sinusoidal")
@@ -276,7 +276,7 @@ def _parse_value(key: str, raw: str) -> Any:
 def _presets_dir() -> Path:
     # An installed package ships configs/ as electra_tf/presets (setup.py's package_dir);
     # a source checkout (or editable install) reads configs/ directly.
-    package = Path(__file__).resolve().parent
+    package = Path(__file__).resolve().parents[1]
     for candidate in (package / "presets", package.parent / "configs"):
         if candidate.is_dir():
             return candidate

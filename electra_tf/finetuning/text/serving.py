@@ -1,0 +1,100 @@
+"""What a fine-tuned text classifier or tagger serves: its signatures, text in or ids in.
+
+A classifier returns `probabilities` [batch, classes], `label` (the most probable name) and
+`label_names`, or `score` for regression; its text signature takes `text`, and `text_pair` for
+pair tasks. A tagger's text signature splits `text` on whitespace into words and returns per
+word `words`, `tags` and `tag_probabilities` ([batch, max words, tags]; "" and 0 past a
+sentence's end or for words cut off by max_seq_length) plus `tag_names`; a tagger of entity
+tags (B-/I-/E-/S-) also returns the entities, by conlleval's chunk rules: `entity_text`,
+`entity_type`, `entity_start`, `entity_end` (characters of the text; "" and -1 past a text's
+last entity). Its ids signature returns `tags` and `tag_probabilities` per word piece. The
+text and ids endpoints, and what bad input gives, are the ones of `serving/signatures.py`.
+"""
+
+from __future__ import annotations
+
+from electra_tf.serving.signatures import (ID_INPUTS, IDS_SIGNATURE, TEXT_INPUT, TEXT_PAIR_INPUTS, TEXT_SIGNATURE,
+                                          ids_endpoint, text_endpoint)
+
+
+def classifier_endpoints(classifier, tokenizer, max_seq_length: int, label_names=None,
+                         score_range=None, text_pair: bool = False) -> dict:
+    """{signature: (fn, inputs)} for a fine-tuned `ElectraClassifier` (ids -> logits).
+
+    Classification (`label_names`): `probabilities` [batch, classes], `label` (the most
+    probable name) and `label_names` (repeated per row: every output of a batched model
+    server has the batch first). Regression (`score_range` = (low, high), the range the
+    targets were scaled from): `score` [batch] on the original scale. With `text_pair` the
+    text signature takes `text` and `text_pair`.
+    """
+    import tensorflow as tf
+
+    from electra_tf.finetuning.text.tasks import from_unit_interval
+
+    if (label_names is None) == (score_range is None):
+        raise ValueError("give exactly one of label_names (classification) or score_range (regression).")
+
+    def outputs(token_ids, segment_ids, padding_mask):
+        logits = tf.cast(classifier({"token_ids": token_ids, "segment_ids": segment_ids,
+                                     "padding_mask": padding_mask}, training=False), tf.float32)
+        if score_range is not None:
+            return {"score": from_unit_interval(logits[:, 0], score_range)}
+        names = tf.constant(list(label_names))
+        probabilities = tf.nn.softmax(logits, axis=-1)
+        return {
+            "probabilities": probabilities,
+            "label": tf.gather(names, tf.argmax(probabilities, axis=-1)),
+            "label_names": tf.tile(names[tf.newaxis], [tf.shape(probabilities)[0], 1]),
+        }
+
+    return {TEXT_SIGNATURE: (text_endpoint(tokenizer, max_seq_length, outputs, text_pair),
+                             TEXT_PAIR_INPUTS if text_pair else TEXT_INPUT),
+            IDS_SIGNATURE: (ids_endpoint(max_seq_length, tokenizer.vocabulary_size, outputs), ID_INPUTS)}
+
+
+def tagger_endpoints(tagger, tokenizer, max_seq_length: int, tag_names) -> dict:
+    """{signature: (fn, inputs)} for a fine-tuned `ElectraTokenClassifier`."""
+    import tensorflow as tf
+
+    from electra_tf.data.token_offsets import repair_utf8
+    from electra_tf.finetuning.text.entities import is_entity_tag_set
+    from electra_tf.models.preprocessing import pack_words_with_starts
+    from electra_tf.finetuning.text.entities_in_graph import entity_outputs, words_with_offsets
+
+    names = tf.constant(list(tag_names))
+    with_entities = is_entity_tag_set(tag_names)
+
+    def per_piece(token_ids, segment_ids, padding_mask):
+        logits = tf.cast(tagger({"token_ids": token_ids, "segment_ids": segment_ids,
+                                 "padding_mask": padding_mask}, training=False), tf.float32)
+        probabilities = tf.nn.softmax(logits, axis=-1) * tf.cast(padding_mask, tf.float32)[..., tf.newaxis]
+        return probabilities, tf.where(padding_mask > 0, tf.gather(names, tf.argmax(logits, axis=-1)), "")
+
+    def with_names(outputs, batch):
+        return {**outputs, "tag_names": tf.tile(names[tf.newaxis], [batch, 1])}
+
+    def text_endpoint(text):
+        text = repair_utf8(tf.convert_to_tensor(text, tf.string))
+        words, word_starts, word_ends = words_with_offsets(text)  # the words of tf.strings.split
+        inputs, starts = pack_words_with_starts(tokenizer, max_seq_length, words)
+        probabilities, tags = per_piece(inputs["token_ids"], inputs["segment_ids"], inputs["padding_mask"])
+        kept = (starts >= 0).to_tensor(False)
+        positions = tf.maximum(starts.to_tensor(-1), 0)
+        word_tags = tf.where(kept, tf.gather(tags, positions, batch_dims=1), "")
+        outputs = {
+            "words": words.to_tensor(""),
+            "tags": word_tags,
+            "tag_probabilities": tf.gather(probabilities, positions, batch_dims=1)
+            * tf.cast(kept, tf.float32)[..., tf.newaxis],
+        }
+        if with_entities:  # entity tags: the entities too, with their characters in the text
+            ragged_tags = tf.RaggedTensor.from_tensor(word_tags, lengths=words.row_lengths())
+            outputs.update(entity_outputs(text, ragged_tags, word_starts, word_ends))
+        return with_names(outputs, tf.shape(text)[0])
+
+    def ids_outputs(token_ids, segment_ids, padding_mask):
+        probabilities, tags = per_piece(token_ids, segment_ids, padding_mask)
+        return with_names({"tags": tags, "tag_probabilities": probabilities}, tf.shape(token_ids)[0])
+
+    return {TEXT_SIGNATURE: (text_endpoint, TEXT_INPUT),
+            IDS_SIGNATURE: (ids_endpoint(max_seq_length, tokenizer.vocabulary_size, ids_outputs), ID_INPUTS)}

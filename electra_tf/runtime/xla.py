@@ -1,0 +1,119 @@
+"""XLA's persistent compilation cache, and the XLA flags a run sets.
+
+XLA compiles a step the first time it runs: minutes on a GPU for ELECTRA-Small, where ptxas and
+autotuning are most of it. TensorFlow can keep each compiled program on disk, keyed by a
+fingerprint of the program and the device, and load it in the next process instead of compiling
+(`--tf_xla_persistent_cache_directory` in TF_XLA_FLAGS). One folder per user serves every run:
+another model, batch shape, precision or TensorFlow version is another fingerprint, a new entry.
+Nothing is ever deleted from it; `python -m electra_tf --check` shows what it holds, and
+deleting the folder clears it. A program is found again only when its function carries the
+same name, and TensorFlow numbers function names in the order a process traces them: the runs
+trace their steps before anything that differs between a fresh run and its resume (restoring a
+checkpoint, reading data), so a resume or an extension finds its program
+(`pretraining/run.py`, `tests/test_pretrain.py`).
+
+Flags are read once, when TensorFlow's runtime starts: `use_compile_cache` must run before
+anything starts it (after `import tensorflow` is fine; listing devices is too late). Each flag
+set here is one XLA or TensorFlow parses at start-up and rejects when unknown, so
+`tests/runtime/test_xla.py` proves they exist in the pinned TensorFlow by compiling with them.
+Flags the user sets in XLA_FLAGS or TF_XLA_FLAGS win.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+COMPILE_CACHE_VARIABLE = "ELECTRA_TF_COMPILE_CACHE"  # a folder, or "off"
+
+# XLA's GPU backend compiles a program's kernels on one core unless asked for a thread pool
+# (`--xla_gpu_force_compilation_parallelism`) and a split of the program into modules
+# (`--xla_gpu_enable_llvm_module_compilation_parallelism`, as JAX sets it); TensorFlow's JIT
+# asks for neither. The CPU backend ignores both.
+PARALLEL_GPU_COMPILE_FLAGS = {"--xla_gpu_enable_llvm_module_compilation_parallelism": "true",
+                              "--xla_gpu_force_compilation_parallelism": str(os.cpu_count() or 1)}
+# With the cache on: a cached GPU program keeps its thunks (what launches each kernel, copy and
+# CUDA graph), so a process loads it instead of emitting them again from the HLO (a rerun's
+# first step: docs/results.md, "GPU"). CPU programs ignore it.
+COMPILE_CACHE_XLA_FLAGS = {"--xla_gpu_experimental_aot_compiled_thunks": "true"}
+# float16 under XLA on a GPU: XLA's Triton GEMM fusions returned non-finite gradients for
+# ELECTRA-Small at every loss scale, so dynamic loss scaling skipped every step; with cuBLAS for
+# every matmul the gradients are finite (docs/results.md, "GPU"). bfloat16 keeps Triton's GEMMs.
+FLOAT16_GPU_XLA_FLAGS = {"--xla_gpu_enable_triton_gemm": "false"}
+
+
+def compile_cache_directory(environ=None) -> Path | None:
+    """Where compiled XLA programs are kept between processes: ELECTRA_TF_COMPILE_CACHE, or
+    `$XDG_CACHE_HOME/electra_tf/xla` (`~/.cache/electra_tf/xla`); None when it is "off"."""
+    environ = os.environ if environ is None else environ
+    setting = environ.get(COMPILE_CACHE_VARIABLE, "")
+    if setting.lower() == "off":
+        return None
+    if setting:
+        return Path(setting).expanduser()
+    return Path(environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "electra_tf" / "xla"
+
+
+def use_compile_cache(environ=None) -> Path | None:
+    """Turns on the persistent compilation cache for this process (and XLA's parallel GPU
+    compile, and with the cache the compiled thunks); returns the folder, or None when off.
+    TF_XLA_FLAGS that name a cache folder already win. Call it before TensorFlow starts."""
+    environ = os.environ if environ is None else environ
+    add_xla_flags(PARALLEL_GPU_COMPILE_FLAGS, environ)
+    flags = environ.get("TF_XLA_FLAGS", "")
+    named = re.search(r"--tf_xla_persistent_cache_directory=(\S+)", flags)
+    directory = Path(named.group(1)) if named else compile_cache_directory(environ)
+    if directory is None:
+        return None
+    add_xla_flags(COMPILE_CACHE_XLA_FLAGS, environ)
+    if not named:
+        # Not created here: TensorFlow makes the folder on its first write, so a run without
+        # XLA leaves nothing behind.
+        environ["TF_XLA_FLAGS"] = f"{flags} --tf_xla_persistent_cache_directory={directory}".strip()
+    return directory
+
+
+def use_float16_safe_gemms(environ=None) -> list[str]:
+    """Adds `FLOAT16_GPU_XLA_FLAGS` for float16 runs compiled by XLA on a GPU
+    (`devices.resolve_runtime` calls it before anything compiles); returns the flags added."""
+    return add_xla_flags(FLOAT16_GPU_XLA_FLAGS, environ)
+
+
+def add_xla_flags(wanted: dict[str, str], environ=None) -> list[str]:
+    """Adds each flag to XLA_FLAGS unless XLA_FLAGS already names it (the user's choice wins);
+    returns the flags added.
+
+    >>> environ = {"XLA_FLAGS": "--xla_gpu_enable_triton_gemm=true"}
+    >>> add_xla_flags({"--xla_gpu_enable_triton_gemm": "false", "--xla_dump_to": "/tmp/x"}, environ)
+    ['--xla_dump_to=/tmp/x']
+    """
+    environ = os.environ if environ is None else environ
+    flags = environ.get("XLA_FLAGS", "")
+    added = [f"{name}={value}" for name, value in wanted.items() if not re.search(rf"{name}(=|\s|$)", flags)]
+    if added:
+        environ["XLA_FLAGS"] = " ".join([flags, *added]).strip()
+    return added
+
+
+def cached_programs(folder: Path | None) -> int:
+    """How many compiled programs the cache folder holds (one file each)."""
+    if folder is None or not folder.is_dir():
+        return 0
+    return sum(1 for path in folder.iterdir() if path.is_file())
+
+
+def compile_cache_usage(folder: Path | None) -> str:
+    """What the cache folder holds, for `--check`: its programs and their size on disk."""
+    if folder is None or not folder.is_dir():
+        return "empty"
+    size = sum(path.stat().st_size for path in folder.rglob("*") if path.is_file())
+    return f"{cached_programs(folder)} program(s), {size / 2**20:,.1f} MiB"
+
+
+def compile_cache_report(folder: Path | None, programs_before: int) -> dict | None:
+    """For a run's metrics.json: the cache folder and the programs the run added to it (0 when
+    it loaded every compiled step; another process writing to the same folder counts too)."""
+    if folder is None:
+        return None
+    return {"folder": str(folder), "programs_added": cached_programs(folder) - programs_before}

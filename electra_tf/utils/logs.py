@@ -1,0 +1,86 @@
+"""TensorFlow's start-up lines, left out of a command's output.
+
+TensorFlow's own switch, TF_CPP_MIN_LOG_LEVEL, silences its INFO lines (the commands set it to 1
+unless it is set: gRPC servers, record readers, XLA's service). It cannot silence what its
+libraries print while they load, before logging is set up (tensorflow/tensorflow#100442): the
+absl warning, the oneDNN and CUDA-stub notes, printed once per library, and on a machine
+without an NVIDIA driver the failed `cuInit` when the devices are first listed (an error only
+where a driver exists). `start_tensorflow` imports TensorFlow and lists its devices with file
+descriptor 2 pointed at a temporary file, then writes back everything that is not one of those
+lines: nothing but the start-up is held, and an import that fails prints all it said.
+`ELECTRA_TF_TF_LOGS=1` keeps every line.
+
+>>> [is_start_up_noise(line) for line in (
+...     "I0000 00:00:1795507637.096271   13736 cudart_stub.cc:31] Could not find cuda drivers on your machine, "
+...     "GPU will not be used.", "E0000 00:00:1795507638.858280   13736 some_op.cc:12] a real error")]
+[True, False]
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import sys
+import tempfile
+
+KEEP_ALL_VARIABLE = "ELECTRA_TF_TF_LOGS"
+_PREFIX = r"^[IWE]\d{4} [\d:. ]+\d+ "
+START_UP_NOISE = [
+    r"^WARNING: All log messages before absl::InitializeLog\(\) is called are written to STDERR$",
+    _PREFIX + r"port\.cc:\d+\] oneDNN custom operations are on",
+    _PREFIX + r"cudart_stub\.cc:\d+\] Could not find cuda drivers on your machine, GPU will not be used",
+    _PREFIX + r"cpu_feature_guard\.cc:\d+\] This TensorFlow binary is optimized",
+    r"^To enable the following instructions: .* rebuild TensorFlow with the appropriate compiler flags\.$",
+]
+# cuInit fails on every host without an NVIDIA driver; on a host with one it is a real error.
+CUDA_WITHOUT_DRIVER = _PREFIX + r"cuda_platform\.cc:\d+\] failed call to cuInit"
+
+
+def _noise_pattern() -> re.Pattern:
+    driver = os.path.exists("/dev/nvidiactl")
+    return re.compile("|".join(START_UP_NOISE + ([] if driver else [CUDA_WITHOUT_DRIVER])))
+
+
+def is_start_up_noise(line: str) -> bool:
+    return bool(_noise_pattern().search(line.rstrip("\n")))
+
+
+@contextlib.contextmanager
+def start_up_lines_left_out():
+    """Within it, file descriptor 2 goes to a temporary file; at its end what was written there
+    goes to the real stderr, less `START_UP_NOISE` (all of it when the block raised)."""
+    sys.stderr.flush()
+    real = os.dup(2)
+    with tempfile.TemporaryFile() as held:
+        os.dup2(held.fileno(), 2)
+        failed = True
+        try:
+            yield
+            failed = False
+        finally:
+            sys.stderr.flush()
+            os.dup2(real, 2)
+            os.close(real)
+            held.seek(0)
+            noise = _noise_pattern()
+            for line in held.read().decode("utf-8", errors="replace").splitlines(keepends=True):
+                if failed or not noise.search(line.rstrip("\n")):
+                    sys.stderr.write(line)
+            sys.stderr.flush()
+
+
+def start_tensorflow():
+    """Imports TensorFlow and lists its devices with the start-up lines left out (module
+    docstring); returns the module. Set the XLA flags a run needs before this
+    (`runtime.xla.use_compile_cache`): listing devices starts TensorFlow's runtime, which reads
+    them once."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
+    if os.environ.get(KEEP_ALL_VARIABLE) == "1" or "tensorflow" in sys.modules:
+        import tensorflow as tf
+    else:
+        with start_up_lines_left_out():
+            import tensorflow as tf
+
+            tf.config.list_physical_devices("GPU")
+    return tf
