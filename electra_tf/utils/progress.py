@@ -29,7 +29,7 @@ class Progress:
                  stream="stderr", interval: float | None = None):
         self.label, self.total, self.unit, self.scale = label, total, unit, scale
         self.stream = sys.stderr if stream == "stderr" else stream  # resolved now, not at import
-        self.tty = bool(stream is not None and getattr(stream, "isatty", lambda: False)())
+        self.tty = bool(self.stream is not None and getattr(self.stream, "isatty", lambda: False)())
         self.interval = interval if interval is not None else (0.5 if self.tty else 10.0)
         self.started = time.monotonic()
         self._last = 0.0

@@ -48,3 +48,24 @@ def test_heartbeat_says_a_long_call_is_still_working_and_when_it_ended():
     lines = stream.getvalue().splitlines()
     assert len(lines) >= 3 and all(line.startswith("learning: still working, 0:00:00 elapsed") for line in lines[:-1])
     assert lines[-1] == "learning: done in 0:00:00"
+
+
+def test_on_a_terminal_the_default_stream_rewrites_its_line_in_place(monkeypatch):
+    """`stream="stderr"` (the default) is a terminal when sys.stderr is one: the line is redrawn
+    with a carriage return instead of a new line each time (it was decided from the string
+    "stderr", so never)."""
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    terminal = Terminal()
+    monkeypatch.setattr("sys.stderr", terminal)
+    progress = Progress("job", total=10, unit="items", interval=0.0)
+    assert progress.tty
+    progress.update(5)
+    progress.finish(10)
+    assert terminal.getvalue().startswith("\rjob: 50.0%") and "\rjob: 100.0%" in terminal.getvalue()
+    assert terminal.getvalue().count("\n") == 1  # only the finished line ends
+    monkeypatch.setattr("sys.stderr", io.StringIO())  # a log: new lines
+    assert not Progress("job", total=10).tty
