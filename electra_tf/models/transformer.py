@@ -5,19 +5,19 @@ projections and the attention output (`EinsumDense`, the heads as an axis), two
 `LayerNormalization`s and the feed-forward `Dense` pair, created under the names keras-hub's
 `TransformerEncoder` gives them, so the variable paths (`self_attention_layer/query/kernel`,
 ...) are the ones checkpoints and the HuggingFace / TF1 name table (`interop/names.py`) use.
-Its arithmetic is one function, `post_ln_block`, the same Keras ops keras-hub's sublayers call in
-the same order: with the same weights the outputs equal keras-hub's `TransformerEncoder(
-normalize_first=False, activation="gelu")` and transformers' BERT layer (tests/models/
-test_transformer.py, tests/interop).
+Its arithmetic is one function, `post_ln_block`: with the same weights (and dropout masks) its
+outputs equal keras-hub's `TransformerEncoder(normalize_first=False, activation="gelu")` to the
+bit, and transformers' BERT layer to float32 rounding (tests/models/test_transformer.py,
+tests/interop).
 
 Two choices of this layer's own:
 - the three dropouts of a call take their masks from one Philox draw (`dropout.keep_masks`):
   fewer GPU kernels and a smaller XLA program than a draw per dropout. Each element is still an
   independent keep with probability 1 - rate, as in the official code.
-- `fuse_projections`: in training, query, key and value as one product over the three kernels
-  side by side, the same dot products in fewer GPU kernels (the backward pass then has one
-  product per gradient, and XLA fuses the three updates). On a CPU the three separate products
-  measured faster, so the runtime turns it off there (`devices.Runtime.fuse_projections`).
+- `fuse_projections` (on by default): in training, query, key and value as one product over the
+  three kernels side by side, the same dot products in fewer GPU kernels (the backward pass
+  then has one product per gradient, and XLA fuses the three updates). Inference keeps three
+  products, which spares copying the kernels side by side on every call.
 
 Example:
 >>> import numpy as np
@@ -137,44 +137,57 @@ def post_ln_block(x, mask, seed, weights, num_heads, dropout, epsilon, training,
 
     x: [B, L, H] in the compute dtype; mask: bool [B, 1, 1, L]; seed: int32 [2], the one draw of
     the three dropouts' masks (attention probabilities, attention output, FFN output);
-    `training`: apply them; `fuse_projections`: query, key and value as one product. Each step
-    is the Keras op the corresponding Keras layer calls, with the same einsum equations.
+    `training`: apply them; `fuse_projections`: query, key and value as one product. The
+    arithmetic of Keras' EinsumDense, Dense, Softmax and LayerNormalization, each dense layer as
+    one 2-D MatMul and BiasAdd over the batch's tokens (on a CPU oneDNN then fuses the bias into
+    the product).
     """
     (query_kernel, query_bias, key_kernel, key_bias, value_kernel, value_bias, output_kernel, output_bias,
      attention_gamma, attention_beta, intermediate_kernel, intermediate_bias, ffn_kernel, ffn_bias,
      ffn_gamma, ffn_beta) = weights
-    head_size = x.shape[-1] // num_heads
+    hidden = x.shape[-1]
+    head_size = hidden // num_heads
+    batch, length = tf.shape(x)[0], tf.shape(x)[1]
     if training:
-        batch, length = tf.shape(x)[0], tf.shape(x)[1]
         probabilities_keep, attended_keep, output_keep = keep_masks(
-            [[batch, num_heads, length, length], [batch, length, x.shape[-1]], [batch, length, x.shape[-1]]],
+            [[batch, num_heads, length, length], [batch, length, hidden], [batch, length, hidden]],
             dropout, seed, x.dtype)
 
-    # Query, key and value: "abc,cde->abde", [B, L, heads, head_size] each.
-    if fuse_projections:
-        projected = ops.add(
-            ops.einsum("abc,cde->abde", x, ops.concatenate([query_kernel, key_kernel, value_kernel], axis=1)),
-            ops.concatenate([query_bias, key_bias, value_bias], axis=0))
-        query, key, value = ops.split(projected, 3, axis=2)
+    def heads(t):  # [B, L, H] -> [B, heads, L, head_size]
+        return tf.transpose(tf.reshape(t, [batch, length, num_heads, head_size]), [0, 2, 1, 3])
+
+    def as_matrix(kernel, bias):  # [H, heads, head_size] and [heads, head_size] -> [H, H] and [H]
+        return tf.reshape(kernel, [hidden, hidden]), tf.reshape(bias, [hidden])
+
+    if fuse_projections:  # the three kernels side by side: one product, one bias-gradient reduction
+        kernels, biases = zip(*(as_matrix(k, b) for k, b in ((query_kernel, query_bias), (key_kernel, key_bias),
+                                                             (value_kernel, value_bias))))
+        query, key, value = tf.split(dense(x, tf.concat(kernels, 1), tf.concat(biases, 0)), 3, axis=-1)
     else:
-        query, key, value = (ops.add(ops.einsum("abc,cde->abde", x, kernel), bias) for kernel, bias in
+        query, key, value = (dense(x, *as_matrix(k, b)) for k, b in
                              ((query_kernel, query_bias), (key_kernel, key_bias), (value_kernel, value_bias)))
-    query = ops.multiply(query, ops.cast(1.0 / math.sqrt(head_size), x.dtype))
-    scores = ops.einsum("aecd,abcd->acbe", key, query)  # [B, heads, L_query, L_key]
-    # keras.layers.Softmax with a mask: padded keys get a large negative score, and rows with
-    # no real key are zeroed after the softmax.
-    scores = ops.where(mask, scores, -3e4 if x.dtype == tf.float16 else -1e9)
-    probabilities = ops.where(mask, ops.softmax(scores, axis=-1), 0.0)
+    query = heads(query) * tf.cast(1.0 / math.sqrt(head_size), x.dtype)
+    scores = tf.matmul(query, heads(key), transpose_b=True)  # [B, heads, L_query, L_key]
+    # keras.layers.Softmax with a mask: padded keys get a large negative score. (Keras also zeroes
+    # the rows of a query with no real key at all, which only an all-padding sequence has.)
+    scores = tf.where(mask, scores, -3e4 if x.dtype == tf.float16 else -1e9)
+    probabilities = tf.nn.softmax(scores, axis=-1)
     if training:
         probabilities = apply_keep_mask(probabilities, probabilities_keep, dropout)
-    context = ops.einsum("acbe,aecd->abcd", probabilities, value)  # [B, L, heads, head_size]
-    attended = ops.add(ops.einsum("abcd,cde->abe", context, output_kernel), output_bias)
+    context = tf.reshape(tf.transpose(tf.matmul(probabilities, heads(value)), [0, 2, 1, 3]), [batch, length, hidden])
+    attended = dense(context, tf.reshape(output_kernel, [hidden, hidden]), output_bias)
     if training:
         attended = apply_keep_mask(attended, attended_keep, dropout)
     x = ops.layer_normalization(attended + x, attention_gamma, attention_beta, axis=-1, epsilon=epsilon)
 
-    intermediate = ops.gelu(ops.add(ops.matmul(x, intermediate_kernel), intermediate_bias), approximate=False)
-    output = ops.add(ops.matmul(intermediate, ffn_kernel), ffn_bias)
+    intermediate = ops.gelu(dense(x, intermediate_kernel, intermediate_bias), approximate=False)
+    output = dense(intermediate, ffn_kernel, ffn_bias)
     if training:
         output = apply_keep_mask(output, output_keep, dropout)
     return ops.layer_normalization(output + x, ffn_gamma, ffn_beta, axis=-1, epsilon=epsilon)
+
+
+def dense(x, kernel, bias):
+    """x [..., I] @ kernel [I, O] + bias [O], as one 2-D MatMul and BiasAdd over the leading axes."""
+    y = tf.nn.bias_add(tf.matmul(tf.reshape(x, [-1, x.shape[-1]]), kernel), bias)
+    return tf.reshape(y, tf.concat([tf.shape(x)[:-1], [kernel.shape[-1]]], 0))
