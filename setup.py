@@ -64,13 +64,8 @@ setup(
         # here; Dataflow, Flink or Spark by Beam's options). TensorFlow Datasets builds its
         # Wikipedia with Beam; 2.77 installs beside TensorFlow 2.21 (protobuf, numpy pins agree).
         "beam": ["apache-beam[tfrecord]>=2.77,<3"],
-        # benchmarks/gpu_kernels.py only: XLA's GPU compiler without a GPU (jaxlib's CUDA plugin
-        # compiles for a described device), to count the kernels a change of the step launches on
-        # a CPU-only machine. Pinned: the count depends on the XLA release. Installs beside
-        # TensorFlow 2.21 (numpy, ml_dtypes, scipy as they are); the package never imports it.
-        "gpu-kernels": ["jax==0.10.2", "jaxlib==0.10.2", "jax-cuda12-plugin==0.10.2", "jax-cuda12-pjrt==0.10.2"],
-        # Reference comparisons only (tests/fixtures/make_reference.py,
-        # benchmarks/reference_parity.py); the package never imports them. Install a CPU build
+        # Reference comparisons only (tests/fixtures/make_reference.py, benchmarks/reference_parity.py,
+        # the PyTorch peer of benchmarks/pretrain_step.py); the package never imports them. Install a CPU build
         # of torch first where the default wheel would pull CUDA packages.
         "reference": ["torch>=2.4", "transformers>=5,<6"],
     },

@@ -9,7 +9,7 @@ examples per second for `build_shards` with `--num_workers W` and with `--runner
 rate per worker, a projection (a projection, not a measurement) of the hours a Wikipedia-sized
 corpus takes on N workers: ELECTRA's 3.3B tokens are about 26M examples of 128.
 The vocabulary is given (or learned once beforehand), so only the building is timed.
-Needs the `.[beam]` extra.
+Beam needs the `.[beam]` extra (without it the local builder alone is timed).
 """
 
 from __future__ import annotations
@@ -21,8 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+import common
 
 WIKIPEDIA_EXAMPLES = 26_000_000  # ~3.3B tokens in examples of 128
 
@@ -35,7 +34,18 @@ def main(argv=None) -> int:
     parser.add_argument("--max_seq_length", type=int, default=128)
     parser.add_argument("--project_to", type=int, nargs="+", default=[8, 64, 512], metavar="N",
                         help="worker counts for the projection")
+    parser.add_argument("--runners", nargs="+", default=["local", "beam"], choices=["local", "beam"],
+                        help="beam needs the .[beam] extra; without it only the local builder is timed")
     args = parser.parse_args(argv)
+    common.start(compile_cache=False)
+    runners = list(args.runners)
+    if "beam" in runners:
+        try:
+            import apache_beam  # noqa: F401
+        except ImportError:
+            print("note: apache-beam is not installed (pip install -e \".[beam]\"): timing the local builder only")
+            runners.remove("beam")
+    print(common.host())
 
     from electra_tf.data.builder import build_shards
     from electra_tf.data.corpus import embedded_sample_path
@@ -48,10 +58,10 @@ def main(argv=None) -> int:
             vocab = str(Path(scratch) / "vocab.txt")
             build_vocabulary(inputs, DEFAULT_VOCAB_SIZE, Path(vocab))
         rates = {}
-        for name, options in (("local", {"num_workers": args.workers}),
-                              ("beam", {"runner": "beam", "pipeline_args": [
-                                  "--direct_num_workers", str(args.workers),
-                                  "--direct_running_mode", "multi_processing"]})):
+        every = {"local": {"num_workers": args.workers},
+                 "beam": {"runner": "beam", "pipeline_args": ["--direct_num_workers", str(args.workers),
+                                                              "--direct_running_mode", "multi_processing"]}}
+        for name, options in ((runner, every[runner]) for runner in runners):
             started = time.monotonic()
             metadata = build_shards(Path(scratch) / name, inputs, vocab=vocab, max_seq_length=args.max_seq_length,
                                     num_shards=8, **options)
@@ -59,7 +69,8 @@ def main(argv=None) -> int:
             rates[name] = metadata["examples"] / seconds
             print(f"{name:6s} {args.workers} worker(s): {metadata['examples']:,} examples in {seconds:.1f} s = "
                   f"{rates[name]:.0f} examples/s", flush=True)
-    print(f"beam / local: {rates['beam'] / rates['local']:.2f}x")
+    if len(rates) == 2:
+        print(f"beam / local: {rates['beam'] / rates['local']:.2f}x")
     per_worker = max(rates.values()) / args.workers
     print(f"\nProjection (not measured) from {per_worker:.0f} examples/s per worker, assuming it scales "
           f"linearly, for a Wikipedia-sized corpus ({WIKIPEDIA_EXAMPLES / 1e6:.0f}M examples of 128):")

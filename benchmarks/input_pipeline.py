@@ -26,7 +26,7 @@ import sys
 import tempfile
 import time
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+import common
 
 
 def measure(dataset, batches: int, warmup: int = 10):
@@ -76,13 +76,13 @@ def step_rate(config, batches, jit_compile: bool, steps: int) -> float:
     keras.utils.clear_session()
     pretrainer = ElectraPretrainer.from_electra_config(config)
     pretrainer.compile(optimizer=create_optimizer(config), jit_compile=jit_compile)
-    pretrainer.fit(batches.take(3), verbose=0)  # trace and compile
+    pretrainer.fit(batches.take(3), verbose=0, shuffle=False)  # trace and compile
     started = time.perf_counter()
-    pretrainer.fit(batches.take(steps), verbose=0)
+    pretrainer.fit(batches.take(steps), verbose=0, shuffle=False)
     return steps * config.train_batch_size / (time.perf_counter() - started)
 
 
-def main() -> int:
+def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data_dir", help="a build_data folder (default: build one from the embedded sample)")
     parser.add_argument("--vocab", help="its vocabulary (default: DATA_DIR/vocab.txt)")
@@ -91,9 +91,8 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--feed_steps", type=int, default=300, help="batches for the fit-feeding measurement")
     parser.add_argument("--feed_only", action="store_true", help="only the ELECTRA-Base-shape feeding figures")
-    args = parser.parse_args()
-
-    import tensorflow as tf
+    args = parser.parse_args(argv)
+    tf, _, _ = common.start(compile_cache=False)
 
     from electra_tf.models.config import ElectraConfig
     from electra_tf.data.builder import build_shards
@@ -110,7 +109,7 @@ def main() -> int:
     dataset = pretraining_dataset(data_dir, config, tokenizer, config.train_batch_size, seed=0)
 
     cores = len(os.sched_getaffinity(0))
-    print(f"\nMachine: {cores} CPU cores, TensorFlow {tf.__version__}; config {args.config}, "
+    print(f"\n{common.host()}; config {args.config}, "
           f"batch {config.train_batch_size} x {config.max_seq_length}")
     if not args.feed_only:
         examples_per_s, tokens_per_s = measure(dataset, args.batches)

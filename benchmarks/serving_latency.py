@@ -18,15 +18,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+import common  # noqa: F401  (TensorFlow's C++ logs quiet for this process and its children)
 
 MEASURE = r'''
 import json, sys, time
@@ -163,7 +160,7 @@ def main(argv=None) -> int:
     parser.add_argument("--no_qa", action="store_true", help="skip the question-answering rows")
     args = parser.parse_args(argv)
     from electra_tf.data.tokenization import ElectraTokenizer
-    from electra_tf.serving.publish import ExportMetadata
+    from electra_tf.utils.run_dir import ExportMetadata
 
     with tempfile.TemporaryDirectory() as scratch:
         if args.export:
@@ -171,6 +168,7 @@ def main(argv=None) -> int:
             tokenizer = ElectraTokenizer(ExportMetadata.of(exports[0][1]).vocab)
         else:
             exports, tokenizer = fresh_exports(Path(scratch))
+        print(f"{common.host()}; one request at a time")
         print(f"{'model':12} {'signature':16} {'batch':>5} {'p50 ms':>8} {'p99 ms':>8} {'sequences/s':>12}")
         for name, export in exports:
             metadata = json.loads(ExportMetadata.of(export).config.read_text())
