@@ -9,14 +9,14 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # XLA's CPU backend without LLVM's optimisation passes: the tests compile many small XLA
 # programs and run each a few steps, so compiling dominates; the compiled code computes the same
 # thing, only slower. Measured on 2 cores, the three MirroredStrategy XLA pre-training cells of
-# tests/test_compiled_gradients.py: 83.6 s -> 57.5 s. And the CPU backend's older fusion emitter
+# tests/runtime/test_compiled_step.py: 83.6 s -> 57.5 s. And the CPU backend's older fusion emitter
 # (LLVM IR per fusion, where the default lowers each fusion through MLIR first): the tiny XLA
 # pre-training step of that file (one layer) compiled in 3.5-3.9 s
 # against 5.0-5.9 s (three runs each), the whole file 164 s -> 141 s. Set before TensorFlow
 # parses its flags, and inherited by the commands the tests run as processes. Users' runs keep
 # XLA's defaults.
 os.environ.setdefault("XLA_FLAGS", "--xla_backend_optimization_level=0 --xla_cpu_use_fusion_emitters=false")
-# The commands keep compiled XLA programs in a per-user folder (runtime.use_compile_cache); the
+# The commands keep compiled XLA programs in a per-user folder (runtime/xla.use_compile_cache); the
 # tests' runs do not write to the user's, and a test that checks the cache names its own folder.
 # "off" also keeps an in-process run from naming a folder in this process's TF_XLA_FLAGS, which
 # the commands the tests start as processes would inherit.
@@ -58,7 +58,7 @@ def one_replica_as_on_a_gpu():
     ops (NCCL's on a GPU) into the compiled program. Only the second path failed on the H100
     (docs/results.md, "GPU"). Here the switch is TensorFlow's own rule without the device test,
     so the CPU takes the GPU's path: compiling the whole step then fails as on the H100
-    (tests/test_compiled_gradients.py shows both errors)."""
+    (tests/runtime/test_compiled_step.py shows the float16 one)."""
     from tensorflow.python.framework import ops
     from tensorflow.python.ops import control_flow_util
 

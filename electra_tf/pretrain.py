@@ -1,7 +1,7 @@
 """`python -m electra_tf.pretrain`: the whole ELECTRA pre-training run.
 
 With no arguments: the tiny config on the bundled Wikipedia sample (vocabulary and shards are
-built once into runs/data/ and reused), 7 to 16 minutes on 2 CPU cores, ending with the
+built once into runs/data/ and reused), about 10 minutes on 2 CPU cores, ending with the
 discriminator exported for TensorFlow Serving under runs/electra_tiny/export/electra_tiny/<version>/
 and a summary.
 

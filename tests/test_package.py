@@ -15,8 +15,9 @@ def test_importing_the_package_or_a_command_does_not_start_tensorflow():
     """Also what lets a command leave TensorFlow's start-up lines out (utils/logs.py) before they print."""
     from electra_tf.__main__ import COMMANDS
 
-    code = ("import sys, electra_tf\n" + "".join(f"import electra_tf.{name}\n" for name in COMMANDS)
-            + "print('tensorflow' in sys.modules)")
+    # data.builder too: its spawned worker processes import it, then start TensorFlow quietly.
+    code = ("import sys, electra_tf, electra_tf.data.builder\n"
+            + "".join(f"import electra_tf.{name}\n" for name in COMMANDS) + "print('tensorflow' in sys.modules)")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert result.stdout.strip() == "False", result.stderr[-2000:]
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import tensorflow as tf
 
 from electra_tf.data.tokenization import ElectraTokenizer
 from electra_tf.utils.errors import ElectraError
@@ -32,6 +31,8 @@ class DataError(ElectraError):
 # --- records ------------------------------------------------------------------------------------
 
 def serialize_example(token_ids: list[int], segment_ids: list[int]) -> bytes:
+    import tensorflow as tf  # here, not at import: a build's worker processes start it quietly first
+
     feature = {
         "token_ids": tf.train.Feature(int64_list=tf.train.Int64List(value=token_ids)),
         "segment_ids": tf.train.Feature(int64_list=tf.train.Int64List(value=segment_ids)),
@@ -41,14 +42,14 @@ def serialize_example(token_ids: list[int], segment_ids: list[int]) -> bytes:
     return example.SerializeToString(deterministic=True)
 
 
-_FEATURES = {"token_ids": tf.io.VarLenFeature(tf.int64), "segment_ids": tf.io.VarLenFeature(tf.int64)}
-
-
 def parse_padded_batch(serialized, length: int):
     """A batch of serialized examples -> token_ids, segment_ids and padding_mask [batch, length]
     (int32, zero-padded, cut to `length`). One vectorized parse per batch: parsing example by
     example took most of the pipeline's time."""
-    features = tf.io.parse_example(serialized, _FEATURES)
+    import tensorflow as tf
+
+    features = tf.io.parse_example(serialized, {"token_ids": tf.io.VarLenFeature(tf.int64),
+                                                "segment_ids": tf.io.VarLenFeature(tf.int64)})
     batch = tf.shape(serialized, out_type=tf.int64)[0]
     shape = [serialized.shape[0], length]
     dense = {}

@@ -24,8 +24,7 @@ from electra_tf.utils.run_dir import LOCK_FILE, FinetuneDir, task_export_name
 
 # Defaults by model size (by the discriminator's hidden size): the official fine-tuning learning
 # rates (the paper's 3e-4 for Small; 1e-4 Base; 5e-5 and layer decay 0.9 for Large) and, for the
-# 2-CPU tiny preset, the measured one: on BBC News lr 1e-4 left it at the majority class for
-# 3 epochs, 1e-3 gave 0.854 and 3e-3 0.893 (docs/results.md, "BBC News demo").
+# tiny preset, the best of 1e-4, 1e-3 and 3e-3 on BBC News (1e-4 left it at the majority class).
 SIZE_DEFAULTS = (  # (largest hidden size, size name, learning rate, layer-wise decay)
     (128, "tiny", 3e-3, 0.8),
     (256, "small", 3e-4, 0.8),

@@ -73,7 +73,7 @@ class ElectraConfig:
     # Sampling temperature for the generator's replacements (official default 1.0). The
     # electra_tiny preset uses 2.0, a deliberate deviation: at 2-CPU budgets a generator
     # sampled at 1.0 soon writes words that only word order gives away, and the tiny
-    # discriminator then stays at the base rate (docs/results.md, "The embedded default").
+    # discriminator then stays at the base rate ([results](docs/results.md#the-embedded-default)).
     temperature: float = 1.0
     disallow_correct: bool = False
 

@@ -1,38 +1,25 @@
 """Dropout drawn with the random-number algorithm named: Philox, every draw in the package.
 
-TensorFlow's stateless random ops default to `alg="auto_select"`, which is Philox on CPUs and
-GPUs with the seed scrambled into Philox's key and counter. Keras' `Dropout` (TensorFlow
-backend) draws that way. Named (`alg="philox"`), TensorFlow scrambles the seed the same way in
-its own graph ops (`random_ops_util._philox_scramble_seed`, "the same scrambling procedure" as
-the kernel), so the numbers are Keras' bit for bit, eagerly and under XLA alike
-(tests/models/test_dropout.py checks both against Keras' `Dropout` on CPU). Eager and XLA do not
-agree with each other, named or not: from one seed TensorFlow's Philox kernel and XLA's lowering
-of it give other numbers (TensorFlow 2.21.0 on CPU, 2026-11-27: `stateless_uniform` differed for
-every shape tried, 4 to 150,000 elements), so a step compiled by XLA draws other dropout masks
-and generator samples than the same step without it. What changes is what
-XLA has to compile: for `auto_select` XLA's `StatelessRandomGetKeyCounter` kernel emits
-`ScramblePhiloxKey`, 267 scalar instructions per dropout and 19,758 of the 65,521 in
-ELECTRA-Small's training step (74 dropouts), where the named scramble takes about 37.
-Measured on the 2 CPU cores (ELECTRA-Small, XLA, docs/results.md): 65,521 -> 48,511 HLO
-instructions, and a fresh run's first step (build, tracing and compiling) 34.0 and 33.5 s
-against 39.9 and 42.2 s; the compiled kernels are alike (the same fusions), so the steps after
-it should not be faster.
+TensorFlow's stateless random ops default to `alg="auto_select"` (Philox on CPUs and GPUs, the
+seed scrambled into Philox's key and counter), which is how Keras' `Dropout` draws. Named
+(`alg="philox"`), TensorFlow scrambles the seed the same way in its graph ops, so the numbers
+are Keras' bit for bit (tests/models/test_dropout.py), while XLA compiles the named draw to a few
+dozen instructions instead of several hundred per dropout: a smaller program, a shorter first
+step. Eager and XLA-compiled steps draw other numbers from one seed (TensorFlow's Philox kernel
+and XLA's lowering of it differ), so a step under XLA draws other dropout masks than the same
+step without it.
 
-`Dropout` is Keras' layer with only `call` changed: the same seed generator (created and
-advanced as Keras' does, so a checkpoint holds the same variables), rate and config.
-Masking, the generator's sampling and the replica seeds name `RNG_ALGORITHM` too.
+`Dropout` is Keras' layer with only `call` changed: the same seed generator, rate and config.
+Masking and the replica seeds name `RNG_ALGORITHM` too.
 
-`keep_masks` is the transformer layer's dropout (`transformer.py`): the masks of a layer's three
-dropouts from one Philox draw, keyed by the seed itself. A deliberate departure from Keras'
-(and keras-hub's) streams, taken for the GPU: compiled for an H100 (`benchmarks/gpu_kernels.py`,
-ELECTRA-Small's step, docs/results.md), a draw per dropout launched about 7 kernels (a copy of the
-seed state, the seed's scramble, four one-element conversions of the key and counter, the Philox
-kernels, the mask), 545 of the step's 3,011 launches for its 74 draws, and took most of XLA's GPU
-compile (63 s of XLA's work on 2 CPU cores, 23 s with dropout off). Each mask element is still an
-independent keep with probability 1 - rate, as in the official code (TensorFlow 1's stateful
-`tf.nn.dropout`), whose random numbers no TensorFlow 2 program reproduces anyway. Philox, not
-ThreeFry (which compiled a little smaller), because TensorFlow's ThreeFry runs only under XLA:
-a step without XLA could not draw at all.
+`keep_masks` is the transformer layer's dropout (`transformer.py`): the masks of a layer's
+three dropouts from one Philox draw, keyed by the seed itself. A deliberate departure from
+Keras' (and keras-hub's) streams, for the GPU: a draw per dropout launches several small
+kernels (the seed's copy and scramble, conversions of the key and counter, the draw), a large
+share of a step's launches and of XLA's compile. Each mask element is still an independent keep
+with probability 1 - rate, as in the official code (TensorFlow 1's stateful `tf.nn.dropout`),
+whose random numbers no TensorFlow 2 program reproduces anyway. Philox, not ThreeFry, because
+TensorFlow's ThreeFry runs only under XLA.
 """
 
 from __future__ import annotations

@@ -38,7 +38,7 @@ CONSOLE_METRICS = ("loss", "masked_lm_accuracy", "disc_auc")
 # Dynamic loss scaling starts at 2^15 and halves the scale at each overflowing batch; a healthy
 # float16 run skips a few at its start (4 on the tiny preset). 40 in a row divide the scale by
 # 2^40 (from the initial 2^15: 2^-25), where float16 gradients underflow to zero: an overflow left
-# then does not come from the scale (measured on one H200: ELECTRA-Small's synthetic benchmark step skipped all of 35).
+# then does not come from the scale.
 MAX_CONSECUTIVE_SKIPS = 40
 
 
@@ -67,10 +67,8 @@ class TrainingMonitor(keras.callbacks.Callback):
         self.last_logs: dict = {}
         self._window_start = None
         # A log line's own time: its TensorBoard writes, the metrics read from the device and
-        # reset. Inside the window after it (a real pause of training), and counted apart: on one
-        # H100 and one H200 the tiny preset's window right after a process's first line ran at
-        # a tenth of the later windows' rate; counted, that first line took 1.1 s on the H200
-        # (later lines 11-22 ms; 7-16 ms on 2 CPU cores).
+        # reset. Inside the window after it (a real pause of training), and counted apart
+        # (metrics.json's `pauses`): on a fast GPU a process's first line can cost a window.
         self.pause = Pause()
         # (time, step) of this process's first and latest update, across the run's fits: the time
         # before the first is tracing and compiling, the rate after it the steady step.
@@ -159,9 +157,9 @@ class TrainingMonitor(keras.callbacks.Callback):
         self.writer.flush()
         self.last_logs = scalars
 
-        total_elapsed = now - self._started
-        done = step - self._first_step
-        remaining = (self.total_steps - step) * total_elapsed / max(done, 1)
+        # At the last window's pace: the first window (tracing, compiling) and a resume's start
+        # would otherwise weigh on the estimate until the end of the run.
+        remaining = (self.total_steps - step) * rates["step_time_seconds"]
         shown = " | ".join(f"{key} {scalars[key]:.4f}" for key in CONSOLE_METRICS if key in scalars)
         if scalars.get("skipped_steps"):
             shown += f" | skipped {int(scalars['skipped_steps'])} (float16 overflow)"
@@ -184,8 +182,7 @@ class Pause:
     """Counts the times and seconds a callback held training up (`with pause: ...`): what a
     window's rate loses to checkpoint writes or samples, in the run's metrics.json. The first
     few pauses are kept apart, and the median of all: a run's first saves and panels also trace
-    and copy once (on one H200 two early windows ran at a third of the later ones' rate, which
-    held checkpoints too), and the totals alone could not say which pause cost what."""
+    once, and the totals alone could not say which pause cost what."""
 
     FIRST = 3
 
@@ -258,19 +255,14 @@ class ReplacementSamples(keras.callbacks.Callback):
     """A TensorBoard text panel: one example with replacements and the discriminator's verdicts."""
 
     def __init__(self, writer, probe_batch, tokenizer, every: int = 200):
-        """Shows the first example of `probe_batch`, and runs the networks on that one alone:
-        eagerly, on a whole ELECTRA-Small batch of 128, a panel took 2.8 s on 2 CPU cores
-        (0.13 s for the one row), a pause in the run every `every` steps.
+        """Shows the first example of `probe_batch`, and runs the networks on that one alone
+        (a whole batch would pause the run every `every` steps for seconds on a CPU).
 
-        The first panel is written when the run's first call of the step has ended (at step 1,
-        or the step a resume's first call reaches), not before it: at the start it ran in the
-        first step's time, which a rerun waits for (0.4-0.5 s of ELECTRA-Small on 2 CPU cores,
-        eagerly). The networks run through a `tf.function`, traced at that first panel: the
-        trace (1.6-2.6 s for ELECTRA-Small on 2 CPU cores) then falls in the first window, whose
-        rate the first step's tracing and compiling set anyway, and every later panel is one
-        graph call (a few hundredths of a second). Run eagerly instead, a panel dispatched the
-        networks' ops one by one (on one H200 the tiny preset's paused the run 0.55 s, where a
-        50-step window is 0.65 s); traced at the second panel, the trace paused a later window."""
+        The first panel is written when the run's first call of the step has ended, not before
+        it (it would add to the first step, which a rerun waits for). The networks run through a
+        `tf.function` traced at that first panel, whose window the first step's tracing and
+        compiling slow anyway; every later panel is one graph call (run eagerly, a panel
+        dispatches the networks' ops one by one, a pause comparable to a GPU's whole window)."""
         super().__init__()
         self.writer = writer
         self.probe = {key: tf.constant(value[:1]) for key, value in probe_batch.items()}

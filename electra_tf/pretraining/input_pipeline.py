@@ -24,10 +24,8 @@ from electra_tf.pretraining.masking import mask_tokens
 # (8 files at a time, 16 records from each in turn). The official code shuffles a buffer of 100
 # (google-research/electra, pretrain/pretrain_data.py); 1,000 mixes more: a batch draws from about
 # 60 interleaved blocks. A deliberate bound, not a larger one: the buffer is part of the input
-# iterator's state, serialized at the step at every checkpoint. At 10,000 records the tiny
-# preset's save paused training 0.14 s on 2 CPU cores and 0.17-0.33 s on one H200, half the rate
-# of a 50-step window there; at 1,000, 0.024 s on the cores (docs/results.md, "On one H100, a
-# sixth session").
+# iterator's state, serialized at every checkpoint: ten times the records made a save of the
+# tiny preset six times longer.
 SHUFFLE_BUFFER = 1_000
 
 

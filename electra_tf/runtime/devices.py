@@ -27,8 +27,8 @@ from electra_tf.runtime.xla import use_float16_safe_gemms
 from electra_tf.utils.errors import RunError
 
 COLLECTIVE_TIMEOUT_SECONDS = 600.0  # ELECTRA_TF_COLLECTIVE_TIMEOUT overrides it
-# The narrowest encoder for which bfloat16 on a CPU with native bfloat16 paid off: ELECTRA-Small
-# (256) ran 1.24x faster per step, the tiny default (128) was level.
+# The narrowest encoder for which bfloat16 on a CPU with native bfloat16 pays off: faster for
+# ELECTRA-Small's width (256), level for the tiny default's (128).
 CPU_BFLOAT16_MIN_HIDDEN_SIZE = 256
 # /proc/cpuinfo flags of the instructions oneDNN uses for bfloat16 matmuls.
 NATIVE_BFLOAT16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")
@@ -109,7 +109,7 @@ def resolve_runtime(strategy: str = "auto", precision: str = "auto", xla: bool |
         # First thing after the choice, before anything could compile: XLA reads XLA_FLAGS once.
         kept = not use_float16_safe_gemms(environ)
         notes.append("float16 under XLA: Triton GEMMs " + ("as XLA_FLAGS sets them" if kept else
-                     "off, cuBLAS instead (they made non-finite float16 gradients on an H200)"))
+                     "off, cuBLAS instead (they made non-finite float16 gradients)"))
     # Listing logical devices starts TensorFlow's runtime, after which a MultiWorkerMirroredStrategy
     # can no longer configure its collectives ("must be configured at program startup").
     devices = ([] if chosen == "multi_worker" else

@@ -34,12 +34,12 @@ COMPILE_CACHE_VARIABLE = "ELECTRA_TF_COMPILE_CACHE"  # a folder, or "off"
 PARALLEL_GPU_COMPILE_FLAGS = {"--xla_gpu_enable_llvm_module_compilation_parallelism": "true",
                               "--xla_gpu_force_compilation_parallelism": str(os.cpu_count() or 1)}
 # With the cache on: a cached GPU program keeps its thunks (what launches each kernel, copy and
-# CUDA graph), so a process loads it instead of emitting them again from the HLO (a rerun's
-# first step: docs/results.md, "GPU"). CPU programs ignore it.
+# CUDA graph), so a process loads it instead of emitting them again from the HLO, seconds of a
+# rerun's first step. CPU programs ignore it.
 COMPILE_CACHE_XLA_FLAGS = {"--xla_gpu_experimental_aot_compiled_thunks": "true"}
 # float16 under XLA on a GPU: XLA's Triton GEMM fusions returned non-finite gradients for
 # ELECTRA-Small at every loss scale, so dynamic loss scaling skipped every step; with cuBLAS for
-# every matmul the gradients are finite (docs/results.md, "GPU"). bfloat16 keeps Triton's GEMMs.
+# every matmul the gradients are finite. bfloat16 keeps Triton's GEMMs.
 FLOAT16_GPU_XLA_FLAGS = {"--xla_gpu_enable_triton_gemm": "false"}
 
 

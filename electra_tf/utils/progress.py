@@ -3,6 +3,7 @@ predictions, a run's final evaluation)."""
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import sys
 import threading
@@ -14,10 +15,27 @@ def format_duration(seconds: float) -> str:
     return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
 
 
+def readable_rate(rate: float) -> str:
+    """Whole numbers from 100, one decimal from 1, three significant digits below.
+
+    >>> [readable_rate(r) for r in (12345.6, 12.34, 0.012345, 0.0)]
+    ['12,346', '12.3', '0.0123', '0']
+    """
+    if rate >= 100:
+        return f"{rate:,.0f}"
+    if rate >= 1:
+        return f"{rate:.1f}"
+    return f"{rate:.3g}"
+
+
 class Progress:
-    """Prints `label: 42.0% | 3.1 MB/s | ETA 0:01:05 | extra` at most every `interval` s.
+    """Prints `label: 42.0% | 3.1 MB/s | ETA 0:01:05 | extra` at most every `interval` s, the
+    first after `interval` s (a job shorter than that prints only its last line).
 
     On a terminal the line is rewritten in place; in a log a new line is written, less often.
+    The rate, and the ETA from it, are those of the last `window` seconds: a job's start
+    (loading, compiling) does not weigh on them once it has passed. A rate below 1 keeps three
+    significant digits (0.0421 MB/s, not 0.0).
 
     Example:
     >>> progress = Progress("demo", total=100, unit="items", stream=None)
@@ -26,22 +44,33 @@ class Progress:
     """
 
     def __init__(self, label: str, total: float | None, unit: str = "MB", scale: float = 1.0,
-                 stream="stderr", interval: float | None = None):
+                 stream="stderr", interval: float | None = None, window: float = 60.0):
         self.label, self.total, self.unit, self.scale = label, total, unit, scale
         self.stream = sys.stderr if stream == "stderr" else stream  # resolved now, not at import
         self.tty = bool(self.stream is not None and getattr(self.stream, "isatty", lambda: False)())
         self.interval = interval if interval is not None else (0.5 if self.tty else 10.0)
+        self.window = window
         self.started = time.monotonic()
-        self._last = 0.0
+        self._last = self.started
         self._last_done = None  # the count of the last line written
+        self._history = collections.deque([(self.started, 0.0)])  # (time, done) of recent updates
+
+    def rate(self, done: float, now: float) -> float:
+        """Per second over the last `window` seconds (since the start until one has passed)."""
+        while len(self._history) > 1 and now - self._history[1][0] >= self.window:
+            self._history.popleft()
+        since, done_then = self._history[0]
+        return (done - done_then) / (now - since) if now > since else 0.0
 
     def line(self, done: float, extra: str = "", elapsed: float | None = None) -> str:
-        elapsed = time.monotonic() - self.started if elapsed is None else elapsed
-        rate = done / elapsed if elapsed > 0 else 0.0
+        if elapsed is None:
+            rate = self.rate(done, time.monotonic())
+        else:
+            rate = done / elapsed if elapsed > 0 else 0.0
         parts = [f"{self.label}:"]
         if self.total:
             parts.append(f"{100.0 * done / self.total:.1f}% |")
-        parts.append(f"{rate / self.scale:.1f} {self.unit}/s")
+        parts.append(f"{readable_rate(rate / self.scale)} {self.unit}/s")
         if self.total and rate > 0:
             parts.append(f"| ETA {format_duration((self.total - done) / rate)}")
         if extra:
@@ -54,6 +83,7 @@ class Progress:
             return
         self._last, self._last_done = now, done
         text = self.line(done, extra)
+        self._history.append((now, done))
         if self.tty:
             self.stream.write("\r" + text.ljust(100))
         else:

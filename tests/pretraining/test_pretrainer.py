@@ -166,7 +166,7 @@ def test_mixed_precision_keeps_sampling_and_losses_in_float32(policy):
     assert outputs["mlm_logits"].dtype == tf.float32 and outputs["disc_logits"].dtype == tf.float32
     assert outputs["loss"].dtype == tf.float32
     assert pretrainer.discriminator.transformer_layers[0].compute_dtype == policy.split("_")[1]
-    # Training in each precision, strategy and XLA setting: tests/test_compiled_gradients.py.
+    # Training in each precision, strategy and XLA setting: tests/runtime/test_compiled_step.py.
 
 
 def test_a_batch_without_masking_fields_is_explained():

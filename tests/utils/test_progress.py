@@ -69,3 +69,15 @@ def test_on_a_terminal_the_default_stream_rewrites_its_line_in_place(monkeypatch
     assert terminal.getvalue().count("\n") == 1  # only the finished line ends
     monkeypatch.setattr("sys.stderr", io.StringIO())  # a log: new lines
     assert not Progress("job", total=10).tty
+
+
+def test_the_rate_and_eta_follow_the_last_window(monkeypatch):
+    """A slow start (loading, compiling) stops weighing on the rate once a window has passed."""
+    clock = [1000.0]
+    monkeypatch.setattr("time.monotonic", lambda: clock[0])
+    progress = Progress("job", total=1000, unit="items", stream=None, window=60.0)
+    for seconds, done in ((100, 10), (110, 110), (120, 210), (170, 710)):  # 100 s for 10, then 10/s
+        clock[0] = 1000.0 + seconds
+        line = progress.line(done)
+        progress._history.append((clock[0], done))
+    assert "10.0 items/s" in line and "ETA 0:00:29" in line  # 290 left at 10/s (the average says 4.2/s)
