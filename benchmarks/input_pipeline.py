@@ -61,9 +61,9 @@ def feed_rate(dataset, steps: int) -> float:
     model = Idle()
     model.compile()
     resumable = ResumableInput(dataset)
-    model.fit(resumable.dataset(), epochs=1, steps_per_epoch=20, verbose=0, callbacks=[InputTracker(resumable)])
+    model.fit(resumable.dataset(), epochs=1, steps_per_epoch=20, verbose=0, shuffle=False, callbacks=[InputTracker(resumable)])
     started = time.perf_counter()
-    model.fit(resumable.dataset(), epochs=1, steps_per_epoch=steps, verbose=0, callbacks=[InputTracker(resumable)])
+    model.fit(resumable.dataset(), epochs=1, steps_per_epoch=steps, verbose=0, shuffle=False, callbacks=[InputTracker(resumable)])
     return steps / (time.perf_counter() - started)
 
 

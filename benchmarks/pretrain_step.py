@@ -5,6 +5,8 @@ peak, measured in one run.
     python benchmarks/pretrain_step.py --peer            # and transformers' PyTorch ELECTRA: each row's ratio
     python benchmarks/pretrain_step.py --sizes small --batch 128 --precisions mixed_bfloat16 --xla on --peer
                                                          # on a GPU: the paper's Small batch, the GPU defaults
+    python benchmarks/pretrain_step.py --sizes small --batch 128 --precisions mixed_bfloat16 --xla on \
+        --accumulation 1 4                               # the same update's batch as 1 or 4 micro-batches
 
 Each row is the package's own step (`ElectraPretrainer` compiled with `create_optimizer`, its
 optimizer built before `fit`, as `python -m electra_tf.pretrain` builds it), driven by `fit` on
@@ -16,7 +18,9 @@ shared machine falls on both; each row reports the median round. Printed per row
 step (building, tracing, compiling or loading the compiled program, the first update), the step
 time, tokens/s, the step's matrix-multiply FLOPs (common.training_flops) as GFLOP/s and as a
 share of the matmul peak measured here in the same precision (bfloat16 and float16 rows against
-the bfloat16 peak), and the peer's step time over ours.
+the bfloat16 peak), the peer's step time over ours, and on a GPU the allocator's peak memory
+during the row's timed steps (the other rows' weights and optimizer state stay resident). `--accumulation K ...` adds a row per K:
+the same update's batch (`--batch`) made of K micro-batches (`gradient_accumulation_steps`).
 
 The first XLA step compiles unless the compile cache (`ELECTRA_TF_COMPILE_CACHE`, on as in the
 commands) holds the program: run twice to see both, or set it to `off`.
@@ -40,7 +44,7 @@ import common
 PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
 
 
-def build(config, batch: dict, precision: str, xla: bool):
+def build(config, batch: dict, precision: str, xla: bool, accumulation: int = 1):
     """(the pre-trainer, seconds to its first update): built, compiled and trained one step."""
     import keras
     import tensorflow as tf
@@ -52,7 +56,7 @@ def build(config, batch: dict, precision: str, xla: bool):
     keras.utils.set_random_seed(0)
     started = time.perf_counter()
     pretrainer = ElectraPretrainer.from_electra_config(config)
-    pretrainer.compile(optimizer=create_optimizer(config), jit_compile=xla)
+    pretrainer.compile(optimizer=create_optimizer(config), jit_compile=xla, gradient_accumulation_steps=accumulation)
     pretrainer.optimizer.build(pretrainer.trainable_variables)
     pretrainer.fit(dataset(batch), steps_per_epoch=1, verbose=0, shuffle=False)
     first_step = time.perf_counter() - started
@@ -66,8 +70,14 @@ def dataset(batch: dict):
     return tf.data.Dataset.from_tensors(batch).repeat()
 
 
-def step_seconds(pretrainer, batch: dict, steps: int) -> float:
-    """Seconds per step over `steps` steps of `fit` (after one step that is not timed)."""
+def step_seconds(pretrainer, batch: dict, steps: int) -> tuple[float, float | None]:
+    """(seconds per step over `steps` steps of `fit` after one that is not timed, the GPU
+    allocator's peak GiB meanwhile, or None on a CPU)."""
+    import tensorflow as tf
+
+    gpu = bool(tf.config.list_logical_devices("GPU"))
+    if gpu:
+        tf.config.experimental.reset_memory_stats("GPU:0")
     times = []
 
     import keras
@@ -77,7 +87,8 @@ def step_seconds(pretrainer, batch: dict, steps: int) -> float:
             times.append(time.perf_counter())
 
     pretrainer.fit(dataset(batch), steps_per_epoch=steps + 1, verbose=0, shuffle=False, callbacks=[Ends()])
-    return (times[-1] - times[0]) / steps
+    peak = tf.config.experimental.get_memory_info("GPU:0")["peak"] / 2**30 if gpu else None
+    return (times[-1] - times[0]) / steps, peak
 
 
 def peer_seconds(preset: str, batch: dict, precision: str, steps: int, python: str | None) -> dict:
@@ -102,28 +113,33 @@ def measure(args, size: str, precision: str, peaks: dict) -> list[list]:
     batch = common.synthetic_batch(config, batch_size)
     flops = common.training_flops(config, batch_size)
     peak = peaks["float32" if precision == "float32" else "bfloat16"]
-    models = {xla: build(config, batch, precision, xla == "on") for xla in args.xla}
-    times = {xla: [] for xla in args.xla}
+    cells = [(xla, k) for xla in args.xla for k in args.accumulation]
+    models = {cell: build(config, batch, precision, cell[0] == "on", cell[1]) for cell in cells}
+    times = {cell: [] for cell in cells}
+    peaks_gib = {cell: [] for cell in cells}
     peer_times, peer = [], None
     for _ in range(args.rounds):
         if args.peer:
             peer = peer_seconds(common.SIZES[size][0], batch, precision, args.steps, args.peer_python)
             peer_times.append(peer["step_s"])
-        for xla, (pretrainer, _) in models.items():
-            times[xla].append(step_seconds(pretrainer, batch, args.steps))
+        for cell, (pretrainer, _) in models.items():
+            seconds, peak_gib = step_seconds(pretrainer, batch, args.steps)
+            times[cell].append(seconds)
+            peaks_gib[cell].append(peak_gib)
     rows = []
     shape = f"{batch_size} x {config.max_seq_length}"
     if peer:
         step = statistics.median(peer_times)
-        rows.append(["transformers", size, precision, "-", shape, f"{peer['first_step_s']:.1f}", f"{1000 * step:.1f}",
+        rows.append(["transformers", size, precision, "-", shape, "1", f"{peer['first_step_s']:.1f}", f"{1000 * step:.1f}",
                      f"{batch_size * config.max_seq_length / step:,.0f}", f"{flops / step / 1e9:.1f}",
-                     f"{flops / step / 1e9 / peak:.1%}", "1.00"])
-    for xla, (_, first_step) in models.items():
-        step = statistics.median(times[xla])
+                     f"{flops / step / 1e9 / peak:.1%}", "1.00", "-"])
+    for (xla, k), (_, first_step) in models.items():
+        step = statistics.median(times[(xla, k)])
         ratio = f"{statistics.median(peer_times) / step:.2f}" if peer else "-"
-        rows.append(["electra_tf", size, precision, xla, shape, f"{first_step:.1f}", f"{1000 * step:.1f}",
+        rows.append(["electra_tf", size, precision, xla, shape, str(k), f"{first_step:.1f}", f"{1000 * step:.1f}",
                      f"{batch_size * config.max_seq_length / step:,.0f}", f"{flops / step / 1e9:.1f}",
-                     f"{flops / step / 1e9 / peak:.1%}", ratio])
+                     f"{flops / step / 1e9 / peak:.1%}", ratio,
+                     "-" if peaks_gib[(xla, k)][0] is None else f"{max(peaks_gib[(xla, k)]):.1f}"])
     return rows
 
 
@@ -133,6 +149,8 @@ def main(argv=None) -> int:
     parser.add_argument("--precisions", nargs="+", default=["float32", "mixed_bfloat16"], choices=PRECISIONS)
     parser.add_argument("--xla", nargs="+", default=["off", "on"], choices=["off", "on"])
     parser.add_argument("--batch", type=int, default=None, help="examples a step (default: 32 for small, 8 for base)")
+    parser.add_argument("--accumulation", nargs="+", type=int, default=[1], metavar="K",
+                        help="micro-batches per update (the update's batch stays --batch); a row for each")
     parser.add_argument("--steps", type=int, default=10, help="timed steps a round")
     parser.add_argument("--rounds", type=int, default=3, help="alternating rounds (the median is reported)")
     parser.add_argument("--peer", action="store_true", help="also time transformers' PyTorch ELECTRA (.[reference])")
@@ -148,8 +166,8 @@ def main(argv=None) -> int:
     print(f"{common.host()}; XLA compile cache: {cache or 'off'}")
     print(f"matmul peak through TensorFlow: float32 {peaks['float32']:.1f} GFLOP/s, "
           f"bfloat16 {peaks['bfloat16']:.1f} GFLOP/s\n")
-    header = ["step", "size", "precision", "XLA", "batch", "first step s", "step ms", "tokens/s", "GFLOP/s",
-              "of peak", "x PyTorch"]
+    header = ["step", "size", "precision", "XLA", "batch", "micro-batches", "first step s", "step ms", "tokens/s", "GFLOP/s",
+              "of peak", "x PyTorch", "GPU GiB"]
     rows = [row for size in args.sizes for precision in args.precisions for row in measure(args, size, precision, peaks)]
     print(common.markdown_table(header, rows))
     return 0

@@ -56,6 +56,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--vocab_sample_sentences", type=int, default=DEFAULT_VOCAB_SAMPLE_SENTENCES, metavar="N",
                         help="without --vocab: learn it from a uniform sample of at most N sentences (seeded by "
                              f"--seed; default {DEFAULT_VOCAB_SAMPLE_SENTENCES:,}); recorded in metadata.json")
+    parser.add_argument("--held_out", type=float, default=0.0, metavar="FRACTION",
+                        help="set aside this fraction of the documents (whole, chosen by a hash of --seed, file "
+                             "name and document index) as held-out text, never in a training shard: pretrain "
+                             "evaluates on it (default 0: no split, as the official data)")
     parser.add_argument("--runner", choices=("local", "beam"), default="local",
                         help="local: worker processes on this machine (--num_workers); beam: an Apache Beam "
                              "pipeline, on the runner its options after -- choose (default DirectRunner)")
@@ -66,7 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def print_summary(metadata: dict, output_dir: str, elapsed: float) -> None:
-    from electra_tf.data.shards import metadata_tokenizer_settings
+    from electra_tf.data.shards import metadata_tokenizer_settings, metadata_vocab_file
 
     print(f"\nWrote {metadata['examples']:,} examples to {len(metadata['shards'])} shards in "
           f"{output_dir} ({elapsed:.0f} s).")
@@ -75,7 +79,11 @@ def print_summary(metadata: dict, output_dir: str, elapsed: float) -> None:
     print(f"  examples          {metadata['examples']:,}")
     print(f"  tokens            {metadata['tokens']:,}")
     print(f"  padding fraction  {metadata['padding_fraction']:.1%}")
-    print(f"  vocabulary        {metadata['vocab_file']} ({metadata['vocab_size']:,} tokens, "
+    held_out = metadata.get("held_out")
+    if held_out:
+        print(f"  held out          {held_out['documents']:,} documents, {held_out['examples']:,} examples "
+              f"({held_out['fraction']:.1%} of documents asked; {held_out['file']}, never in a shard)")
+    print(f"  vocabulary        {metadata_vocab_file(output_dir, metadata)} ({metadata['vocab_size']:,} tokens, "
           f"{metadata_tokenizer_settings(metadata).describe()})")
     skipped = metadata["skipped"]
     print("  skipped input     " + ("none" if not skipped else ""))
@@ -99,7 +107,7 @@ def main(argv=None) -> int:
                             max_seq_length=args.max_seq_length, num_shards=args.num_shards,
                             num_workers=args.num_workers, seed=args.seed, overwrite=args.overwrite,
                             cased=args.cased, runner=args.runner, pipeline_args=args.pipeline_args,
-                            vocab_sample_sentences=args.vocab_sample_sentences)
+                            vocab_sample_sentences=args.vocab_sample_sentences, held_out=args.held_out)
     print_summary(metadata, args.output_dir, time.monotonic() - started)
     return 0
 

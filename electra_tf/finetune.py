@@ -106,7 +106,10 @@ def build_parser() -> argparse.ArgumentParser:
     training.add_argument("--epochs", type=int, default=None,
                           help="default: 3 (official), 10 for RTE, STS-B and files under 6,000 examples, "
                                "2 for squad (official)")
-    training.add_argument("--batch_size", type=int, default=DEFAULTS.batch_size)
+    training.add_argument("--batch_size", type=int, default=DEFAULTS.batch_size,
+                          help="examples of one forward and backward pass")
+    training.add_argument("--gradient_accumulation_steps", type=int, default=DEFAULTS.gradient_accumulation_steps,
+                          metavar="K", help="make each update from K batches of --batch_size (default 1)")
     training.add_argument("--learning_rate", type=float, default=DEFAULTS.learning_rate,
                           help="default: by the model's size (see above)")
     training.add_argument("--layerwise_lr_decay", type=float, default=DEFAULTS.layerwise_lr_decay,

@@ -44,9 +44,15 @@ def build_parser() -> argparse.ArgumentParser:
                              "learned into MODEL_DIR/vocab.txt)")
     parser.add_argument("--model_dir", default=None,
                         help="checkpoints, TensorBoard logs and the resolved config (default: runs/<config>)")
-    parser.add_argument("--steps", type=int, default=None, help="training steps (overrides num_train_steps)")
+    parser.add_argument("--steps", type=int, default=None,
+                        help="the step the run ends at (overrides num_train_steps; in a later phase, counted "
+                             "from the run's first step)")
     parser.add_argument("--batch_size", type=int, default=None,
-                        help="global batch size (overrides train_batch_size)")
+                        help="global batch size of one forward and backward pass (overrides train_batch_size)")
+    parser.add_argument("--gradient_accumulation_steps", type=int, default=None, metavar="K",
+                        help="make each update from K batches of --batch_size (the config's "
+                             "gradient_accumulation_steps; default 1): the paper's batch on a GPU whose "
+                             "memory holds a Kth of it")
     parser.add_argument("--strategy", default="auto",
                         choices=("auto", "one_device", "mirrored", "multi_worker", "tpu"))
     parser.add_argument("--mixed_precision", default="auto",
@@ -59,7 +65,20 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--sample_every", type=int, default=200,
                         help="steps between TensorBoard replacement samples")
     parser.add_argument("--eval_batches", type=int, default=20,
-                        help="batches (fresh masking) for the final metrics")
+                        help="batches of the evaluation: held-out text if the data has a held-out split "
+                             "(build_data --held_out) or --eval_data names one, else training text "
+                             "masked afresh")
+    parser.add_argument("--eval_data", default=None, metavar="DIR",
+                        help="a build_data folder whose text is the run's held-out text (its held-out split "
+                             "if it has one, else its shards); default: the data's own held-out split")
+    parser.add_argument("--eval_every", type=int, default=None, metavar="N",
+                        help="evaluate every N steps (a multiple of --log_every), to TensorBoard (eval/) and "
+                             "the progress output; default: only at the end")
+    parser.add_argument("--phase", type=int, default=None, metavar="P",
+                        help="the run's phase: one more than MODEL_DIR's current phase starts a new one from "
+                             "its latest checkpoint (e.g. 512-token sequences after 128: weights, optimizer "
+                             "state and step count carry over; a new warmup and decay); default: continue the "
+                             "current phase")
     parser.add_argument("--seed", type=int, default=None, help="seed for data order, masking and sampling")
     parser.add_argument("--export_dir", default=None,
                         help="where the discriminator is exported, as EXPORT_DIR/<model_dir name>/<version> "
@@ -101,7 +120,8 @@ def main(argv=None) -> int:
         config_name = args.config or str(source.config)
         vocab = args.vocab or str(source.vocab)
         default_name = f"{source.name}-continued"
-    config = resolve_config(config_name, args.set, args.steps, args.batch_size, args.seed)
+    config = resolve_config(config_name, args.set, args.steps, args.batch_size, args.seed,
+                            args.gradient_accumulation_steps)
     options = PretrainingOptions(
         config=config, model_dir=Path(args.model_dir) if args.model_dir else ModelDir.default_for(
             default_name or Path(config_name).stem).path, data=args.data, vocab=vocab, strategy=args.strategy,
@@ -109,7 +129,8 @@ def main(argv=None) -> int:
         keep_checkpoints=args.keep_checkpoints, log_every=args.log_every, sample_every=args.sample_every,
         eval_batches=args.eval_batches, export_dir=Path(args.export_dir) if args.export_dir else None,
         profile_steps=_profile_steps(args.profile_steps), init_from=args.init_from,
-        steps_per_loop=args.steps_per_loop)
+        steps_per_loop=args.steps_per_loop, phase=args.phase, eval_data=args.eval_data,
+        eval_every=args.eval_every)
     from electra_tf.pretraining.run import run_pretraining  # heavy: after the argument checks
 
     return report(run_pretraining(options), options.eval_batches)
@@ -150,7 +171,7 @@ def report(result, eval_batches: int) -> int:
     print(f"  discriminator: {export}")
     print(f"  TensorBoard:   tensorboard --logdir {model_dir.path}")
     print(f"  summary:       {model_dir.metrics}")
-    print(f"Final metrics on {eval_batches} batches with fresh masking:")
+    print(f"Final metrics on {eval_batches} batches of {result.evaluated_on}:")
     from electra_tf.pretraining.run import FINAL_METRICS
     for key in FINAL_METRICS:
         if key in result.metrics:

@@ -1,4 +1,4 @@
-"""One arm of "Does pre-training pay off on one GPU?" (docs/results.md): pre-train ELECTRA-Small for
+"""One arm of "does pre-training pay off on one GPU?": pre-train ELECTRA-Small for
 a budget of minutes, fine-tune it on the full SQuAD 1.1 and CoNLL-2003 with the CLI's defaults,
 and score; one command per arm, every stage one of the package's own commands, run and recorded.
 
@@ -30,7 +30,7 @@ arm's fine-tuning takes the calibration run's architecture and vocabulary, not i
 Written: OUTPUT/ARM/{calibration,model,squad_sN,conll_sN}/ and OUTPUT/ARM/result.json (steps,
 tokens seen, training minutes, final AUC and MLM accuracy, each task's scores per seed, the
 minutes of each stage, every command, GPU, driver and versions); the table row is printed. A
-stage whose output is complete is read, not rerun: an arm cut off by the end of a GPU session
+stage whose output is complete is read, not rerun: an arm cut off (a lost machine, a time limit)
 continues where it stopped (pre-training itself resumes exactly from its checkpoints).
 """
 

@@ -8,7 +8,7 @@ its label, a masked slot keeps its target). A model that reads context in order 
 on the shuffled copy; a model that scores the same treats each sequence as a bag of words.
 
 Prints, for both copies: the discriminator's replaced-token AUC and the generator's masked-LM
-accuracy. Used for the analysis of the BBC News demo (docs/results.md).
+accuracy. The shuffled-text AUC of docs/results.md, "The embedded default".
 """
 
 from __future__ import annotations

@@ -89,14 +89,15 @@ ONLY_MARKUP = """{{Infobox|a=b}}
 [[Category:Empty]]"""
 
 
-def build_test_shards(folder: Path, vocab: Path, max_seq_length: int, num_shards: int, repeat: int) -> Path:
-    """Shards of the test corpus, built in one worker process."""
+def build_test_shards(folder: Path, vocab: Path, max_seq_length: int, num_shards: int, repeat: int,
+                      held_out: float = 0.0) -> Path:
+    """Shards of the test corpus (and its held-out split, with `held_out`), built in one worker process."""
     from electra_tf.data.builder import build_shards
 
     text = write_sentence_file(folder / "corpus.txt", repeat=repeat)
     output = folder / "data"
     build_shards(output, [str(text)], vocab=vocab, max_seq_length=max_seq_length, num_shards=num_shards,
-                 num_workers=1)
+                 num_workers=1, held_out=held_out)
     return output
 
 

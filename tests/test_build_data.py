@@ -5,7 +5,7 @@ import pytest
 import tensorflow as tf
 
 from electra_tf import build_data
-from electra_tf.data.shards import read_metadata
+from electra_tf.data.shards import metadata_vocab_file, read_metadata
 from electra_tf.utils.files import file_sha256
 
 
@@ -58,6 +58,36 @@ def test_deterministic_for_a_seed(built, corpus_folder, small_vocab, tmp_path):
                "--num_workers", 2, "--seed", 5) == 0
     for shard in read_metadata(built)["shards"]:
         assert (again / shard["file"]).read_bytes() == (built / shard["file"]).read_bytes()
+
+
+def test_a_held_out_split_takes_whole_documents_out_of_the_shards(built, corpus_folder, small_vocab, tmp_path,
+                                                                  capsys):
+    """--held_out: the examples of about that fraction of the documents go to held_out.tfrecord
+    instead of a shard; with the shards they are the examples of the build without a split
+    (an example depends only on its document), whatever the number of workers."""
+    examples = {}
+    for workers in (1, 2):
+        output = tmp_path / f"split-{workers}"
+        assert run("--input", corpus_folder / "*.txt", corpus_folder / "wiki.xml.bz2", "--vocab", small_vocab,
+                   "--output_dir", output, "--max_seq_length", 32, "--num_shards", 3, "--num_workers", workers,
+                   "--seed", 5, "--held_out", 0.25) == 0
+        metadata = read_metadata(output)
+        held_out = metadata["held_out"]
+        assert held_out["file"] == "held_out.tfrecord" and held_out["fraction"] == 0.25
+        held_out_records = records(output / "held_out.tfrecord")
+        assert len(held_out_records) == held_out["examples"] > 0
+        assert file_sha256(output / "held_out.tfrecord") == held_out["sha256"]
+        assert 0.1 < held_out["documents"] / (held_out["documents"] + metadata["documents"]) < 0.4
+        training = [r for shard in metadata["shards"] for r in records(output / shard["file"])]
+        assert len(training) == metadata["examples"]
+        examples[workers] = (sorted(training), sorted(held_out_records))
+    assert examples[1] == examples[2]
+    whole = [r for shard in read_metadata(built)["shards"] for r in records(built / shard["file"])]
+    assert sorted(examples[1][0] + examples[1][1]) == sorted(whole)
+    assert read_metadata(built)["held_out"] is None  # no split unless asked
+    assert "held out          " in capsys.readouterr().out
+    assert run("--input", corpus_folder / "*.txt", "--vocab", small_vocab, "--output_dir", tmp_path / "bad",
+               "--held_out", 0.7) == 2
 
 
 def test_refuses_existing_output_unless_told(corpus_folder, small_vocab, tmp_path, capsys):
@@ -122,8 +152,11 @@ def test_learns_a_vocabulary_when_none_is_given(corpus_folder, tmp_path):
     assert run("--input", corpus_folder / "sentences.txt", "--vocab_size", 300, "--output_dir", output,
                "--num_workers", 1, "--num_shards", 1) == 0
     metadata = read_metadata(output)
-    assert Path(metadata["vocab_file"]) == output / "vocab.txt"
+    assert metadata["vocab_file"] == "vocab.txt"  # relative to the folder, which can move
     assert (output / "vocab.txt").read_text().splitlines()[:5] == ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    (tmp_path / "elsewhere").mkdir()
+    moved = output.rename(tmp_path / "elsewhere" / "o")
+    assert metadata_vocab_file(moved, read_metadata(moved)) == str(moved / "vocab.txt")
 
 
 def test_embedded_wikipedia_sample_by_default(small_vocab, tmp_path, capsys):

@@ -272,17 +272,47 @@ def test_a_checkpoint_write_error_stops_the_run_with_a_clear_message(data_dir, t
     assert tf.train.latest_checkpoint(str(tmp_path / "model" / "checkpoints")).endswith("ckpt-20")
 
 
-def test_mixed_float16_makes_every_step_and_resumes_exactly(data_dir, tmp_path):
-    """Loss scaling skips the first batches (their float16 gradients overflow at the initial scale):
-    a run of N steps still makes N updates, counts the skipped batches, shows no step twice, and a
-    run stopped mid-way by SIGTERM and rerun ends with the weights of the uninterrupted run.
+def stopped_by_sigterm(argv, model_dir, after_checkpoint: str) -> str:
+    """Runs `argv` and sends it SIGTERM once `after_checkpoint` is in MODEL_DIR's checkpoint index;
+    checks that it stopped saved (exit 143) and returns what it printed."""
+    process = subprocess.Popen(argv, env=environment(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    index = Path(model_dir) / "checkpoints" / "checkpoint"
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and process.poll() is None:
+        if index.is_file() and after_checkpoint in index.read_text():
+            break
+        time.sleep(0.02)
+    process.send_signal(signal.SIGTERM)
+    stdout, stderr = process.communicate(timeout=300)
+    assert process.returncode == 128 + signal.SIGTERM, stderr[-3000:]
+    return stdout
+
+
+def assert_same_weights(expected_checkpoint, actual_checkpoint):
+    """Every weight and optimizer variable of two checkpoints equal (to float32 rounding)."""
+    expected = tf.train.load_checkpoint(str(expected_checkpoint))
+    actual = tf.train.load_checkpoint(str(actual_checkpoint))
+    names = [name for name in expected.get_variable_to_shape_map()
+             if name.startswith(("model_variables", "optimizer"))]
+    assert len(names) > 40
+    for name in names:
+        np.testing.assert_allclose(actual.get_tensor(name), expected.get_tensor(name), rtol=1e-5, atol=1e-7,
+                                   err_msg=name)
+
+
+def test_mixed_float16_with_accumulation_makes_every_step_and_resumes_exactly(data_dir, tmp_path):
+    """Each update sums two micro-batches, and loss scaling skips the first updates (their
+    float16 gradients overflow at the initial scale; decided once, on the summed gradient): a run
+    of N steps still makes N updates, counts the skipped ones, shows no step twice, and a run
+    stopped mid-way by SIGTERM and rerun ends with the weights of the uninterrupted run.
     Separate processes, as a user runs them: two runs in one process do not draw the same numbers."""
     steps = 40
 
     def argv(name):
         return [("40" if a == str(STEPS) else a) for a in command(
             data_dir, tmp_path / name, tmp_path / f"{name}_x", "--mixed_precision", "mixed_float16",
-            "--strategy", "one_device", "--checkpoint_every", "4", "--log_every", "4")]
+            "--strategy", "one_device", "--checkpoint_every", "4", "--log_every", "4",
+            "--gradient_accumulation_steps", "2")]
 
     whole = subprocess.run(argv("whole"), env=environment(), capture_output=True, text=True, timeout=600)
     assert whole.returncode == 0, whole.stderr[-3000:]
@@ -290,19 +320,11 @@ def test_mixed_float16_makes_every_step_and_resumes_exactly(data_dir, tmp_path):
     assert shown == [str(step) for step in range(4, steps + 1, 4)]  # each once, whatever was skipped
     skipped = int(re.search(r"float16 loss scaling skipped (\d+) batch", whole.stdout).group(1))
     assert skipped >= 1 and f"at step {steps}." in whole.stdout
+    assert "each update sums 2 micro-batches of 8" in whole.stdout
+    assert json.loads((tmp_path / "whole" / "metrics.json").read_text())["examples_seen"] == steps * 16
     assert scalars(tmp_path / "whole" / "logs" / "train", "train/skipped_steps")[steps] == skipped
 
-    process = subprocess.Popen(argv("stopped"), env=environment(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               text=True)
-    index = tmp_path / "stopped" / "checkpoints" / "checkpoint"
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline and process.poll() is None:
-        if index.is_file() and "ckpt-8" in index.read_text():
-            break
-        time.sleep(0.02)
-    process.send_signal(signal.SIGTERM)  # a preemption, mid-run
-    stdout, stderr = process.communicate(timeout=300)
-    assert process.returncode == 128 + signal.SIGTERM, stderr[-3000:]
+    stdout = stopped_by_sigterm(argv("stopped"), tmp_path / "stopped", "ckpt-8")  # a preemption, mid-run
     stopped_at = int(re.search(r"Stopped by signal 15 after step (\d+)", stdout).group(1))
     assert 8 <= stopped_at < steps
 
@@ -310,14 +332,8 @@ def test_mixed_float16_makes_every_step_and_resumes_exactly(data_dir, tmp_path):
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert f"resumed from step {stopped_at}" in resumed.stdout
     assert f"float16 loss scaling skipped {skipped} batch" in resumed.stdout  # the count survived the stop
-    expected = tf.train.load_checkpoint(str(tmp_path / "whole" / "checkpoints" / f"ckpt-{steps}"))
-    actual = tf.train.load_checkpoint(str(tmp_path / "stopped" / "checkpoints" / f"ckpt-{steps}"))
-    names = [name for name in expected.get_variable_to_shape_map()
-             if name.startswith(("model_variables", "optimizer"))]
-    assert len(names) > 40
-    for name in names:
-        np.testing.assert_allclose(actual.get_tensor(name), expected.get_tensor(name), rtol=1e-5, atol=1e-7,
-                                   err_msg=name)
+    assert_same_weights(tmp_path / "whole" / "checkpoints" / f"ckpt-{steps}",
+                        tmp_path / "stopped" / "checkpoints" / f"ckpt-{steps}")
 
 
 def test_a_resumed_and_extended_run_loads_its_compiled_steps_from_the_compile_cache(data_dir, tmp_path):
@@ -447,3 +463,94 @@ def test_a_finished_run_rerun_exports_into_its_own_folder_and_adds_no_version(pr
     assert "nothing left to train" in printed and "already holds this model" in printed
     assert f"discriminator: {versions.resolve() / '1'}" in printed  # absolute
     assert [p.name for p in versions.iterdir()] == ["1"]
+
+
+@pytest.fixture(scope="module")
+def held_out_data(corpus, small_vocab, tmp_path_factory):
+    """The test corpus with a fifth of its documents held out (the evaluation's text)."""
+    folder = built_once(tmp_path_factory, "pretrain_data_held_out", lambda folder: corpus.build_test_shards(
+        folder, small_vocab, 32, num_shards=2, repeat=40, held_out=0.2))
+    return folder / "data"
+
+
+def test_evaluation_during_the_run_reads_held_out_text_and_leaves_training_unchanged(
+        data_dir, held_out_data, reference_run, tmp_path):
+    """--eval_every: the metrics on held-out text every 40 steps, to the console, TensorBoard
+    (eval/) and the summary; the final metrics are on the same text, and said to be. Training is
+    the reference run's, step for step: evaluating draws nothing from the run's random streams."""
+    argv = command(data_dir, tmp_path / "model", tmp_path / "exports", "--eval_every", "40",
+                   "--eval_data", str(held_out_data))
+    result = subprocess.run(argv, env=environment(), capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert re.findall(r"eval at step (\d+) on held-out text", result.stdout) == ["40", "80", "120", "160"]
+    assert "Final metrics on 2 batches of held-out text" in result.stdout
+    assert "Final metrics on 2 batches of training text masked afresh" in reference_run[1]
+    log_dir = tmp_path / "model" / "logs" / "train"
+    assert sorted(scalars(log_dir, "eval/disc_recall")) == [40, 80, 120, 160]
+    reference = scalars(reference_run[0] / "model" / "logs" / "train", "train/loss")
+    for step, value in scalars(log_dir, "train/loss").items():
+        np.testing.assert_allclose(value, reference[step], rtol=1e-5, err_msg=f"step {step}")
+    summary = json.loads((tmp_path / "model" / "metrics.json").read_text())
+    assert summary["evaluated_on_held_out_text"] and summary["health_warnings"] == []
+    assert summary["final_eval"] == pytest.approx(summary["evaluations_during_run"]["160"])
+    assert summary["evaluations_during_run"]["40"]["disc_auc"] != summary["final_eval"]["disc_auc"]
+    assert summary["peak_memory"]["bytes"] > 100e6 and "CPU" in summary["peak_memory"]["where"]
+    assert sorted(scalars(log_dir, "memory/peak_gib")) == list(range(5, STEPS + 1, 5))
+
+
+@pytest.fixture(scope="module")
+def data_64(corpus, small_vocab, tmp_path_factory):
+    folder = built_once(tmp_path_factory, "pretrain_data_64", lambda folder: corpus.build_test_shards(
+        folder, small_vocab, 64, num_shards=2, repeat=40))
+    return folder / "data"
+
+
+PHASE_2_STEPS = 20
+
+
+def phase_two_command(data_64, model_dir, export_dir, *extra):
+    """The reference run's second phase: 64-token sequences for 20 more steps, 4 of warm-up."""
+    argv = command(data_64, model_dir, export_dir, "--set", "num_warmup_steps=4", "--checkpoint_every", "4", *extra)
+    return [str(STEPS + PHASE_2_STEPS) if a == str(STEPS) else "max_seq_length=64" if a == "max_seq_length=32" else a
+            for a in argv]
+
+
+def test_a_second_phase_at_a_longer_length_continues_the_run_and_resumes_exactly(
+        data_64, reference_run, tmp_path, capsys):
+    """A run trained at 32 tokens goes on at 64 with --phase 2: weights, optimizer state and
+    step count carry over, its learning rate warms up and decays over the phase's own steps.
+    Without --phase the new length is refused, saying how. A phase 2 stopped by SIGTERM and
+    rerun ends with the uninterrupted phase 2's weights."""
+    for name in ("whole", "stopped"):
+        shutil.copytree(reference_run[0] / "model", tmp_path / name)
+    assert pretrain.main(phase_two_command(data_64, tmp_path / "whole", tmp_path / "x")[3:]) == 2
+    assert "add --phase 2" in capsys.readouterr().err
+
+    whole = subprocess.run(phase_two_command(data_64, tmp_path / "whole", tmp_path / "x", "--phase", "2"),
+                           env=environment(), capture_output=True, text=True, timeout=600)
+    assert whole.returncode == 0, whole.stderr[-3000:]
+    end = STEPS + PHASE_2_STEPS
+    assert f"starting phase 2 at step {STEPS}: {PHASE_2_STEPS} steps at 64 tokens" in whole.stdout
+    assert f"phase 2, steps {STEPS} to {end}" in whole.stdout and f"step {end}/{end}" in whole.stdout
+    saved = json.loads((tmp_path / "whole" / "config.json").read_text())
+    assert (saved["phase"], saved["phase_start_step"], saved["max_seq_length"]) == (2, STEPS, 64)
+    history = json.loads((tmp_path / "whole" / "config_history.json").read_text())
+    assert history[-1]["rule"].startswith("phase 2 from step 160")
+    rates = scalars(tmp_path / "whole" / "logs" / "train", "train/learning_rate", newest_file_only=True)
+    peak = saved["learning_rate"]
+    np.testing.assert_allclose(rates[STEPS + 5], peak * (1 - 5 / PHASE_2_STEPS), rtol=1e-5)  # warmed up at 4
+    assert rates[end] == 0.0
+    losses = scalars(tmp_path / "whole" / "logs" / "train", "train/loss", newest_file_only=True)
+    untrained = scalars(reference_run[0] / "model" / "logs" / "train", "train/loss")[5]
+    assert losses[STEPS + 5] < 0.9 * untrained  # the trained weights, not a restart
+    summary = json.loads((tmp_path / "whole" / "metrics.json").read_text())
+    assert summary["phase"] == {"phase": 2, "started_at_step": STEPS, "max_seq_length": 64}
+    assert summary["examples_seen"] == PHASE_2_STEPS * 8
+
+    stopped = phase_two_command(data_64, tmp_path / "stopped", tmp_path / "y", "--phase", "2")
+    stopped_by_sigterm(stopped, tmp_path / "stopped", f"ckpt-{STEPS + 8}")
+    resumed = subprocess.run(stopped, env=environment(), capture_output=True, text=True, timeout=600)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "resumed from step 1" in resumed.stdout and "starting phase" not in resumed.stdout
+    assert_same_weights(tmp_path / "whole" / "checkpoints" / f"ckpt-{end}",
+                        tmp_path / "stopped" / "checkpoints" / f"ckpt-{end}")

@@ -39,18 +39,18 @@ def beam_shard_writer(pipeline_args: list[str]):
         from electra_tf.data.shards import DataError
         raise DataError(INSTALL_HINT)
 
-    def produce(files, vocab_path, work_dir, skips, skipped_files, max_seq_length, num_shards, seed):
+    def produce(files, vocab_path, work_dir, skips, skipped_files, max_seq_length, num_shards, seed, held_out=0.0):
         return run_pipeline([str(f) for f in files], str(vocab_path), Path(work_dir), skips, skipped_files,
-                            max_seq_length, num_shards, seed, pipeline_args)
+                            max_seq_length, num_shards, seed, pipeline_args, held_out)
 
     return produce
 
 
 def run_pipeline(files, vocab_path, work_dir: Path, skips, skipped_files, max_seq_length, num_shards, seed,
-                 pipeline_args):
+                 pipeline_args, held_out=0.0):
     from apache_beam.options.pipeline_options import PipelineOptions
 
-    from electra_tf.data.shards import shard_name
+    from electra_tf.data.shards import HELD_OUT_FILE, shard_name
 
     beam_dir = work_dir / "beam"
     beam_dir.mkdir()
@@ -63,10 +63,13 @@ def run_pipeline(files, vocab_path, work_dir: Path, skips, skipped_files, max_se
                 | "Documents" >> beam.ParDo(ReadDocuments()).with_outputs(COUNTS, main="documents"))
         packed = (read.documents
                   | "Spread" >> beam.Reshuffle()
-                  | "Pack" >> beam.ParDo(PackDocuments(vocab_path, max_seq_length, seed)).with_outputs(
-                      COUNTS, main="examples"))
+                  | "Pack" >> beam.ParDo(PackDocuments(vocab_path, max_seq_length, seed, held_out)).with_outputs(
+                      COUNTS, HELD_OUT, main="examples"))
         _ = packed.examples | "Write" >> beam.io.WriteToTFRecord(
             str(beam_dir / "shard"), num_shards=num_shards, shard_name_template="-SSSSS-of-NNNNN")
+        if held_out > 0:
+            _ = packed[HELD_OUT] | "WriteHeldOut" >> beam.io.WriteToTFRecord(
+                str(beam_dir / "held_out"), num_shards=1, shard_name_template="")
         _ = ((read[COUNTS], packed[COUNTS])
              | "AllCounts" >> beam.Flatten()
              | "Sum" >> beam.CombinePerKey(sum)
@@ -75,6 +78,8 @@ def run_pipeline(files, vocab_path, work_dir: Path, skips, skipped_files, max_se
                                                     file_name_suffix=".jsonl"))
 
     stats = {"documents": 0, "sentences": 0, "examples": 0, "tokens": 0}
+    if held_out > 0 and (beam_dir / "held_out").exists():
+        (beam_dir / "held_out").replace(work_dir / HELD_OUT_FILE)
     for line in (beam_dir / "counts.jsonl").read_text(encoding="utf-8").splitlines():
         key, count = json.loads(line)
         kind, _, name = key.partition(":")
@@ -101,6 +106,7 @@ def count_records(path: Path) -> int:
     return int(tf.data.TFRecordDataset(str(path)).reduce(0, lambda count, _: count + 1))
 
 
+HELD_OUT = "held_out"  # the tagged output of the held-out split's examples
 COUNTS = "counts"  # the tagged output of (key, count) pairs: "stat:...", "skip:...", "file:path\treason"
 
 
@@ -124,8 +130,9 @@ class ReadDocuments(DoFn):
 class PackDocuments(DoFn):
     """A document -> its packed examples (serialized), by `packing.DocumentPacker`, as a local worker."""
 
-    def __init__(self, vocab_path: str, max_seq_length: int, seed: int):
+    def __init__(self, vocab_path: str, max_seq_length: int, seed: int, held_out: float = 0.0):
         self.vocab_path, self.max_seq_length, self.seed = vocab_path, max_seq_length, seed
+        self.held_out = held_out
 
     def setup(self):
         import os
@@ -135,7 +142,7 @@ class PackDocuments(DoFn):
         from electra_tf.data.packing import DocumentPacker
 
         tf.config.set_visible_devices([], "GPU")
-        self.packer = DocumentPacker(self.vocab_path, self.max_seq_length, self.seed)
+        self.packer = DocumentPacker(self.vocab_path, self.max_seq_length, self.seed, self.held_out)
 
     def process(self, document):
         from electra_tf.data.corpus import Skips
@@ -146,8 +153,10 @@ class PackDocuments(DoFn):
             yield beam.pvalue.TaggedOutput(COUNTS, (f"skip:{reason}", count))
         if not sentences:
             return
+        held_out = self.packer.holds_out(document)
         for record, _ in examples:
-            yield record
+            yield beam.pvalue.TaggedOutput(HELD_OUT, record) if held_out else record
+        prefix = "held_out_" if held_out else ""
         for name, count in (("documents", 1), ("sentences", len(sentences)), ("examples", len(examples)),
                             ("tokens", sum(tokens for _, tokens in examples))):
-            yield beam.pvalue.TaggedOutput(COUNTS, (f"stat:{name}", count))
+            yield beam.pvalue.TaggedOutput(COUNTS, (f"stat:{prefix}{name}", count))

@@ -5,7 +5,9 @@ parsing) and hands document k to worker k mod W; workers (separate processes) re
 split sentences, tokenize with the in-graph tokenizer, pack examples (`packing.py`) and write
 their part of every shard. At the end the parts are joined into
 `shard-<i>-of-<n>.tfrecord` in worker order, and `metadata.json` is written last
-(`shards.py` owns the format). The result depends only on the inputs, vocabulary, seed,
+(`shards.py` owns the format). With `held_out > 0` a fraction of the documents (chosen by a
+hash, `packing.is_held_out`) goes whole to `held_out.tfrecord` instead, never to a shard: the
+text a pre-training run evaluates on. The result depends only on the inputs, vocabulary, seed,
 num_workers and num_shards.
 
 Everything is built in a hidden temporary folder inside OUTPUT_DIR and moved into place only
@@ -34,7 +36,7 @@ from electra_tf.data.corpus import (
     file_documents,
     total_input_bytes,
 )
-from electra_tf.data.shards import FORMAT, METADATA_FILE, DataError, shard_name
+from electra_tf.data.shards import FORMAT, HELD_OUT_FILE, METADATA_FILE, DataError, shard_name
 from electra_tf.data.tokenization import (TokenizerSettings, check_casing, read_tokenizer_settings,
                                          read_vocabulary, tokenizer_settings_path, vocabulary_fingerprint)
 from electra_tf.data.vocabulary import DEFAULT_VOCAB_SAMPLE_SENTENCES, DEFAULT_VOCAB_SIZE, build_vocabulary
@@ -47,18 +49,20 @@ MIN_SEQ_LENGTH = 8
 
 
 def existing_data(output_dir: Path) -> list[Path]:
-    return sorted([*output_dir.glob("shard-*.tfrecord"), *output_dir.glob("metadata.json")])
+    return sorted([*output_dir.glob("shard-*.tfrecord"), *output_dir.glob(HELD_OUT_FILE),
+                   *output_dir.glob("metadata.json")])
 
 
 def build_shards(output_dir: str | Path, inputs: list[str] | None = None, *, vocab: str | Path | None = None,
                  vocab_size: int = DEFAULT_VOCAB_SIZE, max_seq_length: int = 128, num_shards: int = 8,
                  num_workers: int | None = None, seed: int = 0, overwrite: bool = False,
                  cased: bool = False, runner: str = "local", pipeline_args=(),
-                 vocab_sample_sentences: int = DEFAULT_VOCAB_SAMPLE_SENTENCES) -> dict:
+                 vocab_sample_sentences: int = DEFAULT_VOCAB_SAMPLE_SENTENCES, held_out: float = 0.0) -> dict:
     """Builds the shards of `inputs` (default: the embedded Wikipedia sample) into
     `output_dir`; returns the metadata written. With no `vocab`, one of `vocab_size` entries is
     learned from the inputs first (cased if `cased`) and written to OUTPUT_DIR/vocab.txt with its
-    tokenizer_config.json; a given `vocab` brings its own casing. Raises `InputError` if
+    tokenizer_config.json; a given `vocab` brings its own casing. `held_out` (a fraction of the
+    documents, 0 by default as in the official data) is set aside as the held-out split. Raises `InputError` if
     nothing usable was found, `DataError` for settings or a folder it cannot use.
 
     `runner="beam"`: the documents are packed by an Apache Beam pipeline (`beam_builder.py`)
@@ -76,19 +80,21 @@ def build_shards(output_dir: str | Path, inputs: list[str] | None = None, *, voc
                                ("num_shards", num_shards, 1), ("num_workers", num_workers, 1)):
         if value < least:
             raise DataError(f"{name} must be at least {least}, got {value}.")
+    if not 0.0 <= held_out < 0.5:
+        raise DataError(f"held_out is the fraction of documents set aside for evaluation, in [0, 0.5); got {held_out}.")
     output_dir = Path(output_dir)
     from electra_tf.utils.locking import FolderLock
 
     with FolderLock(output_dir, "electra_tf.build_data"):
         return _build(output_dir, inputs, vocab, vocab_size, max_seq_length, num_shards, num_workers, seed, overwrite,
-                      cased, produce, vocab_sample_sentences)
+                      cased, produce, vocab_sample_sentences, held_out)
 
 
 def _build(output_dir, inputs, vocab, vocab_size, max_seq_length, num_shards, num_workers, seed, overwrite, cased,
-           produce=None, vocab_sample_sentences=DEFAULT_VOCAB_SAMPLE_SENTENCES):
+           produce=None, vocab_sample_sentences=DEFAULT_VOCAB_SAMPLE_SENTENCES, held_out=0.0):
     """`produce(files, vocab_path, work_dir, skips, skipped_files, max_seq_length, num_shards,
-    seed)` writes WORK_DIR/shard-<i>-of-<n>.tfrecord and returns (stats, examples per shard);
-    None: this machine's worker processes."""
+    seed, held_out)` writes WORK_DIR/shard-<i>-of-<n>.tfrecord (and WORK_DIR/held_out.tfrecord)
+    and returns (stats, examples per shard); None: this machine's worker processes."""
     if existing_data(output_dir) and not overwrite:
         raise DataError(f"{output_dir} already holds pre-training data; pass --overwrite "
                         "to replace it (it is kept until the new data is complete).")
@@ -122,11 +128,11 @@ def _build(output_dir, inputs, vocab, vocab_size, max_seq_length, num_shards, nu
         skipped_files = []
         if produce is None:
             stats, shard_examples = _run_workers(files, vocab_path, work_dir, skips, skipped_files, max_seq_length,
-                                                 num_shards, num_workers, seed)
+                                                 num_shards, num_workers, seed, held_out)
             _join_worker_parts(work_dir, num_shards, num_workers)
         else:
             stats, shard_examples = produce(files, vocab_path, work_dir, skips, skipped_files, max_seq_length,
-                                            num_shards, seed)
+                                            num_shards, seed, held_out)
         if skipped_files:
             print(f"skipped {len(skipped_files)} input file(s): " + "; ".join(
                 f"{entry['file']} ({entry['reason']})" for entry in skipped_files[:10])
@@ -145,7 +151,8 @@ def _build(output_dir, inputs, vocab, vocab_size, max_seq_length, num_shards, nu
         capacity = stats["examples"] * max_seq_length
         metadata = {
             "format": FORMAT,
-            "vocab_file": str((output_dir / VOCAB_FILE) if not vocab else Path(vocab).resolve()),
+            # a vocabulary learned here lives in the folder, named relative to it so the folder can move
+            "vocab_file": VOCAB_FILE if not vocab else str(Path(vocab).resolve()),
             "vocab_fingerprint": vocabulary_fingerprint(vocabulary),
             "vocab_size": len(vocabulary),
             "vocab_sample": vocab_sample or None,  # learned here: {"sentences", "of", "seed"}; given: None
@@ -165,6 +172,7 @@ def _build(output_dir, inputs, vocab, vocab_size, max_seq_length, num_shards, nu
             "skipped": dict(sorted(skips.items())),
             "skipped_files": skipped_files,
             "shards": shards,
+            "held_out": _held_out_entry(work_dir, stats, held_out),
         }
         # Swap in: old data goes only now that the new data is complete; metadata goes last,
         # so a folder with metadata.json always has all its shards.
@@ -172,6 +180,8 @@ def _build(output_dir, inputs, vocab, vocab_size, max_seq_length, num_shards, nu
             old.unlink()
         for shard in shards:
             os.replace(work_dir / shard["file"], output_dir / shard["file"])
+        if metadata["held_out"]:
+            os.replace(work_dir / HELD_OUT_FILE, output_dir / HELD_OUT_FILE)
         if not vocab:
             os.replace(tokenizer_settings_path(vocab_path), tokenizer_settings_path(output_dir / VOCAB_FILE))
             os.replace(vocab_path, output_dir / VOCAB_FILE)
@@ -181,10 +191,27 @@ def _build(output_dir, inputs, vocab, vocab_size, max_seq_length, num_shards, nu
         shutil.rmtree(work_dir, ignore_errors=True)
 
 
+def _held_out_entry(work_dir: Path, stats: dict, fraction: float) -> dict | None:
+    """metadata.json's `held_out`: the split's file and counts (None: no split was asked for)."""
+    if fraction <= 0.0:
+        return None
+    path = work_dir / HELD_OUT_FILE
+    if not path.exists():
+        path.touch()  # no document fell in the split: an empty file says so
+    if stats.get("held_out_examples", 0) == 0:
+        print(f"warning: no document fell in the held-out split ({fraction:.2%} of {stats['documents']:,} documents); "
+              "pretrain will evaluate on training text. Use a larger --held_out or more text.", flush=True)
+    return {"file": HELD_OUT_FILE, "fraction": fraction,
+            **{key: stats.get(f"held_out_{key}", 0) for key in ("documents", "sentences", "examples", "tokens")},
+            "bytes": path.stat().st_size, "sha256": file_sha256(path)}
+
+
 def _join_worker_parts(work_dir: Path, num_shards: int, num_workers: int) -> None:
-    """Each shard is its workers' parts, joined in worker order."""
-    for index in range(num_shards):
-        name = shard_name(index, num_shards)
+    """Each shard (and the held-out split) is its workers' parts, joined in worker order."""
+    names = [shard_name(index, num_shards) for index in range(num_shards)]
+    if any(work_dir.glob(f"{HELD_OUT_FILE}.part-*")):
+        names.append(HELD_OUT_FILE)
+    for name in names:
         with open(work_dir / name, "wb") as joined:
             for worker in range(num_workers):
                 part = work_dir / f"{name}.part-{worker:03d}"
@@ -194,14 +221,15 @@ def _join_worker_parts(work_dir: Path, num_shards: int, num_workers: int) -> Non
                     part.unlink()
 
 
-def _run_workers(files, vocab_path, work_dir, skips, skipped_files, max_seq_length, num_shards, num_workers, seed):
+def _run_workers(files, vocab_path, work_dir, skips, skipped_files, max_seq_length, num_shards, num_workers, seed,
+                 held_out=0.0):
     context = multiprocessing.get_context("spawn")  # TensorFlow does not survive fork
     inboxes = [context.Queue(QUEUE_DOCUMENTS) for _ in range(num_workers)]
     outbox = context.Queue()
     workers = [context.Process(
         target=_worker, daemon=True,
         args=(w, num_workers, str(vocab_path), max_seq_length, num_shards, seed, str(work_dir),
-              inboxes[w], outbox))
+              inboxes[w], outbox, held_out))
         for w in range(num_workers)]
     # Ctrl-C reaches every process of the terminal's group; the parent stops the workers. They
     # are born ignoring SIGINT (a disposition a new process inherits), so it cannot catch one
@@ -288,7 +316,7 @@ def _run_workers(files, vocab_path, work_dir, skips, skipped_files, max_seq_leng
             inbox.close()
 
     stats = {key: sum(s[key] for s in worker_stats.values())
-             for key in ("documents", "sentences", "examples", "tokens")}
+             for key in ("documents", "sentences", "examples", "tokens", *HELD_OUT_STATS)}
     shard_examples = [sum(s["shard_examples"][i] for s in worker_stats.values())
                       for i in range(num_shards)]
     for s in worker_stats.values():
@@ -302,8 +330,11 @@ def _check_alive(workers, allow_finished=()):
             raise RuntimeError(f"build_data worker {worker_id} died (exit code {worker.exitcode}).")
 
 
+HELD_OUT_STATS = ("held_out_documents", "held_out_sentences", "held_out_examples", "held_out_tokens")
+
+
 def _worker(worker_id, num_workers, vocab_path, max_seq_length, num_shards, seed, work_dir,
-            inbox, outbox):
+            inbox, outbox, held_out=0.0):
     """Markup removal, sentence splitting, tokenization and packing for documents k = id mod W."""
     try:
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -321,16 +352,26 @@ def _worker(worker_id, num_workers, vocab_path, max_seq_length, num_shards, seed
         tf.config.set_visible_devices([], "GPU")
         from electra_tf.data.packing import DocumentPacker
 
-        packer = DocumentPacker(vocab_path, max_seq_length, seed)
+        packer = DocumentPacker(vocab_path, max_seq_length, seed, held_out)
         writers = {}
         skips = Skips()
         stats = {"documents_seen": 0, "documents": 0, "sentences": 0, "examples": 0,
-                 "tokens": 0, "shard_examples": [0] * num_shards}
+                 "tokens": 0, "shard_examples": [0] * num_shards, **dict.fromkeys(HELD_OUT_STATS, 0)}
         last_report = time.monotonic()
         while (document := inbox.get()) is not None:
             stats["documents_seen"] += 1
             sentences, examples = packer.pack(document, skips)
             if not sentences:
+                continue
+            if packer.holds_out(document):
+                if "held_out" not in writers:
+                    writers["held_out"] = tf.io.TFRecordWriter(str(Path(work_dir) / f"{HELD_OUT_FILE}.part-{worker_id:03d}"))
+                for record, tokens in examples:
+                    writers["held_out"].write(record)
+                    stats["held_out_examples"] += 1
+                    stats["held_out_tokens"] += tokens
+                stats["held_out_documents"] += 1
+                stats["held_out_sentences"] += len(sentences)
                 continue
             stats["documents"] += 1
             stats["sentences"] += len(sentences)

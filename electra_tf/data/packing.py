@@ -17,6 +17,7 @@ seed — which makes parallel building deterministic whatever the number of work
 
 from __future__ import annotations
 
+import hashlib
 import random
 from pathlib import Path
 from typing import Iterable
@@ -24,6 +25,20 @@ from typing import Iterable
 SINGLE_SEGMENT_RATE = 0.1
 SHORT_TARGET_RATE = 0.05
 MIN_SHORT_TARGET = 5
+
+
+def is_held_out(seed: int, source: str, index: int, fraction: float) -> bool:
+    """Whether document `index` of file `source` belongs to the held-out split: a hash of
+    (seed, file name, document index), so the split is the same whichever builder, worker or
+    machine packs the document, and a document is held out whole.
+
+    >>> sum(is_held_out(0, "wiki.txt", i, 0.1) for i in range(10_000))
+    992
+    """
+    if fraction <= 0.0:
+        return False
+    digest = hashlib.sha256(f"held-out/{seed}/{Path(source).name}/{index}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2.0 ** 64 < fraction
 
 
 def pack_sentences(packer: "ExamplePacker", tokenizer, sentences: list[str], seed: int, source: str,
@@ -107,12 +122,17 @@ class DocumentPacker:
     (`corpus.to_sentences`), tokenization and packing (`packing.pack_sentences`), each example
     serialized (`shards.serialize_example`). Made once per worker: it loads the tokenizer."""
 
-    def __init__(self, vocab_path, max_seq_length: int, seed: int):
+    def __init__(self, vocab_path, max_seq_length: int, seed: int, held_out: float = 0.0):
         from electra_tf.data.tokenization import ElectraTokenizer
 
         self.tokenizer = ElectraTokenizer(vocab_path)
         self.packer = ExamplePacker(max_seq_length, self.tokenizer.cls_id, self.tokenizer.sep_id)
         self.seed = seed
+        self.held_out = held_out
+
+    def holds_out(self, document) -> bool:
+        """Whether `document` goes to the held-out split (`is_held_out`)."""
+        return is_held_out(self.seed, document.source, document.index, self.held_out)
 
     def pack(self, document, skips) -> tuple[list[str], list[tuple[bytes, int]]]:
         """(sentences, [(serialized example, its token count)]); no sentences, no examples."""

@@ -63,6 +63,9 @@ def parse_padded_batch(serialized, length: int):
     return dense
 
 
+HELD_OUT_FILE = "held_out.tfrecord"  # the held-out split's examples (build_data --held_out)
+
+
 def shard_name(index: int, count: int) -> str:
     return f"shard-{index:05d}-of-{count:05d}.tfrecord"
 
@@ -81,6 +84,17 @@ def read_metadata(data_dir: str | Path) -> dict:
     if metadata.get("format") != FORMAT:
         raise DataError(f"{path}: unknown format {metadata.get('format')!r}, expected {FORMAT!r}.")
     return metadata
+
+
+def metadata_vocab_file(data_dir: str | Path, metadata: dict) -> str:
+    """The vocabulary a data folder was built with: absolute when it was given to the build,
+    relative to the folder when the build learned it (then it is the folder's own vocab.txt;
+    folders built before paths were stored relative name it by the build's working directory)."""
+    path = Path(metadata["vocab_file"])
+    if path.is_absolute():
+        return str(path)
+    inside = Path(data_dir) / path
+    return str(inside if inside.is_file() else Path(data_dir) / path.name)
 
 
 def metadata_tokenizer_settings(metadata: dict):
@@ -126,6 +140,21 @@ def check_shards(data_dir: str | Path, tokenizer: ElectraTokenizer, max_seq_leng
                             "it is truncated or was modified. Rebuild with --overwrite.")
         paths.append(str(path))
     return paths
+
+
+def held_out_file(data_dir: str | Path, tokenizer: ElectraTokenizer, max_seq_length: int) -> str | None:
+    """The held-out split's examples in `data_dir` (build_data --held_out), checked as the shards
+    are (`check_shards`), or None when the folder has no split or nothing fell in it."""
+    data_dir = Path(data_dir)
+    check_shards(data_dir, tokenizer, max_seq_length)
+    entry = read_metadata(data_dir).get("held_out")
+    if not entry or not entry["examples"]:
+        return None
+    path = data_dir / entry["file"]
+    if not path.is_file() or path.stat().st_size != entry["bytes"]:
+        raise DataError(f"the held-out split {path} listed in {METADATA_FILE} is missing or was modified "
+                        f"({entry['bytes']:,} bytes when written). Rebuild with --overwrite.")
+    return str(path)
 
 
 def resolve_data(data: str) -> tuple[str, list[str]]:

@@ -31,8 +31,8 @@ SIZE_DEFAULTS = (  # (largest hidden size, size name, learning rate, layer-wise 
     (768, "base", 1e-4, 0.8),
     (None, "large", 5e-5, 0.9),
 )
-SETTINGS = ("epochs", "batch_size", "learning_rate", "layerwise_lr_decay", "layer_decay_schedule",
-            "warmup_proportion", "weight_decay", "seed")
+SETTINGS = ("epochs", "batch_size", "gradient_accumulation_steps", "learning_rate", "layerwise_lr_decay",
+            "layer_decay_schedule", "warmup_proportion", "weight_decay", "seed")
 
 
 @dataclass(frozen=True)
@@ -60,6 +60,8 @@ class FinetuningOptions:
     test: str | None = None  # a third file, scored once with the best epoch
     epochs: int | None = None  # None: by task and training-set size (default_epochs)
     batch_size: int = 32
+    # Each update sums the gradients of this many batches of batch_size (runtime/accumulation.py).
+    gradient_accumulation_steps: int = 1
     learning_rate: float | None = None  # None: by model size (SIZE_DEFAULTS)
     layerwise_lr_decay: float | None = None  # None: by model size
     layer_decay_schedule: str = "official"
@@ -74,8 +76,13 @@ class FinetuningOptions:
     export_name: str | None = None
     log_every: int = 20
 
+    @property
+    def update_batch_size(self) -> int:
+        """The examples of one update: batch_size x gradient_accumulation_steps."""
+        return self.batch_size * self.gradient_accumulation_steps
+
     def __post_init__(self):
-        for name in ("epochs", "batch_size", "log_every"):
+        for name in ("epochs", "batch_size", "gradient_accumulation_steps", "log_every"):
             if getattr(self, name) is not None and getattr(self, name) < 1:
                 raise RunError(f"--{name} must be at least 1.")
         if self.layerwise_lr_decay is not None and not 0 < self.layerwise_lr_decay <= 1:
@@ -159,7 +166,7 @@ def _run(options: FinetuningOptions) -> FinetuningResult:
     import keras
 
     keras.utils.set_random_seed(options.seed)  # the data's order and the task head's initial weights
-    train = task.datasets(pretrained.tokenizer, config.max_seq_length, options.batch_size, options.seed)
+    train = task.datasets(pretrained.tokenizer, config.max_seq_length, options.update_batch_size, options.seed)
     plan = _plan(options, task, config)  # after the data: question answering counts its windows there
     model = _build_model(options, runtime, pretrained, config, task, plan)
     origin = "random initialisation" if options.random_init else pretrained.source
@@ -227,7 +234,7 @@ def _plan(options: FinetuningOptions, task, config) -> dict:
     plan = {"size": size, "learning_rate": options.learning_rate or size_learning_rate,
             "layerwise_lr_decay": options.layerwise_lr_decay or size_decay,
             "epochs": options.epochs or task.default_epochs(),
-            "steps_per_epoch": math.ceil(task.train_examples / options.batch_size)}
+            "steps_per_epoch": math.ceil(task.train_examples / options.update_batch_size)}
     plan["total_steps"] = plan["steps_per_epoch"] * plan["epochs"]
     chosen = [f"{plan['epochs']} epoch(s)" + (" (given)" if options.epochs else
                                               f" for {task.train_examples:,} training {task.train_unit}"),
@@ -251,7 +258,8 @@ def _build_model(options: FinetuningOptions, runtime, pretrained, config, task, 
         model.compile(optimizer=create_finetuning_optimizer(
             plan["learning_rate"], plan["total_steps"], config.num_layers, options.warmup_proportion,
             decay if decay < 1 else None, options.layer_decay_schedule, options.weight_decay, config.adam_epsilon,
-            config.clip_global_norm), jit_compile=runtime.xla)
+            config.clip_global_norm), jit_compile=runtime.xla,
+            gradient_accumulation_steps=options.gradient_accumulation_steps)
     return model
 
 
@@ -274,7 +282,7 @@ def _fit(options: FinetuningOptions, task, model, train, output, plan):
 
     evaluator = EpochEvaluator(writer, task.evaluate, on_best=save_best)
     model.fit(train, epochs=plan["epochs"], verbose=0, shuffle=False, callbacks=[  # the dataset shuffles itself
-        FinetuningProgress(writer, plan["total_steps"], options.batch_size, options.log_every), evaluator])
+        FinetuningProgress(writer, plan["total_steps"], options.update_batch_size, options.log_every), evaluator])
     evaluator.restore_best()
     test_values = None
     if options.test:

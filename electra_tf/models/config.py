@@ -25,6 +25,7 @@ from electra_tf.utils.errors import ElectraError
 from electra_tf.utils.files import atomic_write_text
 
 OBJECTIVES = ("electra", "mlm")
+OPTIMIZERS = ("adamw", "lamb")
 POSITION_INITS = ("truncated_normal", "sinusoidal")
 # Written by `ElectraConfig.save` beside the values: derived sizes, for people reading the file.
 DERIVED_KEY = "_derived"
@@ -80,9 +81,26 @@ class ElectraConfig:
     # --- run --------------------------------------------------------------------------------
     max_seq_length: int = 128
     train_batch_size: int = 128
+    # Micro-batches of train_batch_size summed into one update: the update's batch (the
+    # effective batch) is gradient_accumulation_steps x train_batch_size. 1: the official step.
+    gradient_accumulation_steps: int = 1
     learning_rate: float = 5e-4
-    num_train_steps: int = 1_000_000
-    num_warmup_steps: int = 10_000
+    num_train_steps: int = 1_000_000  # the step the run ends at (over all its phases)
+    num_warmup_steps: int = 10_000  # counted from the phase's first step
+    # A run may continue in a new phase (pretrain --phase 2: e.g. 512-token sequences after
+    # 128, docs/pretraining.md) from the step phase_start_step, keeping weights, optimizer
+    # state and step count; the phase's learning rate warms up and decays over
+    # [phase_start_step, num_train_steps]. Phase 1 starts at step 0 (the official single phase).
+    phase: int = 1
+    phase_start_step: int = 0
+    # After warmup the rate falls as (1 - step / num_train_steps) ** lr_decay_power: 1.0 is the
+    # official linear decay; NVIDIA's LAMB recipe uses 0.5.
+    lr_decay_power: float = 1.0
+    # "adamw" (official) or "lamb" (layer-wise adaptive, for large effective batches:
+    # runtime/optimizer.py, docs/pretraining.md).
+    optimizer: str = "adamw"
+    adam_beta_1: float = 0.9
+    adam_beta_2: float = 0.999
     weight_decay: float = 0.01
     adam_epsilon: float = 1e-6
     clip_global_norm: float = 1.0
@@ -110,6 +128,11 @@ class ElectraConfig:
         return max(1, int(round(self.num_layers * self.generator_layers_fraction)))
 
     @property
+    def effective_batch_size(self) -> int:
+        """The examples of one update: train_batch_size x gradient_accumulation_steps."""
+        return self.train_batch_size * self.gradient_accumulation_steps
+
+    @property
     def num_masked_predictions(self) -> int:
         """N, the fixed number of prediction slots per sequence."""
         if self.max_predictions_per_seq is not None:
@@ -123,6 +146,7 @@ class ElectraConfig:
             "generator_intermediate_size": self.generator_intermediate_size,
             "generator_num_layers": self.generator_num_layers,
             "num_masked_predictions": self.num_masked_predictions,
+            "effective_batch_size": self.effective_batch_size,
         }
 
     # --- construction ------------------------------------------------------------------------
@@ -219,7 +243,7 @@ def _check_values(c: ElectraConfig) -> None:
 
     for key in ("vocab_size", "embedding_size", "hidden_size", "num_layers", "num_heads",
                 "intermediate_size", "max_position_embeddings", "type_vocab_size",
-                "max_seq_length", "train_batch_size", "num_train_steps"):
+                "max_seq_length", "train_batch_size", "gradient_accumulation_steps", "num_train_steps"):
         require(getattr(c, key) > 0, key, "must be positive.")
     require(c.hidden_size % c.num_heads == 0, "hidden_size",
             f"must be divisible by num_heads ({c.num_heads}).")
@@ -243,8 +267,17 @@ def _check_values(c: ElectraConfig) -> None:
     require(c.gen_weight >= 0 and c.disc_weight >= 0, "disc_weight", "loss weights must be >= 0.")
     require(c.learning_rate > 0, "learning_rate", "must be positive.")
     require(0 <= c.num_warmup_steps, "num_warmup_steps", "must be >= 0.")
+    require(c.phase >= 1, "phase", "must be at least 1.")
+    require(c.phase_start_step == 0 or c.phase > 1, "phase_start_step", "must be 0 in phase 1.")
+    require(0 <= c.phase_start_step < c.num_train_steps, "phase_start_step",
+            f"must be in [0, num_train_steps ({c.num_train_steps})): num_train_steps is the step the run "
+            "ends at, over all its phases.")
     require(0 <= c.weight_decay < 1, "weight_decay", "must be in [0, 1).")
     require(c.adam_epsilon > 0, "adam_epsilon", "must be positive.")
+    require(c.optimizer in OPTIMIZERS, "optimizer", f"must be one of {OPTIMIZERS}.")
+    require(0 <= c.adam_beta_1 < 1, "adam_beta_1", "must be in [0, 1).")
+    require(0 <= c.adam_beta_2 < 1, "adam_beta_2", "must be in [0, 1).")
+    require(c.lr_decay_power > 0, "lr_decay_power", "must be positive.")
     require(c.clip_global_norm > 0, "clip_global_norm", "must be positive.")
     require(c.layer_norm_epsilon > 0, "layer_norm_epsilon", "must be positive.")
     require(c.initializer_range > 0, "initializer_range", "must be positive.")

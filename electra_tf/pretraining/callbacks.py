@@ -5,7 +5,8 @@ and these callbacks only read the input's state, so their order does not matter.
 
 - `TrainingMonitor`: every `log_every` steps, console progress (step, rate, ETA, key metrics)
   and step-keyed TensorBoard scalars (every metric, learning rate, loss scale, examples/s,
-  tokens/s, step time); metrics are averaged over those steps, then reset. It also stops the
+  tokens/s, step time, peak memory); the window's metrics go to the run's health checks
+  (`evaluation.TrainingHealth`); metrics are averaged over those steps, then reset. It also stops the
   run on a non-finite loss (float32/bfloat16: a real divergence) naming the step. A batch
   whose float16 gradients overflowed makes no optimizer update (dynamic loss scaling halves
   the scale and skips it): the step number stays, the batch is counted in `skipped_steps`
@@ -45,13 +46,14 @@ MAX_CONSECUTIVE_SKIPS = 40
 class TrainingMonitor(keras.callbacks.Callback):
     def __init__(self, writer, total_steps: int, batch_size: int, resumable_input, log_every: int = 50,
                  stop_on_nonfinite: bool = True, stream=None, token_scale: int = 1, quiet: bool = False,
-                 skipped_steps=None):
-        """`token_scale`: how many alike inputs the tokens this process reads stand for (the
+                 skipped_steps=None, health=None):
+        """`health`: an `evaluation.TrainingHealth` that reads each window's metrics. `token_scale`: how many alike inputs the tokens this process reads stand for (the
         workers of a multi-worker run). `quiet`: no progress lines (a worker that is not the chief).
         `skipped_steps`: an int64 tf.Variable that counts batches without an update (checkpointed
         with the run, `RunCheckpoint.skipped_steps`); None keeps a count of this fit's own."""
         super().__init__()
         self.skipped_steps = skipped_steps if skipped_steps is not None else tf.Variable(0, dtype=tf.int64)
+        self.health = health
         self.token_scale = token_scale
         self.quiet = quiet
         self.writer = writer
@@ -74,6 +76,7 @@ class TrainingMonitor(keras.callbacks.Callback):
         # before the first is tracing and compiling, the rate after it the steady step.
         self.first_update = self.last_update = None
         self.began = None
+        self.peak_memory: dict | None = None  # runtime.devices.peak_memory() at the latest window
 
     def _step(self) -> int:
         return optimizer_step(self.model)
@@ -149,13 +152,19 @@ class TrainingMonitor(keras.callbacks.Callback):
         if loss_scale is not None:
             scalars["loss_scale"] = as_float(loss_scale)
             scalars["skipped_steps"] = as_float(self.skipped_steps)
+        from electra_tf.runtime.devices import peak_memory
+
+        memory = peak_memory()
         with self.writer.as_default(step=step):
             for name, value in scalars.items():
                 tf.summary.scalar(f"train/{name}", value)
             for name, value in rates.items():
                 tf.summary.scalar(f"speed/{name}", value)
+            tf.summary.scalar("memory/peak_gib", memory["bytes"] / 2**30,
+                              description=f"peak {memory['where']}, GiB")
         self.writer.flush()
         self.last_logs = scalars
+        self.peak_memory = memory
 
         # At the last window's pace: the first window (tracing, compiling) and a resume's start
         # would otherwise weigh on the estimate until the end of the run.
@@ -170,6 +179,8 @@ class TrainingMonitor(keras.callbacks.Callback):
                   f"ETA {format_duration(remaining)}", file=self.stream, flush=True)
         for metric in self.model.metrics:  # next window averages over its own steps only
             metric.reset_state()
+        if self.health is not None and not self.quiet:
+            self.health.observe(step, scalars)
 
 
 def passed_a_multiple(before: int, now: int, every: int) -> bool:

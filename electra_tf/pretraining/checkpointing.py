@@ -72,11 +72,12 @@ class RunCheckpoint:
     def step(self) -> int:
         return optimizer_step(self.pretrainer)
 
-    def restore_latest(self) -> int | None:
+    def restore_latest(self, input_position: bool = True) -> int | None:
         """Restores the newest intact checkpoint, if any; returns its step. Damaged ones (a
         truncated or missing file) are set aside with a warning (by the chief); none intact is
         an error. In a multi-worker run, checkpoints some worker has no input position for are
-        passed over."""
+        passed over. `input_position=False` restores the model and optimizer only: a new phase
+        of the run reads other data from its start."""
         candidates = self.run_manager.checkpoints
         if not candidates:
             return None
@@ -91,11 +92,16 @@ class RunCheckpoint:
             if problem is None:
                 check_architecture(path, self.pretrainer.variables)
                 own = path if self.worker_index == 0 else self._own_input_path(path)
-                check_input_batch(own, self.input, self.num_workers)
+                if input_position:
+                    check_input_batch(own, self.input, self.num_workers)
                 try:
-                    if self.worker_index != 0:
+                    if self.worker_index != 0 or not input_position:
                         self.model_checkpoint.restore(path).expect_partial()
-                    self.checkpoint.restore(own).assert_existing_objects_matched()
+                    if not input_position:
+                        if self.worker_index == 0:
+                            tf.train.Checkpoint(skipped_steps=self.skipped_steps).restore(path).expect_partial()
+                    else:
+                        self.checkpoint.restore(own).assert_existing_objects_matched()
                 except (tf.errors.OpError, IndexError) as error:
                     # Damage in what checkpoint_damage cannot read; an older checkpoint's
                     # restore then overwrites every value this one set.
@@ -104,7 +110,8 @@ class RunCheckpoint:
                 if path != candidates[-1]:
                     print(f"note: restoring {path}, the newest checkpoint every worker saved its input "
                           "position for.", file=sys.stderr, flush=True)
-                self.input.restored()
+                if input_position:
+                    self.input.restored()
                 return self.step
             if self.worker_index != 0:  # the chief sets damaged checkpoints aside
                 continue
@@ -148,6 +155,14 @@ class RunCheckpoint:
 
 
 DAMAGED_FOLDER = "damaged"
+
+
+def latest_checkpoint_step(directory) -> int | None:
+    """The step of the newest checkpoint listed in `directory`'s index (ckpt-<step>), or None."""
+    state = tf.train.get_checkpoint_state(str(directory)) if Path(directory).is_dir() else None
+    if state is None or not state.model_checkpoint_path:
+        return None
+    return int(Path(state.model_checkpoint_path).name.rsplit("-", 1)[1])
 
 
 def write_checkpoint_index(directory, paths) -> None:

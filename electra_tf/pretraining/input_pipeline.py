@@ -56,6 +56,20 @@ def pretraining_dataset(data_dir: str | Path, config: ElectraConfig, tokenizer: 
     return _masked(batches, config, tokenizer, seed)
 
 
+def evaluation_dataset(files: list[str], config: ElectraConfig, tokenizer: ElectraTokenizer, batch_size: int,
+                       seed: int = 0, input_context=None) -> tf.data.Dataset:
+    """Masked, fixed-shape batches of held-out examples, in file order, repeated when the files
+    hold fewer than the batches taken (each pass masked afresh). In a multi-worker run each
+    worker reads every count-th example."""
+    records = tf.data.TFRecordDataset(files)
+    if input_context is not None and input_context.num_input_pipelines > 1:
+        records = records.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
+    length = config.max_seq_length
+    batches = records.repeat().batch(batch_size, drop_remainder=True).map(
+        lambda serialized: parse_padded_batch(serialized, length), num_parallel_calls=tf.data.AUTOTUNE)
+    return _masked(batches, config, tokenizer, seed)
+
+
 def files_for_pipeline(files: list[str], input_context, data_dir) -> list[str]:
     """This input pipeline's share of the shards: every count-th file, disjoint across workers."""
     if input_context is None or input_context.num_input_pipelines == 1:

@@ -31,6 +31,7 @@ from electra_tf.models.dropout import RNG_ALGORITHM
 from electra_tf.models.embeddings import ElectraEmbeddings
 from electra_tf.models.encoders import Discriminator, Generator
 from electra_tf.pretraining import losses
+from electra_tf.runtime.accumulation import accumulate_gradients
 from electra_tf.runtime.compiled_step import CompiledGradients, apply_gradients, dense_gradients
 
 BATCH_KEYS = ("token_ids", "segment_ids", "padding_mask", "mask_positions", "mask_ids",
@@ -144,21 +145,39 @@ class ElectraPretrainer(BuiltModelsSkipSymbolicBuild, CompiledGradients, keras.M
         _check_batch(data)
         # Seed and counts first: both are cross-replica (a replica id, an all-reduce), so they
         # stay out of the gradients' function, which XLA compiles alone under a mirrored strategy.
-        gradients, outputs = self.gradient_function(self._pretraining_gradients)(
+        # The counts are the whole update's, over its micro-batches too (`accumulation.py`).
+        gradients, statistics = self.gradient_function(self._pretraining_gradients)(
             data, self._next_seed(), global_loss_counts(data))
         apply_gradients(self.optimizer, gradients, self.trainable_variables)
-        return logs_for_keras_reduction(self._update_metrics(data, outputs))
+        return logs_for_keras_reduction(self._update_metrics(statistics))
 
     def _pretraining_gradients(self, data, seed, global_counts):
+        """(gradients, metric statistics) of the update's batch: in one pass, or summed over
+        `gradient_accumulation_steps` micro-batches, each sampling with its own seed."""
+        if self.gradient_accumulation_steps == 1:
+            return self._micro_batch_gradients(data, seed, global_counts)
+
+        def micro_batch(batch, index):
+            gradients, statistics = self._micro_batch_gradients(
+                batch, tf.random.experimental.stateless_fold_in(seed, tf.cast(index, tf.int64), alg=RNG_ALGORITHM),
+                global_counts)
+            return gradients, *_split_statistics(statistics)
+
+        gradients, per_example, totals = accumulate_gradients(
+            micro_batch, data, self.gradient_accumulation_steps, self.trainable_variables,
+            signature=_statistics_signature(data, self.objective))
+        return gradients, {**per_example, **totals}
+
+    def _micro_batch_gradients(self, data, seed, global_counts):
         with tf.GradientTape() as tape:
             outputs = self.compute_pretraining_outputs(data, seed, training=True, global_counts=global_counts)
             scaled_loss = self.optimizer.scale_loss(outputs["loss"])
-        return dense_gradients(tape.gradient(scaled_loss, self.trainable_variables)), outputs
+        return dense_gradients(tape.gradient(scaled_loss, self.trainable_variables)), _statistics(data, outputs)
 
     def test_step(self, data):
         data, _, _ = keras.utils.unpack_x_y_sample_weight(data)
         outputs = self.compute_pretraining_outputs(data, self._next_seed(), training=False)
-        return logs_for_keras_reduction(self._update_metrics(data, outputs))
+        return logs_for_keras_reduction(self._update_metrics(_statistics(data, outputs)))
 
     def call(self, inputs, training=False):
         return self.compute_pretraining_outputs(inputs, self._next_seed(), training=training)
@@ -174,24 +193,19 @@ class ElectraPretrainer(BuiltModelsSkipSymbolicBuild, CompiledGradients, keras.M
     def metrics(self):
         return list(self._trackers.values())
 
-    def _update_metrics(self, batch, outputs):
+    def _update_metrics(self, statistics):
         # Every replica feeds its trackers the *global* batch (summed scalars, gathered
         # per-token vectors), so the results Keras averages over replicas are all the same
         # global value: reported metrics match a single-device run exactly.
         t = self._trackers
-        slot_weights = _gather(batch["mask_weights"], tf.float32)
-        _update_mean(t["masked_lm_loss"], *outputs["local_mlm_loss"])
-        predicted_ids = tf.argmax(outputs["mlm_logits"], axis=-1, output_type=tf.int32)
-        t["masked_lm_accuracy"].update_state(
-            _gather(tf.equal(predicted_ids, batch["mask_ids"]), tf.float32), slot_weights)
+        slot_weights = _gather(statistics["mask_weights"])
+        _update_mean(t["masked_lm_loss"], statistics["mlm_loss_sum"], statistics["mlm_loss_count"])
+        t["masked_lm_accuracy"].update_state(_gather(statistics["mlm_correct"]), slot_weights)
         if self.objective == "electra":
-            t["sampled_masked_lm_accuracy"].update_state(
-                _gather(tf.equal(outputs["sampled_ids"], batch["mask_ids"]), tf.float32),
-                slot_weights)
-            _update_mean(t["disc_loss"], *outputs["local_disc_loss"])
-            token_weights = _gather(batch["padding_mask"], tf.float32)
-            labels = _gather(outputs["replaced_token_labels"], tf.float32)
-            probabilities = _gather(tf.sigmoid(outputs["disc_logits"]), tf.float32)
+            t["sampled_masked_lm_accuracy"].update_state(_gather(statistics["sample_correct"]), slot_weights)
+            _update_mean(t["disc_loss"], statistics["disc_loss_sum"], statistics["disc_loss_count"])
+            token_weights = _gather(statistics["token_weights"])
+            labels, probabilities = _gather(statistics["replaced"]), _gather(statistics["disc_probability"])
             for name in ("disc_accuracy", "disc_precision", "disc_recall", "disc_auc"):
                 t[name].update_state(labels, probabilities, sample_weight=token_weights)
         return self.metric_results()
@@ -252,6 +266,50 @@ def _make_trackers(objective):
     return trackers
 
 
+# What the metrics read from a step, float32: per example ([batch, slots] or [batch, tokens]) and
+# summed (the losses' local sums and counts). Small, so a compiled gradients function returns
+# them rather than the [batch, slots, vocabulary] logits, and micro-batches' are concatenated.
+_PER_SLOT = ("mask_weights", "mlm_correct", "sample_correct")
+_PER_TOKEN = ("token_weights", "replaced", "disc_probability")
+_TOTALS = ("mlm_loss_sum", "mlm_loss_count", "disc_loss_sum", "disc_loss_count")
+
+
+def _statistics(batch, outputs):
+    """The metrics' inputs from one batch's outputs."""
+    predicted_ids = tf.argmax(outputs["mlm_logits"], axis=-1, output_type=tf.int32)
+    statistics = {"mask_weights": tf.cast(batch["mask_weights"], tf.float32),
+                  "mlm_correct": tf.cast(tf.equal(predicted_ids, batch["mask_ids"]), tf.float32),
+                  "mlm_loss_sum": tf.cast(outputs["local_mlm_loss"][0], tf.float32),
+                  "mlm_loss_count": tf.cast(outputs["local_mlm_loss"][1], tf.float32)}
+    if "disc_logits" in outputs:
+        statistics.update(
+            sample_correct=tf.cast(tf.equal(outputs["sampled_ids"], batch["mask_ids"]), tf.float32),
+            token_weights=tf.cast(batch["padding_mask"], tf.float32),
+            replaced=tf.cast(outputs["replaced_token_labels"], tf.float32),
+            disc_probability=tf.cast(tf.sigmoid(outputs["disc_logits"]), tf.float32),
+            disc_loss_sum=tf.cast(outputs["local_disc_loss"][0], tf.float32),
+            disc_loss_count=tf.cast(outputs["local_disc_loss"][1], tf.float32))
+    return statistics
+
+
+def _split_statistics(statistics):
+    """(per-example statistics, summed statistics)."""
+    return ({k: v for k, v in statistics.items() if k not in _TOTALS},
+            {k: v for k, v in statistics.items() if k in _TOTALS})
+
+
+def _statistics_signature(batch, objective: str):
+    """`accumulation.accumulate_gradients`' signature of `_statistics`: one example's and the sums'."""
+    slots, tokens = batch["mask_weights"].shape[1:], batch["padding_mask"].shape[1:]
+    per_example = {k: tf.TensorSpec(slots, tf.float32) for k in _PER_SLOT}
+    per_example.update({k: tf.TensorSpec(tokens, tf.float32) for k in _PER_TOKEN})
+    totals = {k: tf.TensorSpec([], tf.float32) for k in _TOTALS}
+    if objective == "mlm":
+        per_example = {k: v for k, v in per_example.items() if k in ("mask_weights", "mlm_correct")}
+        totals = {k: v for k, v in totals.items() if k.startswith("mlm")}
+    return per_example, totals
+
+
 def _update_mean(tracker, total, count):
     """Adds the global mean, weighted by the global count, to a Mean tracker."""
     total, count = _sum_over_replicas(total), _sum_over_replicas(count)
@@ -273,9 +331,9 @@ def _sum_over_replicas(value):
     return context.all_reduce(tf.distribute.ReduceOp.SUM, value)
 
 
-def _gather(values, dtype):
+def _gather(values):
     """Flattens `values` and concatenates them over replicas (a no-op on one replica)."""
-    flat = tf.reshape(tf.cast(values, dtype), [-1])
+    flat = tf.reshape(values, [-1])
     context = tf.distribute.get_replica_context()
     if context is None or context.num_replicas_in_sync == 1:
         return flat

@@ -50,6 +50,11 @@ class PretrainingOptions:
     # Steps per call of the compiled step (Keras' steps_per_execution; the official code's TPU
     # `iterations_per_loop`): the host reads a step's results once per call. One device only.
     steps_per_loop: int = 1
+    # None: the model_dir's current phase; one more than it starts a new phase (a longer
+    # sequence length, docs/pretraining.md#when-the-batch-does-not-fit).
+    phase: int | None = None
+    eval_data: str | None = None  # a build_data folder of held-out text (None: the data's held-out split)
+    eval_every: int | None = None  # None: evaluate at the end only
 
     def __post_init__(self):
         for name in ("checkpoint_every", "keep_checkpoints", "log_every", "sample_every", "eval_batches",
@@ -58,6 +63,11 @@ class PretrainingOptions:
                 raise RunError(f"{name} must be at least 1, got {getattr(self, name)}.")
         if self.steps_per_loop > 1 and self.strategy not in ("auto", "one_device"):
             raise RunError(steps_per_loop_needs_one_device(self.steps_per_loop, self.strategy))
+        if self.eval_every is not None and (self.eval_every < 1 or self.eval_every % self.log_every):
+            raise RunError(f"--eval_every {self.eval_every} must be a positive multiple of --log_every "
+                           f"{self.log_every}: an evaluation runs between two progress windows.")
+        if self.phase is not None and self.phase < 1:
+            raise RunError(f"--phase must be at least 1, got {self.phase}.")
         if self.profile_steps is not None and not 0 <= self.profile_steps[0] < self.profile_steps[1]:
             raise RunError(f"profile_steps takes (START, STOP) with 0 <= START < STOP, got {self.profile_steps}.")
 
@@ -86,10 +96,12 @@ class RunResult:
     signal: int | None = None
     skipped_steps: int = 0  # batches float16 loss scaling skipped (no update), over the whole run
     is_chief: bool = True  # False: a multi-worker run's other worker (the chief writes the run's files)
+    evaluated_on: str = ""  # what the final metrics were computed on, in words
 
 
 def resolve_config(config: str, overrides: list[str] = (), steps: int | None = None,
-                   batch_size: int | None = None, seed: int | None = None) -> ElectraConfig:
+                   batch_size: int | None = None, seed: int | None = None,
+                   gradient_accumulation_steps: int | None = None) -> ElectraConfig:
     """A preset or JSON file, `key=value` overrides, then the run-length shortcuts. `steps`
     shortens warmup to at most a tenth of the run, so a short run still decays."""
     resolved = ElectraConfig.load(config).with_overrides(list(overrides))
@@ -101,6 +113,8 @@ def resolve_config(config: str, overrides: list[str] = (), steps: int | None = N
         changes["train_batch_size"] = batch_size
     if seed is not None:
         changes["seed"] = seed
+    if gradient_accumulation_steps is not None:
+        changes["gradient_accumulation_steps"] = gradient_accumulation_steps
     return resolved.replace(**changes) if changes else resolved
 
 
@@ -114,7 +128,7 @@ class _Data:
 
 def _prepare_data(options: PretrainingOptions, config: ElectraConfig, model_dir: ModelDir, role) -> _Data:
     from electra_tf.data.builder import build_shards
-    from electra_tf.data.shards import read_metadata, resolve_data
+    from electra_tf.data.shards import metadata_vocab_file, read_metadata, resolve_data
     from electra_tf.data.tokenization import ElectraTokenizer
 
     if options.data is None:
@@ -132,7 +146,7 @@ def _prepare_data(options: PretrainingOptions, config: ElectraConfig, model_dir:
         location = paths[0] if kind == "records" else list(options.data)
     if kind == "records":
         metadata = read_metadata(location)
-        vocab = options.vocab or metadata["vocab_file"]
+        vocab = options.vocab or metadata_vocab_file(location, metadata)
         description = f"{location} ({metadata['examples']:,} packed examples)"
     else:
         if role.is_multi_worker:
@@ -173,22 +187,42 @@ def _wait_for_chief(path: Path, what: str, timeout: float = 1800.0) -> None:
         time.sleep(1.0)
 
 
-def _continue_config(model_dir: ModelDir, config: ElectraConfig, record: bool = True) -> ElectraConfig:
-    """The config to run with in a model_dir that may hold a run already. Only a longer run
-    may differ from the saved config: more num_train_steps extends it, keeping its warmup. The
-    learning rate then follows the official schedule computed for the new total, as the
-    official code does when restarted with a larger num_train_steps: linear decay to 0 at the
-    new end (at the extension point the rate steps up from where the old plan had it)."""
+# What a new phase may change: the sequence length and batch, and the phase's own schedule.
+PHASE_SETTINGS = ("max_seq_length", "train_batch_size", "gradient_accumulation_steps", "learning_rate",
+                  "num_warmup_steps", "num_train_steps", "lr_decay_power")
+
+
+def _continue_config(model_dir: ModelDir, config: ElectraConfig, phase: int | None = None,
+                     record: bool = True) -> ElectraConfig:
+    """The config to run with in a model_dir that may hold a run already.
+
+    In the same phase only a longer run may differ from the saved config: more num_train_steps
+    extends it, keeping its warmup. The learning rate then follows the official schedule
+    computed for the new total, as the official code does when restarted with a larger
+    num_train_steps: linear decay to 0 at the new end (at the extension point the rate steps up
+    from where the old plan had it). `phase` one above the saved run's starts a new phase at
+    its latest checkpoint (`_start_phase`)."""
     if not model_dir.config.is_file():
+        if phase not in (None, 1):
+            raise RunError(f"--phase {phase} continues a run, but {model_dir.path} holds none: give the "
+                           "model_dir of the run's first phase.")
         return config
     saved = ElectraConfig.load(str(model_dir.config))
+    phase = saved.phase if phase is None else phase
+    if phase == saved.phase + 1:
+        return _start_phase(model_dir, saved, config.replace(phase=phase), record)
+    if phase != saved.phase:
+        raise RunError(f"{model_dir.path} holds phase {saved.phase} of a run: --phase {phase} can only continue "
+                       f"it (--phase {saved.phase}) or start phase {saved.phase + 1}.")
+    config = config.replace(phase=saved.phase, phase_start_step=saved.phase_start_step)
     differing = sorted(k for k, v in config.to_dict().items() if saved.to_dict().get(k) != v)
     if not differing:
         return config
     if set(differing) <= {"num_train_steps", "num_warmup_steps"} and config.num_train_steps > saved.num_train_steps:
         extended = config.replace(num_warmup_steps=saved.num_warmup_steps)
         if record:
-            _record_change(model_dir, saved, extended)
+            _record_change(model_dir, saved, extended, "linear decay to 0 at the new num_train_steps, warmup "
+                           "unchanged")
         print(f"  extending the run from {saved.num_train_steps:,} to {extended.num_train_steps:,} steps: the "
               "learning rate decays linearly to 0 at the new end (official schedule for the new total)")
         if config.num_warmup_steps != saved.num_warmup_steps:
@@ -200,22 +234,60 @@ def _continue_config(model_dir: ModelDir, config: ElectraConfig, record: bool = 
                   f"new --model_dir or remove {model_dir.path.resolve()}.", file=sys.stderr, flush=True)
         return extended
     details = ", ".join(f"{k}: {getattr(saved, k)!r} -> {getattr(config, k)!r}" for k in differing)
+    if "max_seq_length" in differing:
+        raise RunError(f"{model_dir.path} holds a run at {saved.max_seq_length} tokens and this command trains at "
+                       f"{config.max_seq_length} ({details}). To continue the run at the new length, keeping its "
+                       f"weights, optimizer state and step count, start a new phase: add --phase {saved.phase + 1} "
+                       "(docs/pretraining.md#when-the-batch-does-not-fit). Otherwise use a new --model_dir.")
     hint = (" (--steps may only grow: a larger value extends the run)" if "num_train_steps" in differing else "")
     raise RunError(f"{model_dir.path} holds a run with a different config ({details}){hint}. Rerun with the same "
                    "settings to continue it, choose a new --model_dir, or start a new run from its weights with "
                    "--init_from.")
 
 
-def _record_change(model_dir: ModelDir, saved: ElectraConfig, new: ElectraConfig) -> None:
+def _start_phase(model_dir: ModelDir, saved: ElectraConfig, config: ElectraConfig, record: bool) -> ElectraConfig:
+    """The config of a new phase, which starts at the run's latest checkpoint. NVIDIA's recipe
+    starts its phase 2 from phase 1's checkpoint with a schedule of its own (new warmup and
+    decay); here the step count goes on, and the schedule is offset to the phase's first step."""
+    from electra_tf.pretraining.checkpointing import latest_checkpoint_step
+
+    start = latest_checkpoint_step(model_dir.checkpoints)
+    if start is None:
+        raise RunError(f"phase {config.phase} starts from phase {saved.phase}'s latest checkpoint, but "
+                       f"{model_dir.checkpoints} has none: train phase {saved.phase} first.")
+    config = config.replace(phase_start_step=start) if config.num_train_steps > start else config
+    fixed = sorted(k for k, v in config.to_dict().items() if saved.to_dict().get(k) != v
+                   and k not in PHASE_SETTINGS + ("phase", "phase_start_step"))
+    if fixed:
+        details = ", ".join(f"{k}: {getattr(saved, k)!r} -> {getattr(config, k)!r}" for k in fixed)
+        raise RunError(f"a new phase keeps the run's model, objective and optimizer; this command changes {details}. "
+                       f"A phase may change only {', '.join(PHASE_SETTINGS)}.")
+    if config.num_train_steps <= start:
+        raise RunError(f"phase {config.phase} starts at step {start:,}, and num_train_steps ({config.num_train_steps:,}) "
+                       "is the step the run ends at, over all phases: give --steps larger than "
+                       f"{start:,} (e.g. --steps {start + max(1, start // 10):,} for a phase a tenth as long).")
+    length = config.num_train_steps - start
+    if config.num_warmup_steps >= length:
+        raise RunError(f"phase {config.phase} is {length:,} steps long, but its num_warmup_steps is "
+                       f"{config.num_warmup_steps:,}: set num_warmup_steps below {length:,} (--set num_warmup_steps=N).")
+    if record:
+        _record_change(model_dir, saved, config, f"phase {config.phase} from step {start}: its own warmup and decay "
+                       "over [phase_start_step, num_train_steps]; weights, optimizer state and step count kept")
+    print(f"  starting phase {config.phase} at step {start:,}: {length:,} steps at {config.max_seq_length} tokens, "
+          f"warming up over {config.num_warmup_steps:,}; weights, optimizer state and step count carry over")
+    return config
+
+
+def _record_change(model_dir: ModelDir, saved: ElectraConfig, new: ElectraConfig, rule: str) -> None:
     import json
 
     from electra_tf.utils.files import atomic_write_text
 
     history = json.loads(model_dir.config_history.read_text()) if model_dir.config_history.is_file() else []
     history.append({"time": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
-                    "changed": {k: [getattr(saved, k), getattr(new, k)] for k in ("num_train_steps",)
+                    "changed": {k: [getattr(saved, k), getattr(new, k)] for k in new.to_dict()
                                 if getattr(saved, k) != getattr(new, k)},
-                    "rule": "linear decay to 0 at the new num_train_steps, warmup unchanged"})
+                    "rule": rule})
     atomic_write_text(model_dir.config_history, json.dumps(history, indent=2) + "\n")
 
 
@@ -247,7 +319,8 @@ class _Run:
     model_dir: ModelDir
     data: _Data
     resumable: object  # resumable_input.ResumableInput
-    held_out: list
+    eval_batches: list  # the evaluation's batches (evaluation.EvaluationText says of what)
+    eval_text: object  # evaluation.EvaluationText
     pretrainer: object
     checkpoint: object  # checkpointing.RunCheckpoint
     writer: object
@@ -256,6 +329,7 @@ class _Run:
     started: float
     resumed_from: int | None = None
     initialized_from: str | None = None
+    evaluations: dict = field(default_factory=dict)  # step -> metrics of the evaluations during the run
 
 
 def _run(options: PretrainingOptions, role, closing: contextlib.ExitStack) -> RunResult:
@@ -265,6 +339,7 @@ def _run(options: PretrainingOptions, role, closing: contextlib.ExitStack) -> Ru
     _print_header(run)
     monitor, saver, samples, callbacks = _callbacks(run)
     _train(run, monitor, saver, callbacks)
+    run.evaluations = next((c.results for c in callbacks if hasattr(c, "results")), {})
     if monitor.diverged_at is not None:
         return _result(run, "diverged", diverged_at=monitor.diverged_at, overflowing=monitor.overflowing)
     if saver.received is not None:
@@ -304,7 +379,7 @@ def _prepare(options: PretrainingOptions, role, runtime, compile_cache, closing:
     import keras
     import tensorflow as tf
 
-    from electra_tf.pretraining.checkpointing import RunCheckpoint
+    from electra_tf.pretraining.checkpointing import RunCheckpoint, latest_checkpoint_step
     from electra_tf.pretraining.pretrainer import ElectraPretrainer
     from electra_tf.runtime.optimizer import create_optimizer
     from electra_tf.runtime.xla import cached_programs
@@ -313,18 +388,23 @@ def _prepare(options: PretrainingOptions, role, runtime, compile_cache, closing:
     data = _prepare_data(options, options.config, model_dir, role)
     config = _run_config(options, model_dir, data.tokenizer, role)
     keras.config.set_dtype_policy(runtime.precision)
-    resumable, held_out = _input(options, config, data, role, runtime, closing)
+    resumable, eval_batches, eval_text = _input(options, config, data, role, runtime, closing)
     # Initial weights and every dropout seed generator follow the config's seed.
     keras.utils.set_random_seed(config.seed)
     with runtime.strategy.scope():
         pretrainer = ElectraPretrainer.from_electra_config(config)
         pretrainer.compile(optimizer=create_optimizer(config), jit_compile=runtime.xla,
-                           steps_per_execution=options.steps_per_loop)
+                           steps_per_execution=options.steps_per_loop,
+                           gradient_accumulation_steps=config.gradient_accumulation_steps)
         pretrainer.optimizer.build(pretrainer.trainable_variables)
-    pretrainer.trace_steps(resumable.spec)  # before the restore: a resume then finds its compiled steps
+    # Before the restore: a resume then finds its compiled steps.
+    pretrainer.trace_steps(resumable.spec, _batch_spec(eval_batches[0]))
     checkpoint = RunCheckpoint(model_dir.checkpoints, pretrainer, resumable, options.keep_checkpoints,
                                worker_index=role.index, num_workers=role.count)
-    resumed_from = checkpoint.restore_latest()
+    # A new phase's first start restores weights and optimizer, not the input position (its data
+    # differs); from its first checkpoint on, a resume restores everything.
+    starting_phase = config.phase > 1 and latest_checkpoint_step(model_dir.checkpoints) == config.phase_start_step
+    resumed_from = checkpoint.restore_latest(input_position=not starting_phase)
     initialized_from = None
     if options.init_from and resumed_from is None:
         from electra_tf.pretraining.restore import initialize_from
@@ -333,8 +413,8 @@ def _prepare(options: PretrainingOptions, role, runtime, compile_cache, closing:
     # (global) metrics every step already carries.
     writer = (tf.summary.create_file_writer(str(model_dir.train_logs)) if role.is_chief
               else tf.summary.create_noop_writer())
-    run = _Run(options, role, runtime, config, model_dir, data, resumable, held_out, pretrainer, checkpoint,
-               writer, compile_cache, cached_programs(compile_cache), started, resumed_from, initialized_from)
+    run = _Run(options, role, runtime, config, model_dir, data, resumable, eval_batches, eval_text, pretrainer,
+               checkpoint, writer, compile_cache, cached_programs(compile_cache), started, resumed_from, initialized_from)
     if role.is_chief:
         _write_run_description(run)
     return run
@@ -346,7 +426,7 @@ def _run_config(options: PretrainingOptions, model_dir: ModelDir, tokenizer, rol
     config = options.config
     if config.vocab_size != tokenizer.vocabulary_size:
         config = config.replace(vocab_size=tokenizer.vocabulary_size)
-    config = _continue_config(model_dir, config, record=role.is_chief)
+    config = _continue_config(model_dir, config, options.phase, record=role.is_chief)
     if role.is_chief:
         model_dir.path.mkdir(parents=True, exist_ok=True)
         config.save(model_dir.config)
@@ -360,29 +440,70 @@ def _run_config(options: PretrainingOptions, model_dir: ModelDir, tokenizer, rol
     return config
 
 
-def _input(options, config, data, role, runtime, closing):
-    """(the resumable training input, the held-out batches of the final evaluation)."""
+def _batch_spec(batch) -> dict:
     import tensorflow as tf
 
-    from electra_tf.pretraining.input_pipeline import pretraining_dataset, raw_text_dataset
+    return {key: tf.TensorSpec.from_tensor(value) for key, value in batch.items()}
+
+
+def _input(options, config, data, role, runtime, closing):
+    """(the resumable training input, the evaluation's batches, what they are of)."""
+    import tensorflow as tf
+
+    from electra_tf.pretraining.input_pipeline import evaluation_dataset, pretraining_dataset, raw_text_dataset
     from electra_tf.pretraining.resumable_input import ResumableInput
 
-    worker_batch = config.train_batch_size // role.count  # each worker reads its own share of every step
+    # Each worker reads its own share of every update: all its micro-batches at once, which the
+    # step splits (runtime/accumulation.py); the evaluation's batches are micro-batches.
+    worker_batch = config.train_batch_size // role.count
     input_context = (tf.distribute.InputContext(role.count, role.index, runtime.num_replicas)
                      if role.is_multi_worker else None)
 
-    def make_dataset(seed):
+    def make_dataset(seed, batch_size):
         if data.kind == "records":
-            return pretraining_dataset(data.location, config, data.tokenizer, worker_batch, seed=seed,
+            return pretraining_dataset(data.location, config, data.tokenizer, batch_size, seed=seed,
                                        input_context=input_context)
-        return raw_text_dataset(data.location, config, data.tokenizer, worker_batch, seed=seed)
+        return raw_text_dataset(data.location, config, data.tokenizer, batch_size, seed=seed)
 
     # Raw text is read through a Python generator, whose position TensorFlow cannot save: a
     # resumed run then reads the text from the start again (build_data's shards resume exactly).
-    resumable = closing.enter_context(contextlib.closing(
-        ResumableInput(make_dataset(config.seed), checkpointable=data.kind == "records")))
-    held_out = [batch for batch in make_dataset(config.seed + 1).take(options.eval_batches)]
-    return resumable, held_out
+    resumable = closing.enter_context(contextlib.closing(ResumableInput(
+        make_dataset(config.seed, worker_batch * config.gradient_accumulation_steps),
+        checkpointable=data.kind == "records")))
+    text = _evaluation_text(options, config, data)
+    evaluation = (evaluation_dataset(text.files, config, data.tokenizer, worker_batch, seed=config.seed + 1,
+                                     input_context=input_context)
+                  if text.held_out else make_dataset(config.seed + 1, worker_batch))
+    return resumable, [batch for batch in evaluation.take(options.eval_batches)], text
+
+
+def _evaluation_text(options, config, data):
+    """What the run evaluates on: --eval_data's held-out split (or its shards), else the data's
+    held-out split, else training text masked afresh (said so wherever the metrics are shown)."""
+    from electra_tf.data.shards import check_shards, held_out_file, read_metadata, resolve_data
+    from electra_tf.pretraining.evaluation import EvaluationText
+
+    if options.eval_data:
+        kind, paths = resolve_data(options.eval_data)
+        if kind != "records":
+            raise RunError(f"--eval_data {options.eval_data}: give a build_data folder (its held-out split, or its "
+                           "shards, are the evaluation's text).")
+        folder = paths[0]
+        split = held_out_file(folder, data.tokenizer, config.max_seq_length)
+        if split:
+            return EvaluationText([split], f"held-out text ({split})")
+        if data.kind == "records" and Path(folder).resolve() == Path(data.location).resolve():
+            raise RunError(f"--eval_data {folder} is the training data, which has no held-out split: rebuild it "
+                           "with build_data --held_out 0.01, or name a folder of other text.")
+        shards = check_shards(folder, data.tokenizer, config.max_seq_length)
+        return EvaluationText(shards, f"held-out text ({folder}, {read_metadata(folder)['examples']:,} examples)")
+    if data.kind == "records":
+        split = held_out_file(data.location, data.tokenizer, config.max_seq_length)
+        if split:
+            entry = read_metadata(data.location)["held_out"]
+            return EvaluationText([split], f"held-out text ({entry['documents']:,} documents never trained on)")
+    return EvaluationText(None, "training text masked afresh (the data has no held-out split: build_data "
+                                "--held_out 0.01 sets one aside)")
 
 
 def _print_header(run: _Run) -> None:
@@ -390,14 +511,16 @@ def _print_header(run: _Run) -> None:
     kept = run.pretrainer.discriminator or run.pretrainer.generator  # the MLM baseline keeps its generator
     print(f"ELECTRA pre-training: {run.model_dir.name}, {kept.count_params():,} parameters in the "
           f"{'discriminator' if run.pretrainer.discriminator else 'encoder'} (the model kept after "
-          f"pre-training); {config.num_train_steps:,} steps of {config.train_batch_size} x {config.max_seq_length}.")
+          f"pre-training); {_describe_steps(config)} of {_describe_batch(config)}.")
     print(f"  data: {run.data.description}; vocabulary {run.data.tokenizer.vocabulary_size:,} tokens")
+    every = f"every {options.eval_every:,} steps and " if options.eval_every else ""
+    print(f"  evaluation {every}at the end: {options.eval_batches} batches of {run.eval_text.description}")
     print(f"  runtime: {run.runtime.describe()}")
     if run.compile_cache:
         print(f"  compiled steps cached in {run.compile_cache} (a rerun, resume or extension loads them)")
     if role.is_multi_worker:
-        print(f"  this process: {role.describe()}, reading {config.train_batch_size // role.count} of every "
-              f"step's {config.train_batch_size} examples from its own shards")
+        print(f"  this process: {role.describe()}, reading {config.effective_batch_size // role.count} of every "
+              f"step's {config.effective_batch_size} examples from its own shards")
     if run.resumed_from is not None and run.data.kind != "records":
         print("  note: raw text input restarts from the beginning of the text on resume (shards from "
               "build_data resume at the exact batch)")
@@ -411,22 +534,41 @@ def _print_header(run: _Run) -> None:
     print(f"  watch it: tensorboard --logdir {run.model_dir.path}", flush=True)
 
 
+def _describe_steps(config) -> str:
+    if config.phase == 1:
+        return f"{config.num_train_steps:,} steps"
+    return (f"phase {config.phase}, steps {config.phase_start_step:,} to {config.num_train_steps:,} "
+            f"({config.num_train_steps - config.phase_start_step:,} steps)")
+
+
+def _describe_batch(config) -> str:
+    if config.gradient_accumulation_steps == 1:
+        return f"{config.train_batch_size} x {config.max_seq_length}"
+    return (f"{config.effective_batch_size} x {config.max_seq_length} (each update sums "
+            f"{config.gradient_accumulation_steps} micro-batches of {config.train_batch_size})")
+
+
 def _callbacks(run: _Run):
     """(monitor, saver, samples or None, every callback of the run's `fit`)."""
     from electra_tf.pretraining.callbacks import CheckpointSaver, ReplacementSamples, StepProfiler, TrainingMonitor
+    from electra_tf.pretraining.evaluation import PeriodicEvaluation, TrainingHealth
     from electra_tf.pretraining.resumable_input import InputTracker
 
-    options, role = run.options, run.role
+    options, role, config = run.options, run.role, run.config
+    health = TrainingHealth(config.phase_start_step + config.num_warmup_steps,
+                            config.num_train_steps - config.phase_start_step, options.log_every)
     # Tokens/s: this worker's tokens times the workers (their batches are alike in size).
-    monitor = TrainingMonitor(run.writer, run.config.num_train_steps, run.config.train_batch_size, run.resumable,
+    monitor = TrainingMonitor(run.writer, run.config.num_train_steps, run.config.effective_batch_size, run.resumable,
                               options.log_every, stop_on_nonfinite=run.runtime.precision != "mixed_float16",
                               token_scale=role.count, quiet=not role.is_chief,
-                              skipped_steps=run.checkpoint.skipped_steps)
+                              skipped_steps=run.checkpoint.skipped_steps, health=health)
     saver = CheckpointSaver(run.checkpoint, options.checkpoint_every)
     callbacks = [InputTracker(run.resumable), monitor, saver]
+    if options.eval_every:
+        callbacks.append(PeriodicEvaluation(_evaluation(run), options.eval_every))
     samples = None
     if run.pretrainer.discriminator is not None and role.is_chief:
-        samples = ReplacementSamples(run.writer, run.held_out[0], run.data.tokenizer, options.sample_every)
+        samples = ReplacementSamples(run.writer, run.eval_batches[0], run.data.tokenizer, options.sample_every)
         callbacks.append(samples)
     if options.profile_steps and role.is_chief:
         callbacks.append(StepProfiler(str(run.model_dir.profile_logs), *options.profile_steps))
@@ -462,7 +604,8 @@ def _train(run: _Run, monitor, saver, callbacks) -> None:
 def _result(run: _Run, status: str, **details) -> RunResult:
     return RunResult(status, run.checkpoint.step, run.model_dir, run.checkpoint.manager.latest_checkpoint,
                      time.monotonic() - run.started, run.runtime.precision, is_chief=run.role.is_chief,
-                     skipped_steps=int(run.checkpoint.skipped_steps.numpy()), **details)
+                     skipped_steps=int(run.checkpoint.skipped_steps.numpy()),
+                     evaluated_on=run.eval_text.description, **details)
 
 
 def _finish(run: _Run, monitor, saver, samples) -> RunResult:
@@ -487,29 +630,33 @@ def _finish(run: _Run, monitor, saver, samples) -> RunResult:
         # What held training up, apart from the steps.
         pauses = {"checkpoint_writes": saver.pause.summary(), "log_lines": monitor.pause.summary(),
                   **({"replacement_samples": samples.pause.summary()} if samples else {})}
+        from electra_tf.runtime.devices import peak_memory
+
         _write_summary(finished, run.config, run.runtime, run.data.description, run.resumed_from or 0,
                        {**monitor.timings(), "pauses": pauses,
-                        "compile_cache": compile_cache_report(run.compile_cache, run.programs_before)})
+                        "compile_cache": compile_cache_report(run.compile_cache, run.programs_before)},
+                       {"evaluated_on": run.eval_text.description, "held_out": run.eval_text.held_out,
+                        "during_run": {str(step): metrics for step, metrics in run.evaluations.items()},
+                        "health_warnings": monitor.health.given if monitor.health else [],
+                        "peak_memory": peak_memory()})
     return finished
 
 
-def _evaluate(run: _Run) -> dict:
-    """The final metrics on the held-out batches, also to TensorBoard (`final_eval/`)."""
+def _evaluation(run: _Run):
+    """The run's `evaluation.HeldOutEvaluation` over its evaluation batches."""
     import tensorflow as tf
 
-    from electra_tf.utils.progress import batch_progress
+    from electra_tf.pretraining.evaluation import HeldOutEvaluation
 
-    held_out = run.held_out
-    run.pretrainer.steps_per_execution = 1  # a progress line per held-out batch
-    batches = tf.data.Dataset.from_tensor_slices({k: tf.stack([b[k] for b in held_out]) for k in held_out[0]})
-    metrics = run.pretrainer.evaluate(
-        _per_worker(run.runtime.strategy, run.role, batches), return_dict=True, verbose=0,
-        callbacks=[batch_progress("final evaluation", len(held_out), "held-out batches")] if run.role.is_chief else [])
-    with run.writer.as_default(step=run.checkpoint.step):
-        for key, value in metrics.items():
-            tf.summary.scalar(f"final_eval/{key}", value)
-    run.writer.flush()
-    return metrics
+    batches = run.eval_batches
+    dataset = tf.data.Dataset.from_tensor_slices({k: tf.stack([b[k] for b in batches]) for k in batches[0]})
+    return HeldOutEvaluation(run.pretrainer, _per_worker(run.runtime.strategy, run.role, dataset), len(batches),
+                             run.eval_text, run.writer, quiet=not run.role.is_chief)
+
+
+def _evaluate(run: _Run) -> dict:
+    """The final metrics on the evaluation batches, also to TensorBoard (`final_eval/`)."""
+    return _evaluation(run)(run.checkpoint.step, prefix="final_eval", progress_label="final evaluation")
 
 
 def _export(run: _Run) -> Path | None:
@@ -540,7 +687,8 @@ def _steps_this_fit(pretrainer, remaining: int, steps_per_loop: int) -> int:
     return remaining - remaining % per_call
 
 
-def _write_summary(result, config, runtime, data_description: str, started_at: int, timings: dict) -> None:
+def _write_summary(result, config, runtime, data_description: str, started_at: int, timings: dict,
+                   evaluation: dict) -> None:
     """MODEL_DIR/metrics.json: what the finished run did, for scripts and tables (examples/
     gpu_payoff.py reads its steps, time and final metrics). The timings are this process's: a
     resumed run counts from its resume."""
@@ -551,15 +699,26 @@ def _write_summary(result, config, runtime, data_description: str, started_at: i
     from electra_tf.utils.files import atomic_write_text
     from electra_tf.runtime.devices import gpu_names
 
-    examples = result.step * config.train_batch_size
+    # In a later phase, this phase's: the earlier phases' batches and lengths were their own.
+    examples = (result.step - config.phase_start_step) * config.effective_batch_size
     summary = {
         "objective": config.objective,
         "step": result.step,
+        "batch": {"examples_per_update": config.effective_batch_size, "micro_batch": config.train_batch_size,
+                  "gradient_accumulation_steps": config.gradient_accumulation_steps},
         "steps_this_run": result.step - started_at,
         "skipped_steps": result.skipped_steps,
         "examples_seen": examples,
         "tokens_seen": examples * config.max_seq_length,  # sequence positions: packed, nearly all tokens
+        "phase": {"phase": config.phase, "started_at_step": config.phase_start_step,
+                  "max_seq_length": config.max_seq_length},
         "final_eval": result.metrics,
+        "evaluated_on": evaluation["evaluated_on"],
+        "evaluated_on_held_out_text": evaluation["held_out"],
+        "evaluations_during_run": evaluation["during_run"],
+        "health_warnings": evaluation["health_warnings"],
+        "peak_memory": {**evaluation["peak_memory"],
+                        "gib": round(evaluation["peak_memory"]["bytes"] / 2**30, 3)},
         **timings,
         "seconds": round(result.seconds, 1),  # the whole process: data, training, evaluation, export
         "runtime": runtime.describe(),

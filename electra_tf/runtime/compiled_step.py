@@ -25,6 +25,8 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
+from electra_tf.runtime.accumulation import accumulate_gradients, pad_batch
+
 
 def strategy_reduces_across_replicas() -> bool:
     """Whether the strategy in scope sums gradients across replicas (any strategy but the default
@@ -52,9 +54,16 @@ class CompiledGradients:
     """
 
     compiles_gradients_only = False
+    gradient_accumulation_steps = 1  # micro-batches per update (`accumulation.py`)
     _compiled_gradients = None  # the model's one compiled gradients function, once built
 
-    def compile(self, *args, jit_compile="auto", **kwargs):
+    def compile(self, *args, jit_compile="auto", gradient_accumulation_steps: int = 1, **kwargs):
+        """Keras' `compile`, and `gradient_accumulation_steps`: K > 1 makes each update from the
+        batch `fit` gives a step, split into K micro-batches whose gradients are summed (the
+        batch holds K x the micro-batch)."""
+        if gradient_accumulation_steps < 1:
+            raise ValueError(f"gradient_accumulation_steps must be at least 1, got {gradient_accumulation_steps}.")
+        self.gradient_accumulation_steps = gradient_accumulation_steps
         self.compiles_gradients_only = jit_compile is True and strategy_reduces_across_replicas()
         self._compiled_gradients = None
         super().compile(*args, jit_compile=False if self.compiles_gradients_only else jit_compile, **kwargs)
@@ -78,15 +87,16 @@ class CompiledGradients:
             return XlaStepLoop(self.distribute_strategy, step_function, keras_function, model=self)
         return keras_function
 
-    def trace_steps(self, element_spec) -> None:
-        """Traces the training and evaluation steps for batches of `element_spec` now, not at
-        their first batch. A run calls it before anything that differs between a fresh run and
+    def trace_steps(self, element_spec, eval_element_spec=None) -> None:
+        """Traces the training and evaluation steps for batches of `element_spec` (evaluation:
+        `eval_element_spec`, if other) now, not at their first batch. A run calls it before anything that differs between a fresh run and
         its resume (restoring a checkpoint, reading data): TensorFlow numbers a function's name
         by the order of tracing, and the compile cache finds a program by that name
         (`xla.py`), so the resumed run's steps then load the fresh run's programs."""
-        for loop in (self.make_train_function(), self.make_test_function()):
+        for loop, spec in ((self.make_train_function(), element_spec),
+                           (self.make_test_function(), eval_element_spec or element_spec)):
             if isinstance(loop, XlaStepLoop):
-                loop.traced_step(element_spec)
+                loop.traced_step(spec)
 
     def gradient_function(self, function):
         """`function` (the model's loss-and-gradients) compiled on its own when
@@ -102,7 +112,8 @@ class CompiledGradients:
         # Keras' default train_step with its gradients computed by `_loss_and_gradients` (in
         # XLA under a mirrored strategy), and the replicas agreeing on float16 overflow.
         x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
-        y_pred, loss, gradients = self.gradient_function(self._loss_and_gradients)(x, y, sample_weight)
+        function = self._loss_and_gradients if self.gradient_accumulation_steps == 1 else self._accumulated_gradients
+        y_pred, loss, gradients = self.gradient_function(function)(x, y, sample_weight)
         batch_size = tf.shape(next(i for i in tf.nest.flatten(x) if i is not None))[0]
         self.loss_metric.update_state(loss_per_replica_sum(loss), sample_weight=batch_size)
         apply_gradients(self.optimizer, gradients, self.trainable_weights)
@@ -113,13 +124,37 @@ class CompiledGradients:
         """The mean loss `fit` reports, which `compile` makes (named "loss")."""
         return next(metric for metric in self.metrics if metric.name == "loss")
 
-    def _loss_and_gradients(self, x, y, sample_weight):
+    def _loss_and_gradients(self, x, y, sample_weight, loss_scale=None):
         with tf.GradientTape() as tape:
             y_pred = self(x, training=True)
             loss = self.compute_loss(x=x, y=y, y_pred=y_pred, sample_weight=sample_weight, training=True)
-            scaled_loss = self.optimizer.scale_loss(loss)
+            scaled_loss = self.optimizer.scale_loss(loss if loss_scale is None else loss * tf.cast(loss_scale, loss.dtype))
         gradients = dense_gradients(tape.gradient(scaled_loss, self.trainable_weights))
         return y_pred, loss, gradients
+
+
+    def _accumulated_gradients(self, x, y, sample_weight):
+        """`_loss_and_gradients` of the batch as the sum over K micro-batches. Keras' losses are
+        means over the batch's examples (sum_over_batch_size), so a micro-batch's loss counts
+        micro / batch of the whole; a last, smaller batch of an epoch is padded with rows of
+        weight 0 to K equal micro-batches (equal shapes for XLA), which add nothing."""
+        steps = self.gradient_accumulation_steps
+        batch_size = tf.shape(next(i for i in tf.nest.flatten(x) if i is not None))[0]
+        (x_, y_, weight_), real = pad_batch((x, y, sample_weight), steps)
+        micro_size = tf.shape(real)[0] // steps
+        share = tf.cast(micro_size, tf.float32) / tf.cast(batch_size, tf.float32)
+
+        def micro_batch(batch, index):
+            (x_micro, y_micro, weight_micro), real_micro = batch
+            # The padding rows' weight is 0; the real rows keep theirs (or 1).
+            weight_micro = real_micro if weight_micro is None else weight_micro * tf.cast(real_micro, weight_micro.dtype)
+            y_pred, loss, gradients = self._loss_and_gradients(x_micro, y_micro, weight_micro, loss_scale=share)
+            return gradients, y_pred, {"loss": tf.cast(loss, tf.float32) * share}
+
+        gradients, y_pred, totals = accumulate_gradients(
+            micro_batch, ((x_, y_, weight_), real), steps, self.trainable_weights)
+        y_pred = tf.nest.map_structure(lambda t: t[:batch_size], y_pred)  # without the padding rows
+        return y_pred, totals["loss"], gradients
 
 
 def loss_per_replica_sum(loss):

@@ -194,3 +194,20 @@ def gpu_names() -> list[str]:
 
     return [tf.config.experimental.get_device_details(gpu).get("device_name", gpu.name)
             for gpu in tf.config.list_physical_devices("GPU")]
+
+
+def peak_memory() -> dict:
+    """The run's peak memory so far: on GPUs, the largest peak TensorFlow's allocator reached on
+    any of them (`tf.config.experimental.get_memory_info`); on a CPU, the process's peak resident
+    memory (`resource.getrusage`, kilobytes on Linux). {"where", "bytes"}."""
+    import resource
+
+    import tensorflow as tf
+
+    gpus = tf.config.list_logical_devices("GPU")
+    if gpus:
+        peaks = [tf.config.experimental.get_memory_info(device.name)["peak"] for device in gpus]
+        return {"where": f"GPU memory (largest of {len(gpus)} device(s), TensorFlow allocator peak)",
+                "bytes": int(max(peaks))}
+    return {"where": "process resident memory (CPU run)",
+            "bytes": int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024}

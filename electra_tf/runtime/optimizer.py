@@ -81,19 +81,25 @@ def layerwise_lr_multiplier(path: str, num_layers: int, decay: float,
 
 @keras.saving.register_keras_serializable(package="electra_tf")
 class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
-    """lr(step) = peak * (1 - min(step, total) / total) ** power * min(1, step / warmup).
+    """lr(step) = peak * (1 - min(s, T) / T) ** power * min(1, s / warmup), with s = step - start
+    and T = total - start: a phase that starts at step `start_step` (a run's second phase at a
+    longer sequence length) warms up and decays over its own steps, as NVIDIA's phase 2 does.
 
     Example:
     >>> schedule = WarmupLinearDecay(1e-3, total_steps=100, warmup_steps=10)
     >>> [round(float(schedule(s)), 6) for s in (0, 5, 10, 55, 100)]
     [0.0, 0.000475, 0.0009, 0.00045, 0.0]
+    >>> phase_2 = WarmupLinearDecay(1e-3, total_steps=200, warmup_steps=10, start_step=100)
+    >>> [round(float(phase_2(s)), 6) for s in (100, 105, 110, 155, 200)]
+    [0.0, 0.000475, 0.0009, 0.00045, 0.0]
     """
 
     def __init__(self, peak_learning_rate: float, total_steps: int, warmup_steps: int = 0,
-                 power: float = 1.0):
+                 power: float = 1.0, start_step: int = 0):
         self.peak_learning_rate = peak_learning_rate
         self.warmup_steps = warmup_steps
         self.power = power
+        self.start_step = start_step
         # The end of the schedule is read from a variable, not written into the compiled step
         # as a constant: an extended run (a larger --steps) then traces the same program and
         # loads it from the compile cache instead of compiling it again (minutes on a GPU).
@@ -105,8 +111,8 @@ class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
         return int(self._total_steps.numpy())
 
     def __call__(self, step):
-        step = tf.cast(step, tf.float32)
-        total = tf.cast(self._total_steps, tf.float32)
+        step = tf.cast(step, tf.float32) - float(self.start_step)
+        total = tf.cast(self._total_steps, tf.float32) - float(self.start_step)
         decayed = self.peak_learning_rate * (1.0 - tf.minimum(step, total) / total) ** self.power
         if self.warmup_steps > 0:
             decayed *= tf.minimum(1.0, step / float(self.warmup_steps))
@@ -114,7 +120,7 @@ class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
 
     def get_config(self):
         return {"peak_learning_rate": self.peak_learning_rate, "total_steps": self.total_steps,
-                "warmup_steps": self.warmup_steps, "power": self.power}
+                "warmup_steps": self.warmup_steps, "power": self.power, "start_step": self.start_step}
 
 
 class FlatMomentsOptimizer(keras.optimizers.Optimizer):
@@ -288,6 +294,54 @@ class ElectraAdamW(FlatMomentsOptimizer):
         return updates
 
 
+@keras.saving.register_keras_serializable(package="electra_tf")
+class ElectraLamb(FlatMomentsOptimizer):
+    """LAMB (You et al., 2020, "Large Batch Optimization for Deep Learning"), for large effective
+    batches: Adam's direction plus decoupled weight decay, scaled per weight by the trust ratio
+    ||w|| / ||update||, so every layer moves by a similar fraction of its norm whatever the batch.
+
+    As NVIDIA's TF2 ELECTRA recipe runs it (TensorFlow Addons' LAMB with `--skip_adaptive`):
+    variables matching `no_decay_patterns` (LayerNorm, bias) get neither weight decay nor the
+    trust ratio; clipping of the summed gradient and the layer multipliers are ELECTRA's, as for
+    `ElectraAdamW`. The moments stay flat; the ratio needs each weight's norms, taken per weight.
+
+    Example (one update of a weight [3, 4] with gradient [1, 1], no decay: Adam's direction is
+    [1, 1], the trust ratio ||w|| / ||direction|| = 5 / sqrt(2), so the weight moves by
+    lr x 5 / sqrt(2) in each coordinate):
+    >>> import keras
+    >>> weight = keras.Variable([3.0, 4.0], name="kernel")
+    >>> optimizer = ElectraLamb(learning_rate=0.01, weight_decay=0.0, clip_global_norm=None)
+    >>> optimizer.apply([tf.constant([1.0, 1.0])], [weight])
+    >>> [round(float(x), 4) for x in weight.numpy()]
+    [2.9646, 3.9646]
+    """
+
+    def update_flat(self, momentum, velocity, gradient, step, learning_rate, indices, variables, has_gradient):
+        """    m^ = m / (1 - beta1^t),  v^ = v / (1 - beta2^t),  u = m^ / (sqrt(v^) + epsilon) + wd * w
+            w <- w - lr_w * r * u,   r = ||w|| / ||u|| (1 if either is 0, or for LayerNorm and bias)
+        with lr_w the learning rate times the variable's layer multiplier."""
+        new_momentum, new_velocity = self.moments(momentum, velocity, gradient, has_gradient)
+        corrected_momentum = new_momentum / (1.0 - tf.pow(self.beta_1, step))
+        corrected_velocity = new_velocity / (1.0 - tf.pow(self.beta_2, step))
+        direction = tf.split(corrected_momentum / (tf.sqrt(corrected_velocity) + self.epsilon), self.moment_sizes)
+        updates = []
+        for index, variable in zip(indices, variables):
+            update = tf.reshape(direction[index], variable.shape)
+            if self.decays_weights[index]:
+                update += self.weight_decay_rate * variable
+            if not self.skips_adaptation(index):
+                weight_norm, update_norm = tf.norm(variable), tf.norm(update)
+                ratio = tf.where((weight_norm > 0.0) & (update_norm > 0.0),
+                                 weight_norm / tf.maximum(update_norm, 1e-30), 1.0)
+                update *= ratio
+            updates.append(update * (learning_rate * self.lr_multipliers[index]))
+        return updates
+
+    def skips_adaptation(self, index: int) -> bool:
+        """No trust ratio for LayerNorm and bias (NVIDIA's `--skip_adaptive`: the decay patterns)."""
+        return any(re.search(pattern, self.variable_paths[index]) for pattern in self.no_decay_patterns)
+
+
 def clip_flat_gradient(gradient, clip_norm: float):
     """`tf.clip_by_global_norm` of the gradients whose concatenation is `gradient` (one flat
     float32 tensor): scaled by clip_norm / max(norm, clip_norm), NaN everywhere when the norm is
@@ -307,13 +361,14 @@ def clip_flat_gradient(gradient, clip_norm: float):
         return gradient * scale
 
 
-def create_optimizer(config: ElectraConfig) -> ElectraAdamW:
-    """The pre-training optimizer for `config` (official hyperparameters by default)."""
-    schedule = WarmupLinearDecay(config.learning_rate, config.num_train_steps,
-                                 config.num_warmup_steps)
-    return ElectraAdamW(learning_rate=schedule, weight_decay=config.weight_decay, beta_1=0.9,
-                        beta_2=0.999, epsilon=config.adam_epsilon,
-                        clip_global_norm=config.clip_global_norm)
+def create_optimizer(config: ElectraConfig) -> FlatMomentsOptimizer:
+    """The pre-training optimizer for `config`: AdamW with the official hyperparameters by
+    default, or LAMB (`optimizer: lamb`)."""
+    schedule = WarmupLinearDecay(config.learning_rate, config.num_train_steps, config.num_warmup_steps,
+                                 power=config.lr_decay_power, start_step=config.phase_start_step)
+    optimizer = ElectraLamb if config.optimizer == "lamb" else ElectraAdamW
+    return optimizer(learning_rate=schedule, weight_decay=config.weight_decay, beta_1=config.adam_beta_1,
+                     beta_2=config.adam_beta_2, epsilon=config.adam_epsilon, clip_global_norm=config.clip_global_norm)
 
 
 def create_finetuning_optimizer(learning_rate: float, total_steps: int, num_layers: int,

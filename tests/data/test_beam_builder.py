@@ -41,13 +41,18 @@ def real_inputs(tmp_path_factory):
 def test_beam_builds_the_local_builders_examples_counts_and_skips(real_inputs, small_vocab, tmp_path):
     pytest.importorskip("apache_beam")
     local = build_shards(tmp_path / "local", [str(real_inputs)], vocab=small_vocab, max_seq_length=64,
-                         num_shards=3, num_workers=2, seed=5)
+                         num_shards=3, num_workers=2, seed=5, held_out=0.1)
     beam = build_shards(tmp_path / "beam", [str(real_inputs)], vocab=small_vocab, max_seq_length=64,
-                        num_shards=3, seed=5, runner="beam")
-    assert local["examples"] > 50
+                        num_shards=3, seed=5, runner="beam", held_out=0.1)
+    assert local["examples"] > 50 and local["held_out"]["examples"] > 0
     assert examples(tmp_path / "beam") == examples(tmp_path / "local")  # example by example
     for key in ("documents", "sentences", "examples", "tokens", "skipped", "skipped_files", "vocab_fingerprint"):
         assert beam[key] == local[key], key
+    for key in ("documents", "sentences", "examples", "tokens"):
+        assert beam["held_out"][key] == local["held_out"][key], key
+    held_out = [collections.Counter(r.numpy() for r in tf.data.TFRecordDataset(str(tmp_path / kind / "held_out.tfrecord")))
+                for kind in ("beam", "local")]
+    assert held_out[0] == held_out[1]
     assert beam["skipped_files"] == [{"file": str(real_inputs / "broken.bz2"), "reason": "unreadable (OSError)"}]
     assert (beam["runner"], local["runner"]) == ("beam", "local")
     assert sum(shard["examples"] for shard in beam["shards"]) == beam["examples"]

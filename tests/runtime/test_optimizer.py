@@ -234,3 +234,91 @@ def test_the_optimizer_refuses_what_flat_moments_cannot_hold():
         ElectraAdamW(learning_rate=0.01, amsgrad=True)
     with pytest.raises(ValueError, match="float32"):
         ElectraAdamW(learning_rate=0.01).build([keras.Variable(np.zeros(2, "float16"), dtype="float16")])
+
+
+def lamb_reference(weights, gradient_steps, lr, beta_1, beta_2, epsilon, decay, adapts, decays):
+    """LAMB in numpy, as TensorFlow Addons' LAMB computes it (NVIDIA's recipe), weight by weight."""
+    weights = [w.astype(np.float64).copy() for w in weights]
+    m = [np.zeros_like(w) for w in weights]
+    v = [np.zeros_like(w) for w in weights]
+    for t, gradients in enumerate(gradient_steps, start=1):
+        for i, g in enumerate(gradients):
+            m[i] = beta_1 * m[i] + (1 - beta_1) * g
+            v[i] = beta_2 * v[i] + (1 - beta_2) * g * g
+            update = (m[i] / (1 - beta_1 ** t)) / (np.sqrt(v[i] / (1 - beta_2 ** t)) + epsilon)
+            if decays[i]:
+                update = update + decay * weights[i]
+            ratio = 1.0
+            if adapts[i]:
+                w_norm, u_norm = np.linalg.norm(weights[i]), np.linalg.norm(update)
+                ratio = w_norm / u_norm if w_norm > 0 and u_norm > 0 else 1.0
+            weights[i] = weights[i] - lr * ratio * update
+    return weights
+
+
+def test_lamb_matches_the_reference_with_decay_and_layer_norm_excluded():
+    from electra_tf.runtime.optimizer import ElectraLamb
+
+    rng = np.random.default_rng(0)
+    shapes = {"dense/kernel": (4, 3), "dense/bias": (3,), "layer_norm/gamma": (3,), "zero/kernel": (2,)}
+    initial = [rng.normal(size=s).astype("float32") if not p.startswith("zero") else np.zeros(s, "float32")
+               for p, s in shapes.items()]
+    variables = []
+    for path, weight in zip(shapes, initial):
+        scope, name = path.split("/")
+        with keras.name_scope(scope):  # the paths Keras gives inside layers of these names
+            variables.append(keras.Variable(weight, name=name))
+    assert [v.path for v in variables] == list(shapes)
+    steps = [[rng.normal(size=s).astype("float32") for s in shapes.values()] for _ in range(3)]
+    optimizer = ElectraLamb(learning_rate=0.05, weight_decay=0.01, beta_1=0.878, beta_2=0.974, epsilon=1e-6,
+                            clip_global_norm=None)
+    for gradients in steps:
+        optimizer.apply([tf.constant(g) for g in gradients], variables)
+    decays = [p.endswith("kernel") for p in shapes]
+    expected = lamb_reference(initial, steps, 0.05, 0.878, 0.974, 1e-6, 0.01, adapts=decays, decays=decays)
+    for variable, reference in zip(variables, expected):
+        np.testing.assert_allclose(variable.numpy(), reference, rtol=2e-5, atol=1e-6)
+    assert not np.allclose(expected[3], 0.0)  # a zero weight moves without the trust ratio
+
+
+def test_lamb_without_decay_matches_keras_lamb():
+    from electra_tf.runtime.optimizer import ElectraLamb
+
+    rng = np.random.default_rng(1)
+    initial = [rng.normal(size=(5, 2)).astype("float32"), rng.normal(size=(7,)).astype("float32")]
+    ours = [keras.Variable(w, name="kernel") for w in initial]
+    theirs = [keras.Variable(w, name="kernel") for w in initial]
+    optimizer = ElectraLamb(learning_rate=0.01, weight_decay=0.0, epsilon=1e-6, clip_global_norm=None)
+    reference = keras.optimizers.Lamb(learning_rate=0.01, epsilon=1e-6)
+    for _ in range(3):
+        gradients = [tf.constant(rng.normal(size=w.shape).astype("float32")) for w in initial]
+        optimizer.apply(gradients, ours)
+        reference.apply(gradients, theirs)
+    for a, b in zip(ours, theirs):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_config_chooses_lamb_with_its_betas_and_decay_power():
+    from electra_tf.runtime.optimizer import ElectraLamb
+
+    config = ElectraConfig.load("electra_tiny", {"optimizer": "lamb", "adam_beta_1": 0.878, "adam_beta_2": 0.974,
+                                                 "lr_decay_power": 0.5, "num_train_steps": 100,
+                                                 "num_warmup_steps": 0})
+    optimizer = create_optimizer(config)
+    assert isinstance(optimizer, ElectraLamb) and (optimizer.beta_1, optimizer.beta_2) == (0.878, 0.974)
+    optimizer.build([keras.Variable(tf.zeros([2]))])
+    optimizer.iterations.assign(75)  # a quarter of the way left: 0.25 ** 0.5 of the peak
+    assert current_learning_rate(optimizer) == pytest.approx(config.learning_rate * 0.25 ** 0.5, rel=1e-5)
+
+
+def test_lamb_trains_the_pretrainer():
+    from electra_tf.pretraining.synthetic import masked_batch
+
+    config = ElectraConfig.load("electra_tiny", {"vocab_size": 60, "num_layers": 1, "optimizer": "lamb",
+                                                 "learning_rate": 1e-2, "num_train_steps": 20, "num_warmup_steps": 2})
+    keras.utils.set_random_seed(0)
+    pretrainer = ElectraPretrainer.from_electra_config(config)
+    pretrainer.compile(optimizer=create_optimizer(config))
+    batch = masked_batch(config, 8, seq_length=32)
+    losses = [pretrainer.train_on_batch(batch, return_dict=True)["masked_lm_loss"] for _ in range(12)]
+    assert np.isfinite(losses).all() and losses[-1] < losses[0] - 0.5
