@@ -64,6 +64,10 @@ setup(
         # here; Dataflow, Flink or Spark by Beam's options). TensorFlow Datasets builds its
         # Wikipedia with Beam; 2.77 installs beside TensorFlow 2.21 (protobuf, numpy pins agree).
         "beam": ["apache-beam[tfrecord]>=2.77,<3"],
+        # Corpora stored as records (data/records.py): Parquet and Arrow files (FineWeb, a saved
+        # HuggingFace dataset) need pyarrow, and .zst-compressed JSON Lines (OpenWebText2, The
+        # Pile) need zstandard (Python 3.11 has no zstd). JSON Lines, .gz and .bz2 need nothing.
+        "records": ["pyarrow>=17", "zstandard>=0.22"],
         # Reference comparisons only (tests/fixtures/make_reference.py, benchmarks/reference_parity.py,
         # the PyTorch peer of benchmarks/pretrain_step.py); the package never imports them. Install a CPU build
         # of torch first where the default wheel would pull CUDA packages.

@@ -56,6 +56,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--vocab_sample_sentences", type=int, default=DEFAULT_VOCAB_SAMPLE_SENTENCES, metavar="N",
                         help="without --vocab: learn it from a uniform sample of at most N sentences (seeded by "
                              f"--seed; default {DEFAULT_VOCAB_SAMPLE_SENTENCES:,}); recorded in metadata.json")
+    parser.add_argument("--text_field", default="text", metavar="FIELD",
+                        help="in JSON Lines, Parquet and Arrow inputs, the field that holds a document's text "
+                             "(a dotted path for a nested one, e.g. meta.text; default: text)")
     parser.add_argument("--held_out", type=float, default=0.0, metavar="FRACTION",
                         help="set aside this fraction of the documents (whole, chosen by a hash of --seed, file "
                              "name and document index) as held-out text, never in a training shard: pretrain "
@@ -107,7 +110,8 @@ def main(argv=None) -> int:
                             max_seq_length=args.max_seq_length, num_shards=args.num_shards,
                             num_workers=args.num_workers, seed=args.seed, overwrite=args.overwrite,
                             cased=args.cased, runner=args.runner, pipeline_args=args.pipeline_args,
-                            vocab_sample_sentences=args.vocab_sample_sentences, held_out=args.held_out)
+                            vocab_sample_sentences=args.vocab_sample_sentences, held_out=args.held_out,
+                            text_field=args.text_field)
     print_summary(metadata, args.output_dir, time.monotonic() - started)
     return 0
 

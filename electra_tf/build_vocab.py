@@ -49,6 +49,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="learn from a uniform sample of at most N sentences (a corpus too large for "
                              f"memory; default {DEFAULT_VOCAB_SAMPLE_SENTENCES:,})")
     parser.add_argument("--seed", type=int, default=0, help="seed of the sample")
+    parser.add_argument("--text_field", default="text", metavar="FIELD",
+                        help="in JSON Lines, Parquet and Arrow inputs, the field that holds a document's text "
+                             "(a dotted path for a nested one, e.g. meta.text; default: text)")
     parser.add_argument("--overwrite", action="store_true",
                         help="replace an existing --output (and the tokenizer_config.json beside it)")
     return parser
@@ -70,7 +73,7 @@ def main(argv=None) -> int:
         raise ElectraError("--vocab_sample_sentences must be at least 1.")
     build_vocabulary(args.input or [str(embedded_sample_path())], args.vocab_size, output, args.max_documents,
                      settings=TokenizerSettings.cased() if args.cased else TokenizerSettings(),
-                     sample_sentences=args.vocab_sample_sentences, seed=args.seed)
+                     sample_sentences=args.vocab_sample_sentences, seed=args.seed, text_field=args.text_field)
     return 0
 
 

@@ -39,6 +39,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--data", nargs="+", default=None,
                         help="a build_data folder or its *.tfrecord glob, or raw text files / wiki dumps "
                              "(tokenized and packed on the fly); default: the bundled Wikipedia sample")
+    parser.add_argument("--text_field", default="text", metavar="FIELD",
+                        help="raw JSON Lines, Parquet or Arrow --data: the field that holds a document's text "
+                             "(a dotted path for a nested one; default: text)")
     parser.add_argument("--vocab", default=None,
                         help="vocab.txt (default: the one the data was built with; for raw text, "
                              "learned into MODEL_DIR/vocab.txt)")
@@ -130,7 +133,7 @@ def main(argv=None) -> int:
         eval_batches=args.eval_batches, export_dir=Path(args.export_dir) if args.export_dir else None,
         profile_steps=_profile_steps(args.profile_steps), init_from=args.init_from,
         steps_per_loop=args.steps_per_loop, phase=args.phase, eval_data=args.eval_data,
-        eval_every=args.eval_every)
+        eval_every=args.eval_every, text_field=args.text_field)
     from electra_tf.pretraining.run import run_pretraining  # heavy: after the argument checks
 
     return report(run_pretraining(options), options.eval_batches)

@@ -39,15 +39,16 @@ def beam_shard_writer(pipeline_args: list[str]):
         from electra_tf.data.shards import DataError
         raise DataError(INSTALL_HINT)
 
-    def produce(files, vocab_path, work_dir, skips, skipped_files, max_seq_length, num_shards, seed, held_out=0.0):
+    def produce(files, vocab_path, work_dir, skips, skipped_files, max_seq_length, num_shards, seed, held_out=0.0,
+                text_field="text"):
         return run_pipeline([str(f) for f in files], str(vocab_path), Path(work_dir), skips, skipped_files,
-                            max_seq_length, num_shards, seed, pipeline_args, held_out)
+                            max_seq_length, num_shards, seed, pipeline_args, held_out, text_field)
 
     return produce
 
 
 def run_pipeline(files, vocab_path, work_dir: Path, skips, skipped_files, max_seq_length, num_shards, seed,
-                 pipeline_args, held_out=0.0):
+                 pipeline_args, held_out=0.0, text_field="text"):
     from apache_beam.options.pipeline_options import PipelineOptions
 
     from electra_tf.data.shards import HELD_OUT_FILE, shard_name
@@ -60,7 +61,7 @@ def run_pipeline(files, vocab_path, work_dir: Path, skips, skipped_files, max_se
     with beam.Pipeline(options=options) as pipeline:
         read = (pipeline
                 | "Files" >> beam.Create(files)
-                | "Documents" >> beam.ParDo(ReadDocuments()).with_outputs(COUNTS, main="documents"))
+                | "Documents" >> beam.ParDo(ReadDocuments(text_field)).with_outputs(COUNTS, main="documents"))
         packed = (read.documents
                   | "Spread" >> beam.Reshuffle()
                   | "Pack" >> beam.ParDo(PackDocuments(vocab_path, max_seq_length, seed, held_out)).with_outputs(
@@ -116,11 +117,14 @@ DoFn = beam.DoFn if beam is not None else object
 class ReadDocuments(DoFn):
     """One input file -> its documents; its skips (and the file itself, if unreadable) as counts."""
 
+    def __init__(self, text_field: str = "text"):
+        self.text_field = text_field
+
     def process(self, path):
         from electra_tf.data.corpus import Skips, file_documents
 
         skips, skipped_files = Skips(), []
-        yield from file_documents(Path(path), skips, skipped_files)
+        yield from file_documents(Path(path), skips, skipped_files, self.text_field)
         for reason, count in skips.items():
             yield beam.pvalue.TaggedOutput(COUNTS, (f"skip:{reason}", count))
         for entry in skipped_files:

@@ -57,12 +57,14 @@ def build_shards(output_dir: str | Path, inputs: list[str] | None = None, *, voc
                  vocab_size: int = DEFAULT_VOCAB_SIZE, max_seq_length: int = 128, num_shards: int = 8,
                  num_workers: int | None = None, seed: int = 0, overwrite: bool = False,
                  cased: bool = False, runner: str = "local", pipeline_args=(),
-                 vocab_sample_sentences: int = DEFAULT_VOCAB_SAMPLE_SENTENCES, held_out: float = 0.0) -> dict:
+                 vocab_sample_sentences: int = DEFAULT_VOCAB_SAMPLE_SENTENCES, held_out: float = 0.0,
+                 text_field: str = "text") -> dict:
     """Builds the shards of `inputs` (default: the embedded Wikipedia sample) into
     `output_dir`; returns the metadata written. With no `vocab`, one of `vocab_size` entries is
     learned from the inputs first (cased if `cased`) and written to OUTPUT_DIR/vocab.txt with its
     tokenizer_config.json; a given `vocab` brings its own casing. `held_out` (a fraction of the
-    documents, 0 by default as in the official data) is set aside as the held-out split. Raises `InputError` if
+    documents, 0 by default as in the official data) is set aside as the held-out split.
+    `text_field`: the field of record inputs (JSON Lines, Parquet, Arrow) that holds the text. Raises `InputError` if
     nothing usable was found, `DataError` for settings or a folder it cannot use.
 
     `runner="beam"`: the documents are packed by an Apache Beam pipeline (`beam_builder.py`)
@@ -87,13 +89,13 @@ def build_shards(output_dir: str | Path, inputs: list[str] | None = None, *, voc
 
     with FolderLock(output_dir, "electra_tf.build_data"):
         return _build(output_dir, inputs, vocab, vocab_size, max_seq_length, num_shards, num_workers, seed, overwrite,
-                      cased, produce, vocab_sample_sentences, held_out)
+                      cased, produce, vocab_sample_sentences, held_out, text_field)
 
 
 def _build(output_dir, inputs, vocab, vocab_size, max_seq_length, num_shards, num_workers, seed, overwrite, cased,
-           produce=None, vocab_sample_sentences=DEFAULT_VOCAB_SAMPLE_SENTENCES, held_out=0.0):
+           produce=None, vocab_sample_sentences=DEFAULT_VOCAB_SAMPLE_SENTENCES, held_out=0.0, text_field="text"):
     """`produce(files, vocab_path, work_dir, skips, skipped_files, max_seq_length, num_shards,
-    seed, held_out)` writes WORK_DIR/shard-<i>-of-<n>.tfrecord (and WORK_DIR/held_out.tfrecord)
+    seed, held_out, text_field)` writes WORK_DIR/shard-<i>-of-<n>.tfrecord (and WORK_DIR/held_out.tfrecord)
     and returns (stats, examples per shard); None: this machine's worker processes."""
     if existing_data(output_dir) and not overwrite:
         raise DataError(f"{output_dir} already holds pre-training data; pass --overwrite "
@@ -105,8 +107,8 @@ def _build(output_dir, inputs, vocab, vocab_size, max_seq_length, num_shards, nu
         raise InputError(f"no input files found in {' '.join(inputs)} ({skips.describe()}).")
 
     output_dir.mkdir(parents=True, exist_ok=True)
+    _remove_stale_work_folders(output_dir)
     work_dir = output_dir / f".build-{os.getpid()}"
-    shutil.rmtree(work_dir, ignore_errors=True)
     work_dir.mkdir()
     try:
         vocab_path = Path(vocab) if vocab else None
@@ -116,7 +118,8 @@ def _build(output_dir, inputs, vocab, vocab_size, max_seq_length, num_shards, nu
             build_vocabulary([str(f) for f in files], vocab_size, vocab_path,
                              settings=TokenizerSettings.cased() if cased else TokenizerSettings(),
                              final_path=output_dir / VOCAB_FILE,  # the work folder is renamed into place
-                             sample_sentences=vocab_sample_sentences, seed=seed, sample=vocab_sample)
+                             sample_sentences=vocab_sample_sentences, seed=seed, sample=vocab_sample,
+                             text_field=text_field)
         vocabulary = read_vocabulary(vocab_path)
         settings = read_tokenizer_settings(vocab_path)
         check_casing(vocabulary, settings, f"vocabulary {vocab_path}")
@@ -128,11 +131,11 @@ def _build(output_dir, inputs, vocab, vocab_size, max_seq_length, num_shards, nu
         skipped_files = []
         if produce is None:
             stats, shard_examples = _run_workers(files, vocab_path, work_dir, skips, skipped_files, max_seq_length,
-                                                 num_shards, num_workers, seed, held_out)
+                                                 num_shards, num_workers, seed, held_out, text_field)
             _join_worker_parts(work_dir, num_shards, num_workers)
         else:
             stats, shard_examples = produce(files, vocab_path, work_dir, skips, skipped_files, max_seq_length,
-                                            num_shards, seed, held_out)
+                                            num_shards, seed, held_out, text_field)
         if skipped_files:
             print(f"skipped {len(skipped_files)} input file(s): " + "; ".join(
                 f"{entry['file']} ({entry['reason']})" for entry in skipped_files[:10])
@@ -147,6 +150,12 @@ def _build(output_dir, inputs, vocab, vocab_size, max_seq_length, num_shards, nu
             shards.append({"file": name, "examples": shard_examples[index],
                            "bytes": (work_dir / name).stat().st_size,
                            "sha256": file_sha256(work_dir / name)})
+        empty = [shard["file"] for shard in shards if shard["examples"] == 0]
+        if empty:
+            print(f"warning: {len(empty)} of the {num_shards} shards hold no example (the data made "
+                  f"{stats['examples']:,} examples): {', '.join(empty[:4])}{' ...' if len(empty) > 4 else ''}. "
+                  f"Training reads the others; a multi-worker run needs a non-empty shard per worker: rebuild with "
+                  f"--num_shards {max(1, min(num_shards, stats['examples']))} or fewer, or with more text.", flush=True)
 
         capacity = stats["examples"] * max_seq_length
         metadata = {
@@ -164,6 +173,7 @@ def _build(output_dir, inputs, vocab, vocab_size, max_seq_length, num_shards, nu
             "runner": "local" if produce is None else "beam",
             "num_workers": num_workers if produce is None else None,  # Beam's workers are its runner's
             "inputs": [str(f) for f in files],
+            "text_field": text_field,  # the field read from record inputs (JSON Lines, Parquet, Arrow)
             "documents": stats["documents"],
             "sentences": stats["sentences"],
             "examples": stats["examples"],
@@ -172,6 +182,7 @@ def _build(output_dir, inputs, vocab, vocab_size, max_seq_length, num_shards, nu
             "skipped": dict(sorted(skips.items())),
             "skipped_files": skipped_files,
             "shards": shards,
+            "empty_shards": empty,
             "held_out": _held_out_entry(work_dir, stats, held_out),
         }
         # Swap in: old data goes only now that the new data is complete; metadata goes last,
@@ -189,6 +200,15 @@ def _build(output_dir, inputs, vocab, vocab_size, max_seq_length, num_shards, nu
         return metadata
     finally:
         shutil.rmtree(work_dir, ignore_errors=True)
+
+
+def _remove_stale_work_folders(output_dir: Path) -> None:
+    """Removes the `.build-<pid>` folders that builds killed midway (SIGKILL, a lost machine) left
+    in OUTPUT_DIR. This build holds the folder's lock, so no other build is writing one."""
+    for stale in sorted(output_dir.glob(".build-*")):
+        if stale.is_dir():
+            shutil.rmtree(stale, ignore_errors=True)
+            print(f"note: removed {stale}, the temporary folder of an earlier build that did not finish.", flush=True)
 
 
 def _held_out_entry(work_dir: Path, stats: dict, fraction: float) -> dict | None:
@@ -222,7 +242,7 @@ def _join_worker_parts(work_dir: Path, num_shards: int, num_workers: int) -> Non
 
 
 def _run_workers(files, vocab_path, work_dir, skips, skipped_files, max_seq_length, num_shards, num_workers, seed,
-                 held_out=0.0):
+                 held_out=0.0, text_field="text"):
     context = multiprocessing.get_context("spawn")  # TensorFlow does not survive fork
     inboxes = [context.Queue(QUEUE_DOCUMENTS) for _ in range(num_workers)]
     outbox = context.Queue()
@@ -289,7 +309,7 @@ def _run_workers(files, vocab_path, work_dir, skips, skipped_files, max_seq_leng
     try:
         for path in files:
             size = path.stat().st_size
-            for document in file_documents(path, skips, skipped_files):
+            for document in file_documents(path, skips, skipped_files, text_field):
                 send(documents_sent % num_workers, document)
                 documents_sent += 1
                 sent_ends.append(finished_bytes + document.offset)

@@ -1,9 +1,11 @@
 """Reading text corpora into documents of sentences.
 
-Inputs (files, globs or folders) come in two kinds:
+Inputs (files, globs or folders) come in three kinds:
 - text files: one sentence or paragraph per line, a blank line between documents (the
   official ELECTRA/BERT format). Each line is split further into sentences by a real
   splitter (blingfire), so plain prose with a paragraph per line works too;
+- records (`records.py`): JSON Lines, Parquet and Arrow files, a document per record, its
+  text from one field (`text_field`), its lines as paragraphs;
 - MediaWiki XML dumps (`*.xml`, `*.xml.bz2`, recognised by content), such as
   `enwiki-*-pages-articles*.xml*.bz2`: streamed page by page; article pages (namespace 0, not redirects) become documents after
   their markup is removed with mwparserfromhell.
@@ -18,18 +20,18 @@ run goes on; the caller decides whether anything usable was found.
 
 from __future__ import annotations
 
-import bz2
 import collections
-import contextlib
 import dataclasses
 import glob
-import gzip
 import importlib.util
 import os
+import sys
 import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 from typing import Iterator
 
+from electra_tf.data.records import (DEFAULT_TEXT_FIELD, SNIFF_LINES, looks_like_json_lines, open_decompressed,
+                                     record_format, record_texts)
 from electra_tf.utils.errors import ElectraError
 
 # Longer lines are skipped (and counted): a multi-megabyte "line" is a data error (a dumped
@@ -101,25 +103,21 @@ def is_wiki_dump(head: bytes) -> bool:
     return b"<mediawiki" in head[:BINARY_SNIFF_BYTES]
 
 
-@contextlib.contextmanager
 def open_binary(path: Path):
-    """Yields (decompressed stream, raw file); raw.tell() measures progress through the file."""
-    with open(path, "rb") as raw:
-        if path.suffix == ".bz2":
-            with bz2.open(raw, "rb") as stream:
-                yield stream, raw
-        elif path.suffix == ".gz":
-            with gzip.open(raw, "rb") as stream:
-                yield stream, raw
-        else:
-            yield raw, raw
+    """A context yielding (decompressed stream, raw file) for plain, .gz, .bz2 and .zst files;
+    raw.tell() measures progress through the file."""
+    return open_decompressed(path)
 
 
-def iter_raw_documents(path: Path, skips: Skips) -> Iterator[RawDocument]:
-    """The documents of one input file; problems are counted in `skips`."""
+def iter_raw_documents(path: Path, skips: Skips, text_field: str = DEFAULT_TEXT_FIELD) -> Iterator[RawDocument]:
+    """The documents of one input file; problems are counted in `skips`. `text_field` is the
+    field of a record file that holds a document's text."""
     try:
         if path.stat().st_size == 0:
             skips["empty file"] += 1
+            return
+        if record_format(path):
+            yield from _record_documents(path, text_field, skips)
             return
         with open_binary(path) as (stream, _):
             head = stream.read(BINARY_SNIFF_BYTES)
@@ -131,6 +129,13 @@ def iter_raw_documents(path: Path, skips: Skips) -> Iterator[RawDocument]:
             return
         if is_wiki_dump(head):
             yield from _wiki_documents(path, skips)
+        elif looks_like_json_lines(_first_lines(path)):
+            # Read as prose, a record's keys and escapes would become the vocabulary's words.
+            print(f"warning: {path} is named as text, but its lines are JSON objects: reading it as JSON Lines "
+                  f"records, a document per record, the text from the field {text_field!r} (--text_field names "
+                  "another; name the file .jsonl to say so).", file=sys.stderr, flush=True)
+            skips["text files read as JSON Lines (their lines are JSON objects)"] += 1
+            yield from _record_documents(path, text_field, skips)
         else:
             yield from _text_documents(path, skips)
     except (OSError, EOFError, ElementTree.ParseError) as error:
@@ -140,15 +145,32 @@ def iter_raw_documents(path: Path, skips: Skips) -> Iterator[RawDocument]:
 FILE_LEVEL_SKIPS = ("empty file", "binary file", "unreadable")  # a whole file (or its rest) passed over
 
 
-def file_documents(path: Path, skips: Skips, skipped_files: list) -> Iterator[RawDocument]:
+def file_documents(path: Path, skips: Skips, skipped_files: list,
+                   text_field: str = DEFAULT_TEXT_FIELD) -> Iterator[RawDocument]:
     """`iter_raw_documents`, and each file-level problem (empty, binary, unreadable: a corrupt
     archive, a truncated dump) appended to `skipped_files` as {"file": ..., "reason": ...}, so
     a bad file among many is named in the metadata and the summary."""
     before = Skips(skips)
-    yield from iter_raw_documents(path, skips)
+    yield from iter_raw_documents(path, skips, text_field)
     for reason in sorted(r for r in skips if skips[r] != before.get(r, 0)):
         if reason.startswith(FILE_LEVEL_SKIPS):
             skipped_files.append({"file": str(path), "reason": reason})
+
+
+def _first_lines(path: Path) -> list[bytes]:
+    with open_binary(path) as (stream, _):
+        return [stream.readline(MAX_LINE_CHARS) for _ in range(SNIFF_LINES)]
+
+
+def _record_documents(path: Path, text_field: str, skips: Skips) -> Iterator[RawDocument]:
+    """A document per good record; its text's non-empty lines are its paragraphs."""
+    for index, (text, offset) in enumerate(record_texts(path, text_field, skips)):
+        paragraphs = [line.strip() for line in text.splitlines() if line.strip()]
+        if any(len(line) > MAX_LINE_CHARS for line in paragraphs):
+            skips[f"line over {MAX_LINE_CHARS:,} characters"] += 1
+            paragraphs = [line for line in paragraphs if len(line) <= MAX_LINE_CHARS]
+        if paragraphs:
+            yield RawDocument(str(path), index, "text", paragraphs, offset)
 
 
 def _text_documents(path: Path, skips: Skips) -> Iterator[RawDocument]:

@@ -31,9 +31,10 @@ DEFAULT_VOCAB_SAMPLE_SENTENCES = 5_000_000
 
 def collect_sentences(inputs: list[str], skips: Skips, max_documents: int | None = None,
                       progress_label: str = "reading text", sample_sentences: int | None = None,
-                      seed: int = 0, sample: dict | None = None) -> list[str]:
+                      seed: int = 0, sample: dict | None = None, text_field: str = "text") -> list[str]:
     """The inputs' sentences, or a uniform sample of `sample_sentences` of them (seeded); the
-    sample's size, the number of sentences read and the seed go into `sample` when given."""
+    sample's size, the number of sentences read and the seed go into `sample` when given.
+    `text_field`: the field of record files (JSON Lines, Parquet) that holds the text."""
     files = expand_inputs(inputs, skips)
     if not files:
         raise InputError(f"no input files found in {inputs} ({skips.describe()}).")
@@ -42,7 +43,7 @@ def collect_sentences(inputs: list[str], skips: Skips, max_documents: int | None
     documents = seen = 0
     chooser = random.Random(seed)
     for path in files:
-        for document in iter_raw_documents(path, skips):
+        for document in iter_raw_documents(path, skips, text_field):
             for sentence in to_sentences(document, skips):
                 seen += 1
                 if sample_sentences is None or len(sentences) < sample_sentences:
@@ -68,7 +69,7 @@ def collect_sentences(inputs: list[str], skips: Skips, max_documents: int | None
 def build_vocabulary(inputs: list[str], vocab_size: int, output: Path,
                      max_documents: int | None = None, settings=None, final_path: Path | None = None,
                      sample_sentences: int | None = DEFAULT_VOCAB_SAMPLE_SENTENCES, seed: int = 0,
-                     sample: dict | None = None) -> list[str]:
+                     sample: dict | None = None, text_field: str = "text") -> list[str]:
     """Learns a vocabulary from `inputs` and writes it to `output` (atomically), with the
     `TokenizerSettings` (default: uncased) in a tokenizer_config.json beside it. `final_path`:
     where the file will end up when `output` is a temporary folder's (the message names it)."""
@@ -80,7 +81,7 @@ def build_vocabulary(inputs: list[str], vocab_size: int, output: Path,
     skips = Skips()
     sample = {} if sample is None else sample
     sentences = collect_sentences(inputs, skips, max_documents, sample_sentences=sample_sentences, seed=seed,
-                                  sample=sample)
+                                  sample=sample, text_field=text_field)
     which = (f"a uniform sample of {len(sentences):,} of {sample['of']:,} sentences (seed {seed})"
              if sample["of"] > len(sentences) else f"{len(sentences):,} sentences")
     print(f"Learning a {vocab_size}-entry {settings.describe()} WordPiece vocabulary from {which} "

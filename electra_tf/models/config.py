@@ -68,6 +68,9 @@ class ElectraConfig:
     # None: derived as int((mask_prob + 0.005) * max_seq_length), from the final values.
     max_predictions_per_seq: int | None = None
     mask_token_rate: float = 0.85
+    # Spend the masking budget on whole words (every piece of a chosen word masked together),
+    # as TF Model Garden's BERT data can; off in the official code (pretraining/masking.py).
+    whole_word_masking: bool = False
     random_token_rate: float = 0.0
     gen_weight: float = 1.0
     disc_weight: float = 50.0

@@ -3,10 +3,12 @@
 `HeldOutEvaluation` computes the pretrainer's metrics (the discriminator's AUC, accuracy,
 precision and recall on replaced tokens; the generator's MLM accuracy and loss) on a fixed set
 of batches: held-out text when the data has a held-out split (`build_data --held_out`) or
-`--eval_data` names one, otherwise training text masked afresh, and says which. The batches'
-masking and the generator's samples are the same at every evaluation, so the numbers of one
-run are comparable over time; the run's own sampling stream is left where it was, so turning
-evaluation on does not change training.
+`--eval_data` names one, otherwise training text masked afresh, and says which. Evaluations
+during the run use the same batches, masking and generator samples every time, so their
+numbers are comparable over time, and leave the run's own sampling stream where it was, so
+turning them on does not change training. The final evaluation reads the same batches and
+masking with the generator sampling on from the run's stream, as it always has (the run is
+over; its figures stay those of runs without evaluations during training).
 
 `TrainingHealth` reads the progress windows' metrics and warns, once each, about the two ways
 ELECTRA pre-training fails without a visible error: a discriminator that calls every token
@@ -51,7 +53,8 @@ class HeldOutEvaluation:
         self.pretrainer, self.batches, self.num_batches = pretrainer, batches, num_batches
         self.text, self.writer, self.quiet = text, writer, quiet
 
-    def __call__(self, step: int, prefix: str = "eval", progress_label: str | None = None) -> dict:
+    def __call__(self, step: int, prefix: str = "eval", progress_label: str | None = None,
+                 fixed_sampling: bool = True) -> dict:
         model = self.pretrainer
         state = model.seed_generator.state
         saved_state = keras.ops.convert_to_numpy(state)
@@ -59,12 +62,15 @@ class HeldOutEvaluation:
         callbacks = ([batch_progress(progress_label, self.num_batches, "batches")]
                      if progress_label and not self.quiet else [])
         try:
-            state.assign(keras.ops.cast(keras.ops.full(saved_state.shape, EVALUATION_SAMPLING_STATE), state.dtype))
+            if fixed_sampling:
+                state.assign(keras.ops.cast(keras.ops.full(saved_state.shape, EVALUATION_SAMPLING_STATE),
+                                            state.dtype))
             model.steps_per_execution = 1  # read when the step is called: training's loop is unchanged
             metrics = model.evaluate(self.batches, steps=self.num_batches, return_dict=True, verbose=0,
                                      callbacks=callbacks)
         finally:
-            state.assign(saved_state)
+            if fixed_sampling:
+                state.assign(saved_state)
             model.steps_per_execution = saved_steps
             for metric in model.metrics:  # training's next window starts from empty trackers
                 metric.reset_state()

@@ -18,7 +18,7 @@ import tensorflow as tf
 from electra_tf.models.config import ElectraConfig
 from electra_tf.data.shards import DataError, check_shards, parse_padded_batch
 from electra_tf.data.tokenization import ElectraTokenizer
-from electra_tf.pretraining.masking import mask_tokens
+from electra_tf.pretraining.masking import continuation_pieces, mask_tokens
 
 # Records are shuffled in a buffer of 1,000 after the shard files are shuffled and interleaved
 # (8 files at a time, 16 records from each in turn). The official code shuffles a buffer of 100
@@ -114,19 +114,23 @@ def _pad(example, length):
 
 def masking_function(config: ElectraConfig, tokenizer: ElectraTokenizer):
     """(batch, seed) -> batch with ELECTRA's masking fields, for `Dataset.map`."""
+    continuations = (tf.constant(continuation_pieces(tokenizer.vocabulary), tf.bool)
+                     if config.whole_word_masking else None)
+
     def mask(batch, seed):
         return {**batch, **mask_tokens(
             batch["token_ids"], batch["padding_mask"], seed,
             mask_prob=config.mask_prob, max_predictions=config.num_masked_predictions,
             mask_token_id=tokenizer.mask_id, special_token_ids=tokenizer.special_token_ids,
             mask_token_rate=config.mask_token_rate, random_token_rate=config.random_token_rate,
-            vocab_size=tokenizer.vocabulary_size)}
+            vocab_size=tokenizer.vocabulary_size, word_continuations=continuations)}
     return mask
 
 
 def raw_text_dataset(inputs: list[str], config: ElectraConfig, tokenizer: ElectraTokenizer,
-                     batch_size: int, seed: int = 0, repeat: bool = True) -> tf.data.Dataset:
-    """Masked batches straight from text files or wiki dumps, tokenized and packed on the fly."""
+                     batch_size: int, seed: int = 0, repeat: bool = True, text_field: str = "text") -> tf.data.Dataset:
+    """Masked batches straight from text files, wiki dumps or record files (their `text_field`),
+    tokenized and packed on the fly."""
     from electra_tf.data.corpus import InputError, Skips, expand_inputs, iter_raw_documents, to_sentences
     from electra_tf.data.packing import ExamplePacker, pack_sentences
 
@@ -138,7 +142,7 @@ def raw_text_dataset(inputs: list[str], config: ElectraConfig, tokenizer: Electr
 
     def generate():
         for path in files:
-            for document in iter_raw_documents(path, skips):
+            for document in iter_raw_documents(path, skips, text_field):
                 sentences = to_sentences(document, skips)
                 if not sentences:
                     continue

@@ -17,6 +17,13 @@ predicted:
 - k is also capped at the number of selectable tokens (a sequence of only special tokens
   gets no prediction slots instead of slots pointing at [CLS]).
 
+Whole-word masking (`word_continuations`, the config's `whole_word_masking`; off by default,
+as in the official code) spends the same budget of k pieces on whole words: a piece marked as
+a continuation (WordPiece's `##`) belongs to the word before it, every piece of a chosen word is
+masked, words are taken in a random order and one that no longer fits the budget is passed
+over for the next, as TF Model Garden's BERT data does (`create_pretraining_data.py`,
+`do_whole_word_mask`). A word longer than k pieces is never masked.
+
 Randomness is stateless (seeded per call, Philox), so a pipeline is reproducible from its
 seed and cheap under XLA.
 """
@@ -42,6 +49,7 @@ def mask_tokens(
     mask_token_rate: float = 0.85,
     random_token_rate: float = 0.0,
     vocab_size: int | None = None,
+    word_continuations=None,
 ) -> dict[str, tf.Tensor]:
     """Selects and masks positions of `token_ids` ([B, L] or [L]).
 
@@ -55,6 +63,8 @@ def mask_tokens(
       special_token_ids: ids never selected ([PAD], [CLS], [SEP], [MASK], [UNK] ...).
       mask_token_rate / random_token_rate: how selected tokens are replaced.
       vocab_size: needed only when `random_token_rate > 0`.
+      word_continuations: None (each piece on its own, the official rule), or a boolean vector
+        over the vocabulary, True for the pieces that continue a word: whole-word masking.
 
     Returns:
       dict of int32 tensors: `token_ids` (the masked input, same shape as the input),
@@ -91,11 +101,17 @@ def mask_tokens(
     num_selectable = tf.reduce_sum(tf.cast(selectable, tf.int32), axis=-1)
     num_to_predict = tf.minimum(num_to_predict, num_selectable)
 
-    # Uniform random priorities; the top-k selectable ones form a uniform draw of k distinct
-    # positions. Non-selectable positions rank below every selectable one.
     priority = tf.random.stateless_uniform(
         [batch_size, seq_length], select_seed, alg=RNG_ALGORITHM)
-    priority = tf.where(selectable, priority, -1.0)
+    if word_continuations is not None:
+        chosen = whole_words_within_budget(token_ids, selectable, priority, num_to_predict, word_continuations)
+        num_to_predict = tf.reduce_sum(tf.cast(chosen, tf.int32), axis=-1)
+        # The chosen positions first (top_k puts the lower index first among equal values).
+        priority = tf.where(chosen, 1.0, -1.0)
+    else:
+        # Uniform random priorities; the top-k selectable ones form a uniform draw of k distinct
+        # positions. Non-selectable positions rank below every selectable one.
+        priority = tf.where(selectable, priority, -1.0)
     top_positions = tf.math.top_k(priority, k=max_predictions, sorted=True).indices
     mask_weights = tf.sequence_mask(num_to_predict, max_predictions, dtype=tf.int32)
     # Ascending positions for used slots; unused slots point at 0 with weight 0.
@@ -123,6 +139,45 @@ def mask_tokens(
     if unbatched:
         outputs = {key: value[0] for key, value in outputs.items()}
     return outputs
+
+
+def whole_words_within_budget(token_ids, selectable, priority, budget, word_continuations):
+    """[B, L] bool: the pieces of whole words chosen in `priority` order (a word's priority is its
+    first piece's) while their pieces fit in `budget` ([B]); a word that does not fit is passed over."""
+    batch_size, seq_length = tf.shape(token_ids)[0], tf.shape(token_ids)[1]
+    continues = tf.gather(tf.cast(word_continuations, tf.bool), token_ids)
+    previous_selectable = tf.pad(selectable[:, :-1], [[0, 0], [1, 0]])
+    starts = selectable & (~continues | ~previous_selectable)  # a "##" piece after [CLS] starts a word
+    word = tf.cumsum(tf.cast(starts, tf.int32), axis=-1) - 1  # each piece's word, per sequence
+    # Words numbered across the batch, for segment sums; pieces outside words go to a spare segment.
+    segments = batch_size * seq_length
+    word_of_piece = tf.where(selectable & (word >= 0), word + tf.range(batch_size)[:, tf.newaxis] * seq_length,
+                             segments)
+    lengths = tf.math.unsorted_segment_sum(tf.ones_like(word_of_piece), word_of_piece, segments + 1)
+    # Words in priority order: their first pieces, highest priority first; then the greedy pass.
+    order = tf.math.top_k(tf.where(starts, priority, -1.0), k=seq_length).indices
+    is_word = tf.gather(starts, order, batch_dims=1)
+    word_lengths = tf.where(is_word, tf.gather(lengths, tf.gather(word_of_piece, order, batch_dims=1)), 0)
+
+    def take(used, length):
+        fits = used + length <= budget
+        return used + tf.where(fits, length, 0)
+
+    used_after = tf.scan(take, tf.transpose(word_lengths), initializer=tf.zeros_like(budget))  # [L, B]
+    used_before = tf.concat([tf.zeros_like(budget)[tf.newaxis], used_after[:-1]], axis=0)
+    taken = tf.transpose((used_after > used_before)) & is_word  # [B, L], in priority order
+    taken_words = tf.math.unsorted_segment_max(
+        tf.cast(taken, tf.int32), tf.gather(word_of_piece, order, batch_dims=1), segments + 1)
+    return selectable & (tf.gather(taken_words, word_of_piece) > 0)
+
+
+def continuation_pieces(vocabulary: Sequence[str]) -> list[bool]:
+    """For whole-word masking: which entries of a WordPiece vocabulary continue a word ("##...").
+
+    >>> continuation_pieces(["[CLS]", "play", "##ing", "#", "##"])
+    [False, False, True, False, True]
+    """
+    return [piece.startswith("##") for piece in vocabulary]
 
 
 def scatter_at_positions(sequence, positions, updates, weights):

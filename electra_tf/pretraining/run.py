@@ -55,6 +55,7 @@ class PretrainingOptions:
     phase: int | None = None
     eval_data: str | None = None  # a build_data folder of held-out text (None: the data's held-out split)
     eval_every: int | None = None  # None: evaluate at the end only
+    text_field: str = "text"  # the field of raw record inputs (JSON Lines, Parquet, Arrow) that holds the text
 
     def __post_init__(self):
         for name in ("checkpoint_every", "keep_checkpoints", "log_every", "sample_every", "eval_batches",
@@ -156,7 +157,7 @@ def _prepare_data(options: PretrainingOptions, config: ElectraConfig, model_dir:
         vocab = options.vocab or str(model_dir.vocab)
         if not Path(vocab).is_file():
             from electra_tf.data.vocabulary import DEFAULT_VOCAB_SIZE, build_vocabulary
-            build_vocabulary(list(location), DEFAULT_VOCAB_SIZE, Path(vocab))
+            build_vocabulary(list(location), DEFAULT_VOCAB_SIZE, Path(vocab), text_field=options.text_field)
         description = f"raw text, packed on the fly: {' '.join(location)}"
     return _Data(kind, location, ElectraTokenizer(vocab), description)
 
@@ -463,7 +464,8 @@ def _input(options, config, data, role, runtime, closing):
         if data.kind == "records":
             return pretraining_dataset(data.location, config, data.tokenizer, batch_size, seed=seed,
                                        input_context=input_context)
-        return raw_text_dataset(data.location, config, data.tokenizer, batch_size, seed=seed)
+        return raw_text_dataset(data.location, config, data.tokenizer, batch_size, seed=seed,
+                                text_field=options.text_field)
 
     # Raw text is read through a Python generator, whose position TensorFlow cannot save: a
     # resumed run then reads the text from the start again (build_data's shards resume exactly).
@@ -656,7 +658,8 @@ def _evaluation(run: _Run):
 
 def _evaluate(run: _Run) -> dict:
     """The final metrics on the evaluation batches, also to TensorBoard (`final_eval/`)."""
-    return _evaluation(run)(run.checkpoint.step, prefix="final_eval", progress_label="final evaluation")
+    return _evaluation(run)(run.checkpoint.step, prefix="final_eval", progress_label="final evaluation",
+                            fixed_sampling=False)
 
 
 def _export(run: _Run) -> Path | None:

@@ -5,6 +5,8 @@ that checks the message a user without Beam gets."""
 
 import bz2
 import collections
+import gzip
+import json
 import re
 from pathlib import Path
 
@@ -35,15 +37,20 @@ def real_inputs(tmp_path_factory):
     (folder / "notes.txt").write_text("The river rises in the hills. It flows south.\n\nBees visit the orchard.\n",
                                       encoding="utf-8")
     (folder / "broken.bz2").write_bytes(b"BZh91AY&SY" + b"\x00not bzip2" * 20)
+    # Records too: a page per record, one of them bad.
+    records = [{"meta": {"text": text}} for text in re.findall(r"<text[^>]*>(.*?)</text>", "".join(pages[40:60]), re.S)]
+    with gzip.open(folder / "records.jsonl.gz", "wt", encoding="utf-8") as file:
+        file.write("\n".join(json.dumps(r) for r in records + [{"meta": {}}]) + "\n")
     return folder
 
 
 def test_beam_builds_the_local_builders_examples_counts_and_skips(real_inputs, small_vocab, tmp_path):
     pytest.importorskip("apache_beam")
     local = build_shards(tmp_path / "local", [str(real_inputs)], vocab=small_vocab, max_seq_length=64,
-                         num_shards=3, num_workers=2, seed=5, held_out=0.1)
+                         num_shards=3, num_workers=2, seed=5, held_out=0.1, text_field="meta.text")
     beam = build_shards(tmp_path / "beam", [str(real_inputs)], vocab=small_vocab, max_seq_length=64,
-                        num_shards=3, seed=5, runner="beam", held_out=0.1)
+                        num_shards=3, seed=5, runner="beam", held_out=0.1, text_field="meta.text")
+    assert local["skipped"]["records without the field 'meta.text'"] == 1
     assert local["examples"] > 50 and local["held_out"]["examples"] > 0
     assert examples(tmp_path / "beam") == examples(tmp_path / "local")  # example by example
     for key in ("documents", "sentences", "examples", "tokens", "skipped", "skipped_files", "vocab_fingerprint"):

@@ -124,3 +124,73 @@ def test_scatter_ignores_unused_slots():
     out = scatter_at_positions(sequence, np.array([[2, 0, 0]]), np.array([[99, 98, 97]]),
                                np.array([[1, 0, 0]]))
     np.testing.assert_array_equal(out.numpy(), [[10, 11, 99, 13]])
+
+
+def words_of(continues_row):
+    """Word index of each position: a continuation joins the word before it."""
+    words, current = [], -1
+    for continues in continues_row:
+        current += 0 if continues and current >= 0 else 1
+        words.append(current)
+    return words
+
+
+def test_whole_word_masking_masks_every_piece_of_a_chosen_word_and_keeps_the_rate():
+    """Random words of 1-4 pieces (ids >= 100 continue a word): a masked word is never partly
+    masked, and the masked share stays near 15% over many sequences."""
+    rng = np.random.default_rng(0)
+    vocab_size, length, batch = 200, 128, 64
+    continuation = np.arange(vocab_size) >= 100
+    token_ids = np.zeros((batch, length), np.int32)
+    for row in token_ids:
+        position = 1
+        while position < length - 1:
+            pieces = rng.integers(1, 5)
+            for piece in range(min(pieces, length - 1 - position)):
+                row[position] = rng.integers(100, 200) if piece else rng.integers(10, 100)
+                position += 1
+        row[0], row[-1] = 2, 3  # [CLS], [SEP]
+    padding = np.ones_like(token_ids)
+    padding[:8, 100:] = 0  # some shorter sequences
+    token_ids[:8, 100:] = 0
+    out = mask_tokens(token_ids, padding, seed=[3, 4], mask_prob=0.15, max_predictions=20, mask_token_id=MASK,
+                      special_token_ids=SPECIAL_TOKEN_IDS, mask_token_rate=1.0,
+                      word_continuations=continuation)
+    positions, weights = out["mask_positions"].numpy(), out["mask_weights"].numpy()
+    masked_pieces = 0
+    for row in range(batch):
+        chosen = set(positions[row][weights[row] > 0].tolist())
+        words = words_of(continuation[token_ids[row]] & (padding[row] > 0))
+        for word in set(words[p] for p in chosen):
+            pieces = {p for p, w in enumerate(words) if w == word and padding[row][p] and token_ids[row][p] > 3}
+            assert pieces <= chosen, f"row {row}: word {word} partly masked"
+        assert len(chosen) <= round(padding[row].sum() * 0.15)
+        masked_pieces += len(chosen)
+    share = masked_pieces / padding.sum()
+    assert 0.13 < share <= 0.15, share
+    # Each piece on its own (the default) masks exactly the budget.
+    plain = mask_tokens(token_ids, padding, seed=[3, 4], mask_prob=0.15, max_predictions=20, mask_token_id=MASK,
+                        special_token_ids=SPECIAL_TOKEN_IDS)
+    assert plain["mask_weights"].numpy().sum() >= masked_pieces
+
+
+def test_whole_word_masking_runs_in_the_input_pipeline(small_vocab):
+    from electra_tf.data.tokenization import ElectraTokenizer
+    from electra_tf.models.config import ElectraConfig
+    from electra_tf.pretraining.input_pipeline import masking_function
+
+    tokenizer = ElectraTokenizer(small_vocab)
+    config = ElectraConfig.load("electra_tiny", {"max_seq_length": 32, "whole_word_masking": True})
+    ids = tokenizer.tokenize(["the unbelievably fast river flows south to the sea"]).to_list()[0]
+    row = ([tokenizer.cls_id] + ids + [tokenizer.sep_id] + [0] * 32)[:32]
+    batch = {"token_ids": tf.constant([row] * 4), "padding_mask": tf.constant([[int(i > 0) for i in row]] * 4)}
+    dataset = tf.data.Dataset.from_tensors((batch, tf.constant([1, 2], tf.int64))).map(masking_function(config, tokenizer))
+    out = next(iter(dataset))
+    pieces = [tokenizer.vocabulary[i] for i in row]
+    for r in range(4):
+        chosen = {int(p) for p, w in zip(out["mask_positions"][r], out["mask_weights"][r]) if w}
+        for p in chosen:  # the pieces after a masked word start that continue it are masked too
+            q = p + 1
+            while q < len(pieces) and pieces[q].startswith("##"):
+                assert q in chosen
+                q += 1
