@@ -30,6 +30,11 @@ tf.config.set_logical_device_configuration(
     _cpus[0], [tf.config.LogicalDeviceConfiguration()] * 2)
 
 
+def pytest_xdist_auto_num_workers(config):
+    """`-n auto`: two processes more than cores (pytest.ini says why)."""
+    return (os.cpu_count() or 1) + 2
+
+
 @pytest.fixture(autouse=True)
 def _fresh_keras_state():
     import keras

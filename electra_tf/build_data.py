@@ -7,7 +7,8 @@ The work is `electra_tf.data.builder.build_shards`; this module parses and repor
         --num_shards 64 --num_workers 8 --seed 0
 
 With no --input, the embedded Wikipedia sample; with no --vocab, a vocabulary is learned from
-the input first and written to OUTPUT_DIR/vocab.txt.
+the input first and written to OUTPUT_DIR/vocab.txt. Records (JSON Lines, Parquet, Arrow) give a
+document each, from --text_field; --held_out sets aside a fraction of the documents.
 
 `--runner beam` builds the same examples with an Apache Beam pipeline (`pip install -e
 ".[beam]"`); Beam's own pipeline options follow `--`, passed through unchanged:
@@ -37,8 +38,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m electra_tf.build_data", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--input", nargs="+", default=None,
-                        help="text files, MediaWiki dumps (.xml, .xml.bz2), globs or folders "
-                             "(default: the embedded Wikipedia sample)")
+                        help="text files, MediaWiki dumps (.xml, .xml.bz2), JSON Lines (.jsonl, .json, also "
+                             ".gz/.bz2/.zst), Parquet or Arrow files, globs or folders (default: the embedded "
+                             "Wikipedia sample)")
     parser.add_argument("--vocab", default=None,
                         help="vocab.txt to tokenize with (default: learn one from the input)")
     parser.add_argument("--vocab_size", type=int, default=DEFAULT_VOCAB_SIZE,

@@ -35,8 +35,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m electra_tf.build_vocab", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--input", nargs="+", default=None,
-                        help="text files, MediaWiki dumps, globs or folders "
-                             "(default: the embedded Wikipedia sample)")
+                        help="text files, MediaWiki dumps, JSON Lines, Parquet or Arrow files, globs or "
+                             "folders (default: the embedded Wikipedia sample)")
     parser.add_argument("--vocab_size", type=int, default=DEFAULT_VOCAB_SIZE,
                         help=f"largest vocabulary to learn (default {DEFAULT_VOCAB_SIZE}: right for "
                              "a small corpus; BERT's is 30522)")

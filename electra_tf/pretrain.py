@@ -37,7 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="override one config value, e.g. --set learning_rate=3e-4; repeatable")
     parser.add_argument("--data", nargs="+", default=None,
-                        help="a build_data folder or its *.tfrecord glob, or raw text files / wiki dumps "
+                        help="a build_data folder or its *.tfrecord glob, or raw text files / wiki dumps / records "
                              "(tokenized and packed on the fly); default: the bundled Wikipedia sample")
     parser.add_argument("--text_field", default="text", metavar="FIELD",
                         help="raw JSON Lines, Parquet or Arrow --data: the field that holds a document's text "

@@ -204,6 +204,7 @@ def _interrupt_after(argv, marker: str, tmp_path):
     return process.returncode, seen + rest, seconds, survivors
 
 
+@pytest.mark.slow  # a terminal's Ctrl-C; the builds' all-or-nothing swap is tested in the default suite
 def test_ctrl_c_stops_build_data_and_build_vocab_in_seconds_with_one_line(corpus, small_vocab, tmp_path):
     """Before: worker tracebacks, then a hang of minutes at exit, then an atexit traceback."""
     text = corpus.write_prose_file(tmp_path / "big.txt", repeat=3000)

@@ -133,6 +133,7 @@ def test_glue_pair_regression_and_random_init(corpus, run_python, pretrained_dir
     assert np.abs(pretrained[0].numpy() - tuned[0].numpy()).max() > 0.05
 
 
+@pytest.mark.slow  # the compile cache's reuse is tested with pre-training's runs in the default suite
 def test_a_rerun_with_xla_compiles_nothing(topic_csv, pretrained_dir, tmp_path):
     """The same fine-tuning run twice (--overwrite) with XLA over one compile cache: the rerun
     loads every program the first compiled (training, evaluation, prediction) and trains to the

@@ -144,6 +144,7 @@ def test_sigkill_then_rerun_resumes_exactly(data_dir, reference_run, tmp_path):
     assert after[STEPS] < reference[5] * 0.9  # and it is the trained loss, not a restart
 
 
+@pytest.mark.slow  # the same steps in-process: tests/runtime/test_compiled_step.py, several steps a call
 def test_several_steps_a_call_train_the_reference_runs_weights(data_dir, reference_run, tmp_path):
     """--steps_per_loop 3: the 160 steps as 53 calls of three and a last call of one (the run
     ends at its step, not past it), progress and checkpoints at the first call's end on or after
@@ -306,17 +307,17 @@ def test_mixed_float16_with_accumulation_makes_every_step_and_resumes_exactly(da
     of N steps still makes N updates, counts the skipped ones, shows no step twice, and a run
     stopped mid-way by SIGTERM and rerun ends with the weights of the uninterrupted run.
     Separate processes, as a user runs them: two runs in one process do not draw the same numbers."""
-    steps = 40
+    steps = 24
 
     def argv(name):
-        return [("40" if a == str(STEPS) else a) for a in command(
+        return [(str(steps) if a == str(STEPS) else a) for a in command(
             data_dir, tmp_path / name, tmp_path / f"{name}_x", "--mixed_precision", "mixed_float16",
             "--strategy", "one_device", "--checkpoint_every", "4", "--log_every", "4",
             "--gradient_accumulation_steps", "2")]
 
     whole = subprocess.run(argv("whole"), env=environment(), capture_output=True, text=True, timeout=600)
     assert whole.returncode == 0, whole.stderr[-3000:]
-    shown = re.findall(r"^step (\d+)/40 ", whole.stdout, re.MULTILINE)
+    shown = re.findall(rf"^step (\d+)/{steps} ", whole.stdout, re.MULTILINE)
     assert shown == [str(step) for step in range(4, steps + 1, 4)]  # each once, whatever was skipped
     skipped = int(re.search(r"float16 loss scaling skipped (\d+) batch", whole.stdout).group(1))
     assert skipped >= 1 and f"at step {steps}." in whole.stdout
@@ -428,6 +429,7 @@ def test_bad_config_value_is_reported_without_a_traceback(capsys):
     assert "'mask_prob' = 2.0: must be in (0, 1)" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # stopping itself is tested with shards (SIGTERM, SIGKILL) and raw text (resume) above
 def test_a_stopped_run_on_raw_text_prints_nothing_that_looks_like_an_error(corpus, tmp_path):
     """Raw text (a Python generator feeds it) ended TensorFlow's log with "Error occurred when
     finalizing GeneratorDataset iterator", and every command opened with TensorFlow's banners.

@@ -83,12 +83,13 @@ class HeldOutEvaluation:
 
 class PeriodicEvaluation(keras.callbacks.Callback):
     """Runs a `HeldOutEvaluation` every `every` steps (a multiple of the progress windows, so
-    no window's metrics are cut) and prints one line."""
+    no window's metrics are cut), prints one line and keeps the metrics in `results` (step ->
+    metrics; a dict the caller may pass in)."""
 
-    def __init__(self, evaluation: HeldOutEvaluation, every: int, health=None):
+    def __init__(self, evaluation: HeldOutEvaluation, every: int, results: dict | None = None):
         super().__init__()
-        self.evaluation, self.every, self.health = evaluation, every, health
-        self.results: dict[int, dict] = {}
+        self.evaluation, self.every = evaluation, every
+        self.results: dict[int, dict] = {} if results is None else results
 
     def on_train_batch_end(self, batch, logs=None):
         step = int(keras.ops.convert_to_numpy(self.model.optimizer.iterations))

@@ -340,7 +340,6 @@ def _run(options: PretrainingOptions, role, closing: contextlib.ExitStack) -> Ru
     _print_header(run)
     monitor, saver, samples, callbacks = _callbacks(run)
     _train(run, monitor, saver, callbacks)
-    run.evaluations = next((c.results for c in callbacks if hasattr(c, "results")), {})
     if monitor.diverged_at is not None:
         return _result(run, "diverged", diverged_at=monitor.diverged_at, overflowing=monitor.overflowing)
     if saver.received is not None:
@@ -567,7 +566,7 @@ def _callbacks(run: _Run):
     saver = CheckpointSaver(run.checkpoint, options.checkpoint_every)
     callbacks = [InputTracker(run.resumable), monitor, saver]
     if options.eval_every:
-        callbacks.append(PeriodicEvaluation(_evaluation(run), options.eval_every))
+        callbacks.append(PeriodicEvaluation(_evaluation(run), options.eval_every, results=run.evaluations))
     samples = None
     if run.pretrainer.discriminator is not None and role.is_chief:
         samples = ReplacementSamples(run.writer, run.eval_batches[0], run.data.tokenizer, options.sample_every)
