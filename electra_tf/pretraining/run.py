@@ -502,7 +502,9 @@ def _evaluation_text(options, config, data):
         split = held_out_file(data.location, data.tokenizer, config.max_seq_length)
         if split:
             entry = read_metadata(data.location)["held_out"]
-            return EvaluationText([split], f"held-out text ({entry['documents']:,} documents never trained on)")
+            documents = f"{entry['documents']:,} document{'s' if entry['documents'] != 1 else ''}"
+            return EvaluationText([split], f"held-out text ({documents}, {entry['examples']:,} examples, never "
+                                           "trained on)")
     return EvaluationText(None, "training text masked afresh (the data has no held-out split: build_data "
                                 "--held_out 0.01 sets one aside)")
 
