@@ -103,12 +103,6 @@ def is_wiki_dump(head: bytes) -> bool:
     return b"<mediawiki" in head[:BINARY_SNIFF_BYTES]
 
 
-def open_binary(path: Path):
-    """A context yielding (decompressed stream, raw file) for plain, .gz, .bz2 and .zst files;
-    raw.tell() measures progress through the file."""
-    return open_decompressed(path)
-
-
 def iter_raw_documents(path: Path, skips: Skips, text_field: str = DEFAULT_TEXT_FIELD) -> Iterator[RawDocument]:
     """The documents of one input file; problems are counted in `skips`. `text_field` is the
     field of a record file that holds a document's text."""
@@ -119,7 +113,7 @@ def iter_raw_documents(path: Path, skips: Skips, text_field: str = DEFAULT_TEXT_
         if record_format(path):
             yield from _record_documents(path, text_field, skips)
             return
-        with open_binary(path) as (stream, _):
+        with open_decompressed(path) as (stream, _):
             head = stream.read(BINARY_SNIFF_BYTES)
         if not head:
             skips["empty file"] += 1
@@ -158,7 +152,7 @@ def file_documents(path: Path, skips: Skips, skipped_files: list,
 
 
 def _first_lines(path: Path) -> list[bytes]:
-    with open_binary(path) as (stream, _):
+    with open_decompressed(path) as (stream, _):
         return [stream.readline(MAX_LINE_CHARS) for _ in range(SNIFF_LINES)]
 
 
@@ -176,7 +170,7 @@ def _record_documents(path: Path, text_field: str, skips: Skips) -> Iterator[Raw
 def _text_documents(path: Path, skips: Skips) -> Iterator[RawDocument]:
     paragraphs: list[str] = []
     index = 0
-    with open_binary(path) as (stream, raw):
+    with open_decompressed(path) as (stream, raw):
         for raw_line in stream:
             line = raw_line.decode("utf-8", errors="replace")
             if "\ufffd" in line and "\ufffd".encode() not in raw_line:
@@ -196,7 +190,7 @@ def _text_documents(path: Path, skips: Skips) -> Iterator[RawDocument]:
 
 def _wiki_documents(path: Path, skips: Skips) -> Iterator[RawDocument]:
     index = 0
-    with open_binary(path) as (stream, raw):
+    with open_decompressed(path) as (stream, raw):
         for _, element in ElementTree.iterparse(stream, events=("end",)):
             if element.tag.rsplit("}", 1)[-1] != "page":
                 continue

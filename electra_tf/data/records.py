@@ -125,7 +125,7 @@ def _json_texts(path, text_field, skips):
     with open_decompressed(path) as (stream, raw):
         if stream.peek(4096).lstrip()[:1] == b"[":  # a JSON array of records, not JSON Lines
             for record in _json_array(stream, skips):
-                yield from _checked(record, text_field, skips, raw)
+                yield from _checked(record, text_field, skips, raw.tell())
             return
         for line in stream:
             if not line.strip():
@@ -135,7 +135,7 @@ def _json_texts(path, text_field, skips):
             except ValueError:
                 skips["records that are not valid JSON"] += 1
                 continue
-            yield from _checked(record, text_field, skips, raw)
+            yield from _checked(record, text_field, skips, raw.tell())
 
 
 def _json_array(stream, skips) -> list:
@@ -147,12 +147,13 @@ def _json_array(stream, skips) -> list:
     return records if isinstance(records, list) else []
 
 
-def _checked(record, text_field, skips, raw):
+def _checked(record, text_field, skips, offset: int):
+    """(text, offset) for a good record; a bad one is counted in `skips` by its problem."""
     text, problem = field_text(record, text_field)
     if problem:
         skips[problem] += 1
     else:
-        yield text, raw.tell()
+        yield text, offset
 
 
 def _arrow_texts(path, text_field, skips, kind):
@@ -182,7 +183,7 @@ def _arrow_texts(path, text_field, skips, kind):
                 continue
             read = int(size * (group + 1) / parquet.num_row_groups)
             for value in rows:
-                yield from _checked({column: value}, text_field, skips, _Position(read))
+                yield from _checked({column: value}, text_field, skips, read)
         return
     with open(path, "rb") as raw:
         try:
@@ -207,14 +208,4 @@ def _arrow_texts(path, text_field, skips, kind):
                 skips[f"records without the field {text_field!r}"] += batch.num_rows
                 continue
             for value in batch.column(column).to_pylist():
-                yield from _checked({column: value}, text_field, skips, raw)
-
-
-class _Position:
-    """A stand-in for a file whose `tell()` is the bytes read so far."""
-
-    def __init__(self, offset: int):
-        self.offset = offset
-
-    def tell(self) -> int:
-        return self.offset
+                yield from _checked({column: value}, text_field, skips, raw.tell())

@@ -239,6 +239,8 @@ class ElectraTokenizer:
     [[9, 1, 8, 1]]
     >>> tokenizer.cls_id, tokenizer.sep_id, tokenizer.mask_id
     (2, 3, 4)
+    >>> tokenizer.word_continuations[5:8]  # "the", "qu", "##ick"
+    [False, False, True]
     """
 
     def __init__(self, vocabulary: list[str] | str | Path, settings: TokenizerSettings | None = None):
@@ -280,6 +282,12 @@ class ElectraTokenizer:
         import tensorflow as tf
 
         return self._tokenize(tf.convert_to_tensor(texts, tf.string))
+
+    @property
+    def word_continuations(self) -> list[bool]:
+        """Per vocabulary entry, whether it continues the word before it (a "##" piece): what
+        whole-word masking groups pieces into words by."""
+        return [token.startswith(SUFFIX_INDICATOR) for token in self.vocabulary]
 
     def id_to_token(self, token_id: int) -> str:
         return self.vocabulary[token_id]

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import keras
 import tensorflow as tf
 
+from electra_tf.runtime.optimizer import optimizer_step
 from electra_tf.utils.progress import batch_progress
 
 # The generator's sampling stream during an evaluation: a fixed state, so every evaluation of a
@@ -92,7 +93,7 @@ class PeriodicEvaluation(keras.callbacks.Callback):
         self.results: dict[int, dict] = {} if results is None else results
 
     def on_train_batch_end(self, batch, logs=None):
-        step = int(keras.ops.convert_to_numpy(self.model.optimizer.iterations))
+        step = optimizer_step(self.model)
         if step % self.every or step in self.results:
             return
         metrics = self.evaluation(step)

@@ -18,7 +18,7 @@ import tensorflow as tf
 from electra_tf.models.config import ElectraConfig
 from electra_tf.data.shards import DataError, check_shards, parse_padded_batch
 from electra_tf.data.tokenization import ElectraTokenizer
-from electra_tf.pretraining.masking import continuation_pieces, mask_tokens
+from electra_tf.pretraining.masking import mask_tokens
 
 # Records are shuffled in a buffer of 1,000 after the shard files are shuffled and interleaved
 # (8 files at a time, 16 records from each in turn). The official code shuffles a buffer of 100
@@ -114,8 +114,7 @@ def _pad(example, length):
 
 def masking_function(config: ElectraConfig, tokenizer: ElectraTokenizer):
     """(batch, seed) -> batch with ELECTRA's masking fields, for `Dataset.map`."""
-    continuations = (tf.constant(continuation_pieces(tokenizer.vocabulary), tf.bool)
-                     if config.whole_word_masking else None)
+    continuations = tf.constant(tokenizer.word_continuations, tf.bool) if config.whole_word_masking else None
 
     def mask(batch, seed):
         return {**batch, **mask_tokens(

@@ -171,15 +171,6 @@ def whole_words_within_budget(token_ids, selectable, priority, budget, word_cont
     return selectable & (tf.gather(taken_words, word_of_piece) > 0)
 
 
-def continuation_pieces(vocabulary: Sequence[str]) -> list[bool]:
-    """For whole-word masking: which entries of a WordPiece vocabulary continue a word ("##...").
-
-    >>> continuation_pieces(["[CLS]", "play", "##ing", "#", "##"])
-    [False, False, True, False, True]
-    """
-    return [piece.startswith("##") for piece in vocabulary]
-
-
 def scatter_at_positions(sequence, positions, updates, weights):
     """Writes `updates[b, n]` into `sequence[b, positions[b, n]]` where `weights[b, n]` is 1.
 

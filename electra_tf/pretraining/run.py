@@ -216,7 +216,7 @@ def _continue_config(model_dir: ModelDir, config: ElectraConfig, phase: int | No
         raise RunError(f"{model_dir.path} holds phase {saved.phase} of a run: --phase {phase} can only continue "
                        f"it (--phase {saved.phase}) or start phase {saved.phase + 1}.")
     config = config.replace(phase=saved.phase, phase_start_step=saved.phase_start_step)
-    differing = sorted(k for k, v in config.to_dict().items() if saved.to_dict().get(k) != v)
+    differing = _differing_keys(saved, config)
     if not differing:
         return config
     if set(differing) <= {"num_train_steps", "num_warmup_steps"} and config.num_train_steps > saved.num_train_steps:
@@ -234,7 +234,7 @@ def _continue_config(model_dir: ModelDir, config: ElectraConfig, phase: int | No
                   f"warm up over {config.num_warmup_steps:,}). To train these settings from the start, give a "
                   f"new --model_dir or remove {model_dir.path.resolve()}.", file=sys.stderr, flush=True)
         return extended
-    details = ", ".join(f"{k}: {getattr(saved, k)!r} -> {getattr(config, k)!r}" for k in differing)
+    details = _describe_changes(saved, config, differing)
     if "max_seq_length" in differing:
         raise RunError(f"{model_dir.path} holds a run at {saved.max_seq_length} tokens and this command trains at "
                        f"{config.max_seq_length} ({details}). To continue the run at the new length, keeping its "
@@ -256,17 +256,15 @@ def _start_phase(model_dir: ModelDir, saved: ElectraConfig, config: ElectraConfi
     if start is None:
         raise RunError(f"phase {config.phase} starts from phase {saved.phase}'s latest checkpoint, but "
                        f"{model_dir.checkpoints} has none: train phase {saved.phase} first.")
-    config = config.replace(phase_start_step=start) if config.num_train_steps > start else config
-    fixed = sorted(k for k, v in config.to_dict().items() if saved.to_dict().get(k) != v
-                   and k not in PHASE_SETTINGS + ("phase", "phase_start_step"))
-    if fixed:
-        details = ", ".join(f"{k}: {getattr(saved, k)!r} -> {getattr(config, k)!r}" for k in fixed)
-        raise RunError(f"a new phase keeps the run's model, objective and optimizer; this command changes {details}. "
-                       f"A phase may change only {', '.join(PHASE_SETTINGS)}.")
     if config.num_train_steps <= start:
         raise RunError(f"phase {config.phase} starts at step {start:,}, and num_train_steps ({config.num_train_steps:,}) "
                        "is the step the run ends at, over all phases: give --steps larger than "
                        f"{start:,} (e.g. --steps {start + max(1, start // 10):,} for a phase a tenth as long).")
+    config = config.replace(phase_start_step=start)
+    fixed = [k for k in _differing_keys(saved, config) if k not in PHASE_SETTINGS + ("phase", "phase_start_step")]
+    if fixed:
+        raise RunError(f"a new phase keeps the run's model, objective and optimizer; this command changes "
+                       f"{_describe_changes(saved, config, fixed)}. A phase may change only {', '.join(PHASE_SETTINGS)}.")
     length = config.num_train_steps - start
     if config.num_warmup_steps >= length:
         raise RunError(f"phase {config.phase} is {length:,} steps long, but its num_warmup_steps is "
@@ -279,6 +277,14 @@ def _start_phase(model_dir: ModelDir, saved: ElectraConfig, config: ElectraConfi
     return config
 
 
+def _differing_keys(saved: ElectraConfig, config: ElectraConfig) -> list[str]:
+    return sorted(k for k in config.to_dict() if getattr(saved, k) != getattr(config, k))
+
+
+def _describe_changes(saved: ElectraConfig, config: ElectraConfig, keys) -> str:
+    return ", ".join(f"{k}: {getattr(saved, k)!r} -> {getattr(config, k)!r}" for k in keys)
+
+
 def _record_change(model_dir: ModelDir, saved: ElectraConfig, new: ElectraConfig, rule: str) -> None:
     import json
 
@@ -286,8 +292,7 @@ def _record_change(model_dir: ModelDir, saved: ElectraConfig, new: ElectraConfig
 
     history = json.loads(model_dir.config_history.read_text()) if model_dir.config_history.is_file() else []
     history.append({"time": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
-                    "changed": {k: [getattr(saved, k), getattr(new, k)] for k in new.to_dict()
-                                if getattr(saved, k) != getattr(new, k)},
+                    "changed": {k: [getattr(saved, k), getattr(new, k)] for k in _differing_keys(saved, new)},
                     "rule": rule})
     atomic_write_text(model_dir.config_history, json.dumps(history, indent=2) + "\n")
 

@@ -89,8 +89,9 @@ class CompiledGradients:
 
     def trace_steps(self, element_spec, eval_element_spec=None) -> None:
         """Traces the training and evaluation steps for batches of `element_spec` (evaluation:
-        `eval_element_spec`, if other) now, not at their first batch. A run calls it before anything that differs between a fresh run and
-        its resume (restoring a checkpoint, reading data): TensorFlow numbers a function's name
+        `eval_element_spec`, if other) now, not at their first batch. A run calls it before
+        anything that differs between a fresh run and its resume (restoring a checkpoint,
+        reading data): TensorFlow numbers a function's name
         by the order of tracing, and the compile cache finds a program by that name
         (`xla.py`), so the resumed run's steps then load the fresh run's programs."""
         for loop, spec in ((self.make_train_function(), element_spec),
@@ -131,7 +132,6 @@ class CompiledGradients:
             scaled_loss = self.optimizer.scale_loss(loss if loss_scale is None else loss * tf.cast(loss_scale, loss.dtype))
         gradients = dense_gradients(tape.gradient(scaled_loss, self.trainable_weights))
         return y_pred, loss, gradients
-
 
     def _accumulated_gradients(self, x, y, sample_weight):
         """`_loss_and_gradients` of the batch as the sum over K micro-batches. Keras' losses are
