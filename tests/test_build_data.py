@@ -159,6 +159,21 @@ def test_learns_a_vocabulary_when_none_is_given(corpus_folder, tmp_path):
     assert metadata_vocab_file(moved, read_metadata(moved)) == str(moved / "vocab.txt")
 
 
+def test_a_sentencepiece_build_keeps_its_model_and_a_wordpiece_rebuild_drops_it(corpus_folder, small_vocab,
+                                                                                tmp_path, capsys):
+    output = tmp_path / "o"
+    assert run("--input", corpus_folder / "sentences.txt", "--vocab_size", 200, "--vocab_model", "sentencepiece",
+               "--output_dir", output, "--num_workers", 1, "--num_shards", 1) == 0
+    assert "SentencePiece, uncased" in capsys.readouterr().out
+    assert read_metadata(output)["tokenizer"] == "sentencepiece" and (output / "spm.model").is_file()
+    assert run("--input", corpus_folder / "sentences.txt", "--vocab_size", 300, "--output_dir", output,
+               "--num_workers", 1, "--num_shards", 1, "--overwrite") == 0
+    assert read_metadata(output)["tokenizer"] == "wordpiece" and not (output / "spm.model").exists()
+    assert run("--input", corpus_folder / "sentences.txt", "--vocab", small_vocab, "--vocab_model", "sentencepiece",
+               "--output_dir", tmp_path / "p") == 2
+    assert "--vocab gives one" in capsys.readouterr().err
+
+
 def test_embedded_wikipedia_sample_by_default(small_vocab, tmp_path, capsys):
     output = tmp_path / "wiki"
     assert run("--vocab", small_vocab, "--output_dir", output, "--num_workers", 2, "--num_shards", 2) == 0

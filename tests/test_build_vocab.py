@@ -46,3 +46,22 @@ def test_cased_keeps_capitals_and_writes_its_casing_beside_the_vocabulary(corpus
     # another vocabulary in the same folder would take over its casing file: refused unless told
     assert build_vocab.main(["--input", str(text), "--output", str(output.parent / "other.txt")]) == 2
     assert "tokenizer_config.json exists" in capsys.readouterr().err
+
+
+def test_sentencepiece_writes_its_model_beside_the_pieces_and_refuses_to_overwrite_it(corpus, tmp_path, capsys):
+    import json
+
+    from electra_tf.data.tokenization import ElectraTokenizer
+
+    text = corpus.write_sentence_file(tmp_path / "corpus.txt", corpus.DOCUMENTS + corpus.DOCUMENTS_ZH, repeat=20)
+    output = tmp_path / "sp" / "vocab.txt"
+    output.parent.mkdir()
+    assert build_vocab.main(["--input", str(text), "--vocab_size", "250", "--output", str(output),
+                             "--vocab_model", "sentencepiece-bpe"]) == 0
+    assert "SentencePiece, uncased (bpe) vocabulary" in capsys.readouterr().err
+    assert json.loads((output.parent / "tokenizer_config.json").read_text())["tokenizer_kind"] == "sentencepiece"
+    assert ElectraTokenizer(output).vocabulary == read_vocabulary(output)  # spm.model's pieces, in id order
+    for name in ("vocab.txt", "tokenizer_config.json"):  # only the model is left behind: still not overwritten
+        (output.parent / name).unlink()
+    assert build_vocab.main(["--input", str(text), "--output", str(output), "--vocab_model", "sentencepiece"]) == 2
+    assert "spm.model exists; pass --overwrite" in capsys.readouterr().err

@@ -37,9 +37,11 @@ from electra_tf.data.corpus import (
     total_input_bytes,
 )
 from electra_tf.data.shards import FORMAT, HELD_OUT_FILE, METADATA_FILE, DataError, shard_name
-from electra_tf.data.tokenization import (TokenizerSettings, check_casing, read_tokenizer_settings,
-                                         read_vocabulary, tokenizer_settings_path, vocabulary_fingerprint)
-from electra_tf.data.vocabulary import DEFAULT_VOCAB_SAMPLE_SENTENCES, DEFAULT_VOCAB_SIZE, build_vocabulary
+from electra_tf.data.tokenization import (SENTENCEPIECE, check_casing, read_tokenizer_settings,
+                                         read_vocabulary, sentencepiece_model_path, tokenizer_settings_path,
+                                         vocabulary_fingerprint)
+from electra_tf.data.vocabulary import (DEFAULT_VOCAB_SAMPLE_SENTENCES, DEFAULT_VOCAB_SIZE, build_vocabulary,
+                                        vocabulary_kind)
 from electra_tf.utils.files import atomic_write_text, file_sha256
 from electra_tf.utils.progress import Progress
 from electra_tf.utils.run_dir import VOCAB_FILE
@@ -58,11 +60,12 @@ def build_shards(output_dir: str | Path, inputs: list[str] | None = None, *, voc
                  num_workers: int | None = None, seed: int = 0, overwrite: bool = False,
                  cased: bool = False, runner: str = "local", pipeline_args=(),
                  vocab_sample_sentences: int = DEFAULT_VOCAB_SAMPLE_SENTENCES, held_out: float = 0.0,
-                 text_field: str = "text") -> dict:
+                 text_field: str = "text", vocab_model: str = "wordpiece") -> dict:
     """Builds the shards of `inputs` (default: the embedded Wikipedia sample) into
     `output_dir`; returns the metadata written. With no `vocab`, one of `vocab_size` entries is
-    learned from the inputs first (cased if `cased`) and written to OUTPUT_DIR/vocab.txt with its
-    tokenizer_config.json; a given `vocab` brings its own casing. `held_out` (a fraction of the
+    learned from the inputs first (cased if `cased`; `vocab_model` wordpiece, sentencepiece or
+    sentencepiece-bpe) and written to OUTPUT_DIR/vocab.txt with its tokenizer_config.json (and
+    spm.model); a given `vocab` brings its own kind and casing. `held_out` (a fraction of the
     documents, 0 by default as in the official data) is set aside as the held-out split.
     `text_field`: the field of record inputs (JSON Lines, Parquet, Arrow) that holds the text. Raises `InputError` if
     nothing usable was found, `DataError` for settings or a folder it cannot use.
@@ -84,19 +87,24 @@ def build_shards(output_dir: str | Path, inputs: list[str] | None = None, *, voc
             raise DataError(f"{name} must be at least {least}, got {value}.")
     if not 0.0 <= held_out < 0.5:
         raise DataError(f"held_out is the fraction of documents set aside for evaluation, in [0, 0.5); got {held_out}.")
+    if vocab and vocab_model != "wordpiece":
+        raise DataError(f"--vocab_model {vocab_model} learns a vocabulary, but --vocab gives one ({vocab}), which "
+                        "brings its own kind (its tokenizer_config.json). Drop one of the two.")
+    learned = vocabulary_kind(vocab_model, cased)  # what a vocabulary learned here is
     output_dir = Path(output_dir)
     from electra_tf.utils.locking import FolderLock
 
     with FolderLock(output_dir, "electra_tf.build_data"):
         return _build(output_dir, inputs, vocab, vocab_size, max_seq_length, num_shards, num_workers, seed, overwrite,
-                      cased, produce, vocab_sample_sentences, held_out, text_field)
+                      learned, produce, vocab_sample_sentences, held_out, text_field)
 
 
-def _build(output_dir, inputs, vocab, vocab_size, max_seq_length, num_shards, num_workers, seed, overwrite, cased,
+def _build(output_dir, inputs, vocab, vocab_size, max_seq_length, num_shards, num_workers, seed, overwrite, learned,
            produce=None, vocab_sample_sentences=DEFAULT_VOCAB_SAMPLE_SENTENCES, held_out=0.0, text_field="text"):
     """`produce(files, vocab_path, work_dir, skips, skipped_files, max_seq_length, num_shards,
     seed, held_out, text_field)` writes WORK_DIR/shard-<i>-of-<n>.tfrecord (and WORK_DIR/held_out.tfrecord)
-    and returns (stats, examples per shard); None: this machine's worker processes."""
+    and returns (stats, examples per shard); None: this machine's worker processes. `learned`:
+    (TokenizerSettings, SentencePiece model type) of a vocabulary learned here (`vocabulary_kind`)."""
     if existing_data(output_dir) and not overwrite:
         raise DataError(f"{output_dir} already holds pre-training data; pass --overwrite "
                         "to replace it (it is kept until the new data is complete).")
@@ -115,15 +123,15 @@ def _build(output_dir, inputs, vocab, vocab_size, max_seq_length, num_shards, nu
         vocab_sample = {}  # the sentences a learned vocabulary came from
         if vocab_path is None:
             vocab_path = work_dir / VOCAB_FILE
-            build_vocabulary([str(f) for f in files], vocab_size, vocab_path,
-                             settings=TokenizerSettings.cased() if cased else TokenizerSettings(),
+            build_vocabulary([str(f) for f in files], vocab_size, vocab_path, settings=learned[0],
+                             sentencepiece_type=learned[1] or "unigram",
                              final_path=output_dir / VOCAB_FILE,  # the work folder is renamed into place
                              sample_sentences=vocab_sample_sentences, seed=seed, sample=vocab_sample,
                              text_field=text_field)
         vocabulary = read_vocabulary(vocab_path)
         settings = read_tokenizer_settings(vocab_path)
         check_casing(vocabulary, settings, f"vocabulary {vocab_path}")
-        if cased and settings.lowercase:
+        if not learned[0].lowercase and settings.lowercase:
             raise DataError(f"--cased, but {vocab_path} is read uncased: a given vocabulary brings its casing "
                             f"({tokenizer_settings_path(vocab_path)}). Drop --vocab to learn a cased one, or pass "
                             "a cased vocabulary (python -m electra_tf.build_vocab --cased).")
@@ -168,6 +176,7 @@ def _build(output_dir, inputs, vocab, vocab_size, max_seq_length, num_shards, nu
             "lowercase": settings.lowercase,  # how the text was tokenized, checked when read
             "strip_accents": settings.strip_accents,
             "split_cjk": settings.split_cjk,
+            "tokenizer": settings.kind,  # wordpiece or sentencepiece
             "max_seq_length": max_seq_length,
             "seed": seed,
             "runner": "local" if produce is None else "beam",
@@ -194,6 +203,10 @@ def _build(output_dir, inputs, vocab, vocab_size, max_seq_length, num_shards, nu
         if metadata["held_out"]:
             os.replace(work_dir / HELD_OUT_FILE, output_dir / HELD_OUT_FILE)
         if not vocab:
+            if settings.kind == SENTENCEPIECE:
+                os.replace(sentencepiece_model_path(vocab_path), sentencepiece_model_path(output_dir / VOCAB_FILE))
+            else:  # a SentencePiece model of an earlier build would sit beside a WordPiece vocabulary
+                sentencepiece_model_path(output_dir / VOCAB_FILE).unlink(missing_ok=True)
             os.replace(tokenizer_settings_path(vocab_path), tokenizer_settings_path(output_dir / VOCAB_FILE))
             os.replace(vocab_path, output_dir / VOCAB_FILE)
         atomic_write_text(output_dir / METADATA_FILE, json.dumps(metadata, indent=2) + "\n")

@@ -99,11 +99,12 @@ def metadata_vocab_file(data_dir: str | Path, metadata: dict) -> str:
 
 def metadata_tokenizer_settings(metadata: dict):
     """How the data was tokenized (metadata.json keeps `TokenizerSettings`' fields; data built
-    before cased vocabularies only says lowercase: true)."""
-    from electra_tf.data.tokenization import TokenizerSettings
+    before cased vocabularies only says lowercase: true, before SentencePiece no `tokenizer`)."""
+    from electra_tf.data.tokenization import WORDPIECE, TokenizerSettings
 
     lowercase = metadata.get("lowercase", True)
-    return TokenizerSettings(lowercase, metadata.get("strip_accents", lowercase), metadata.get("split_cjk", True))
+    return TokenizerSettings(lowercase, metadata.get("strip_accents", lowercase), metadata.get("split_cjk", True),
+                             metadata.get("tokenizer", WORDPIECE))
 
 
 def check_shards(data_dir: str | Path, tokenizer: ElectraTokenizer, max_seq_length: int) -> list[str]:
@@ -120,8 +121,8 @@ def check_shards(data_dir: str | Path, tokenizer: ElectraTokenizer, max_seq_leng
     if built_with != tokenizer.settings:
         raise DataError(
             f"{data_dir} was built {built_with.describe()}, but its vocabulary is read "
-            f"{tokenizer.settings.describe()} ({tokenizer.vocabulary_path or 'in memory'}; the casing comes from "
-            "the tokenizer_config.json beside vocab.txt). Rebuild the data with this vocabulary, or use the "
+            f"{tokenizer.settings.describe()} ({tokenizer.vocabulary_path or 'in memory'}; the kind and casing "
+            "come from the tokenizer_config.json beside vocab.txt). Rebuild the data with this vocabulary, or use the "
             "vocabulary folder the data was built from.")
     if metadata["max_seq_length"] != max_seq_length:
         raise DataError(

@@ -46,9 +46,13 @@ def repair_utf8(texts):
 def tokenize_with_offsets(tokenizer, texts):
     """(ids, starts, ends): ragged int32 [batch, pieces] for a batch of strings; a piece covers
     `text[start:end]` (code points). Invalid UTF-8 is repaired first (`repair_utf8`), and the
-    offsets count characters of the repaired text."""
+    offsets count characters of the repaired text. A SentencePiece tokenizer's offsets come from
+    its op (`sentencepiece_offsets`); the rest of this function is WordPiece's."""
     import tensorflow as tf
     import tensorflow_text as tf_text
+
+    if tokenizer.sentencepiece_model is not None:
+        return sentencepiece_offsets(tokenizer, texts)
 
     from electra_tf.data.tokenization import CJK_PATTERN, split_patterns
 
@@ -88,6 +92,43 @@ def tokenize_with_offsets(tokenizer, texts):
     starts = tf.searchsorted(char_ends.to_tensor(beyond), tf.cast(begin.to_tensor(0), tf.int32), side="right")
     ends = tf.searchsorted(char_starts.to_tensor(beyond), tf.cast(end.to_tensor(0), tf.int32), side="left")
     lengths = ids.row_lengths()
+    return (tf.cast(ids, tf.int32),
+            tf.RaggedTensor.from_tensor(tf.cast(starts, tf.int32), lengths=lengths),
+            tf.RaggedTensor.from_tensor(tf.cast(ends, tf.int32), lengths=lengths))
+
+
+def sentencepiece_offsets(tokenizer, texts):
+    """(ids, starts, ends) as `tokenize_with_offsets`, for a SentencePiece tokenizer:
+    the op reports each piece's bytes in the (repaired) input, here counted as characters. A
+    piece starting a word covers the spaces before it, as "▁" stands for them; the span starts
+    at its first other character, so an answer cut from a context never starts with a space. Of
+    the pieces the normaliser made from one character (a ligature "ﬁ" as "f" and "i"), one covers
+    the character and the others nothing (start == end), as does the lone "▁" before a piece that
+    the text did not separate by a space."""
+    import tensorflow as tf
+
+    if tf.executing_eagerly():  # the op is made in a graph (`ElectraTokenizer.sentencepiece_op`)
+        return tf.function(lambda batch: sentencepiece_offsets(tokenizer, batch))(tf.convert_to_tensor(texts, tf.string))
+    texts = repair_utf8(tf.convert_to_tensor(texts, tf.string))
+    ids, begin, end = tokenizer.sentencepiece_op().tokenize_with_offsets(texts)  # bytes
+    characters = tf.strings.unicode_split(texts, "UTF-8")  # [B, C]
+    _, char_bytes = tf.strings.unicode_decode_with_offsets(texts, "UTF-8")  # each character's first byte
+    beyond = tf.int64.max  # pads the sorted rows (and fills an empty text's) without being counted
+    rows = tf.shape(texts)[0]
+
+    def table(ragged):  # ragged sorted [B, (n)] -> dense [B, n + 1], padded with `beyond`
+        return tf.concat([tf.cast(ragged, tf.int64).to_tensor(beyond), tf.fill([rows, 1], beyond)], 1)
+
+    byte_table = table(char_bytes)
+    lengths = ids.row_lengths()
+    starts = tf.searchsorted(byte_table, tf.cast(begin.to_tensor(0), tf.int64), side="right", out_type=tf.int64) - 1
+    ends = tf.searchsorted(byte_table, tf.cast(end.to_tensor(0), tf.int64), side="left", out_type=tf.int64)
+    visible = ~tf.strings.regex_full_match(characters.flat_values, r"[\s\p{Z}]")
+    visible_positions = table(tf.ragged.boolean_mask(tf.ragged.range(characters.row_lengths()),
+                                                     characters.with_flat_values(visible)))
+    first_visible = tf.gather(visible_positions, tf.searchsorted(visible_positions, tf.maximum(starts, 0)),
+                              batch_dims=1)
+    starts = tf.minimum(first_visible, ends)
     return (tf.cast(ids, tf.int32),
             tf.RaggedTensor.from_tensor(tf.cast(starts, tf.int32), lengths=lengths),
             tf.RaggedTensor.from_tensor(tf.cast(ends, tf.int32), lengths=lengths))

@@ -1,11 +1,23 @@
-"""The one tokenizer: WordPiece, in-graph (tf-text's FastWordpiece).
+"""The one tokenizer, in-graph: WordPiece (tf-text's FastWordpiece) or SentencePiece.
 
 Data building, pre-training, fine-tuning and the exported serving graph all tokenize with
-`ElectraTokenizer`, so ids can never drift between stages. It runs BERT's basic tokenization
+`ElectraTokenizer`, so ids can never drift between stages. A vocabulary is one of two kinds,
+and the kind travels with it (`tokenizer_config.json`'s `tokenizer_kind`):
+
+- WordPiece (the default, and every official ELECTRA model's). The tokenizer runs BERT's basic tokenization
 (`pretokenize`: CJK ideographs split off, accents stripped, split on whitespace and
 punctuation, case folded) and tf-text's `FastWordpieceTokenizer`, the steps and patterns of
 keras-hub's `WordPieceTokenizer`, whose ids it equals (tests/data/test_tokenization.py); and it
 knows the ids of the special tokens ELECTRA needs.
+
+- SentencePiece (`vocab_model` sentencepiece: unigram or BPE, for languages that WordPiece over
+  whitespace-split words serves poorly). The model file `spm.model` sits beside `vocab.txt`
+  (its pieces, one per line, in id order) and runs through tf-text's `SentencepieceTokenizer`,
+  whose op holds the model as a constant: an export stays self-contained. The special tokens
+  are the model's first pieces ([PAD] [UNK] as pad and unknown, [CLS] [SEP] [MASK] as control
+  symbols, which text never produces), so "[MASK]" typed in text is not the mask id, as with
+  WordPiece. Normalisation is the model's own (NFKC; NFKC with case folding when uncased).
+  `sentence_pieces.py` learns such models.
 
 Any BERT-style `vocab.txt` works (one token per line, e.g. the standard 30522-entry uncased
 vocabulary), as long as it holds [PAD] [UNK] [CLS] [SEP] [MASK]; `learn_vocabulary` makes one
@@ -37,6 +49,9 @@ from electra_tf.utils.errors import ElectraError
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 TOKENIZER_CONFIG_FILE = "tokenizer_config.json"  # beside vocab.txt; transformers' name and keys
+SENTENCEPIECE_MODEL_FILE = "spm.model"  # beside vocab.txt for a SentencePiece vocabulary (DeBERTa-v3's name)
+WORDPIECE, SENTENCEPIECE = "wordpiece", "sentencepiece"  # the tokenizer kinds
+WORD_START = "\u2581"  # "▁": a SentencePiece piece that starts a word
 # An uncased tokenizer never produces a token with an upper-case letter. A vocabulary where more
 # than this share of tokens has one was made cased (bert-base-cased: about a fifth).
 CASED_TOKEN_SHARE = 0.01
@@ -57,21 +72,32 @@ class VocabularyError(ElectraError):
 
 @dataclass(frozen=True)
 class TokenizerSettings:
-    """How text is normalised before WordPiece; transformers' `BertTokenizer` switches.
+    """The tokenizer's kind and how it normalises text; for WordPiece, transformers'
+    `BertTokenizer` switches.
 
     lowercase: case folding (`do_lower_case`). strip_accents: NFD, then accent marks removed
     (transformers' `strip_accents`; its None means "as do_lower_case", resolved here).
     split_cjk: every CJK ideograph is a word of its own (`tokenize_chinese_chars`).
+    kind: "wordpiece" or "sentencepiece"; a SentencePiece model normalises text itself (its
+    `lowercase` says whether that folds case; the other two switches are off).
 
     >>> TokenizerSettings.from_huggingface({"do_lower_case": False}).describe()
     'cased'
     >>> TokenizerSettings().to_huggingface()
     {'do_lower_case': True, 'strip_accents': None, 'tokenize_chinese_chars': True}
+    >>> TokenizerSettings.sentencepiece(lowercase=False).describe()
+    'SentencePiece, cased'
     """
 
     lowercase: bool = True
     strip_accents: bool = True
     split_cjk: bool = True
+    kind: str = WORDPIECE
+
+    @classmethod
+    def sentencepiece(cls, lowercase: bool = True) -> "TokenizerSettings":
+        """A SentencePiece model's settings (uncased: its normaliser folds case)."""
+        return cls(lowercase=lowercase, strip_accents=False, split_cjk=False, kind=SENTENCEPIECE)
 
     @classmethod
     def cased(cls) -> "TokenizerSettings":
@@ -81,6 +107,14 @@ class TokenizerSettings:
     @classmethod
     def from_huggingface(cls, values: dict, where: str = "tokenizer settings") -> "TokenizerSettings":
         """From a `tokenizer_config.json`'s keys (absent keys: transformers' defaults)."""
+        kind = values.get("tokenizer_kind", WORDPIECE)
+        if kind not in (WORDPIECE, SENTENCEPIECE):
+            raise VocabularyError(f"{where}: tokenizer_kind is {kind!r}; expected {WORDPIECE!r} or {SENTENCEPIECE!r}.")
+        if kind == SENTENCEPIECE:
+            lowercase = values.get("do_lower_case", True)
+            if not isinstance(lowercase, bool):
+                raise VocabularyError(f"{where}: do_lower_case is {lowercase!r}; expected true or false.")
+            return cls.sentencepiece(lowercase)
         lowercase = values.get("do_lower_case", True)
         strip_accents = values.get("strip_accents")
         split_cjk = values.get("tokenize_chinese_chars", True)
@@ -93,13 +127,19 @@ class TokenizerSettings:
         return cls(lowercase, lowercase if strip_accents is None else strip_accents, split_cjk)
 
     def to_huggingface(self) -> dict:
-        """transformers' keys, in its own spelling (strip_accents null when it follows do_lower_case)."""
+        """transformers' keys, in its own spelling (strip_accents null when it follows do_lower_case);
+        a SentencePiece vocabulary adds its kind and model file."""
+        if self.kind == SENTENCEPIECE:
+            return {"tokenizer_kind": SENTENCEPIECE, "sentencepiece_model_file": SENTENCEPIECE_MODEL_FILE,
+                    "do_lower_case": self.lowercase}
         return {"do_lower_case": self.lowercase,
                 "strip_accents": None if self.strip_accents == self.lowercase else self.strip_accents,
                 "tokenize_chinese_chars": self.split_cjk}
 
     def describe(self) -> str:
-        """'uncased', 'cased', or all three switches."""
+        """'uncased', 'cased', or all three switches (prefixed with 'SentencePiece, ' for that kind)."""
+        if self.kind == SENTENCEPIECE:
+            return f"SentencePiece, {'uncased' if self.lowercase else 'cased'}"
         if self == TokenizerSettings():
             return "uncased"
         if self == TokenizerSettings.cased():
@@ -222,12 +262,51 @@ def pretokenize(texts, settings: "TokenizerSettings"):
     return tf_text.case_fold_utf8(words) if settings.lowercase else words
 
 
-class ElectraTokenizer:
-    """Text -> WordPiece ids, in graph (tf.data, tf.function, SavedModel) or eagerly.
+def sentencepiece_model_path(vocab_path: str | Path) -> Path:
+    """Where a SentencePiece vocabulary's model lives: `spm.model` beside its `vocab.txt`."""
+    return Path(vocab_path).with_name(SENTENCEPIECE_MODEL_FILE)
 
-    A vocabulary file brings its settings (`tokenizer_config.json` beside it; uncased without
-    one); a list of tokens is uncased unless `settings` says otherwise. `wordpiece` is the
-    tf-text `FastWordpieceTokenizer` over the vocabulary (pretokenized words in, pieces out).
+
+def read_sentencepiece_model(vocab_path: str | Path) -> bytes:
+    """The serialized SentencePiece model beside `vocab_path`."""
+    path = sentencepiece_model_path(vocab_path)
+    if not path.is_file():
+        raise VocabularyError(f"{tokenizer_settings_path(vocab_path)} says {Path(vocab_path).name} is a SentencePiece "
+                              f"vocabulary, but its model {path} is missing. Copy the vocabulary's whole folder "
+                              f"({Path(vocab_path).name}, {SENTENCEPIECE_MODEL_FILE}, {TOKENIZER_CONFIG_FILE}).")
+    return path.read_bytes()
+
+
+def model_pieces(model: bytes) -> list[str]:
+    """The pieces of a serialized model, in id order (what its vocab.txt lists)."""
+    import sentencepiece
+
+    processor = sentencepiece.SentencePieceProcessor(model_proto=model)
+    return [processor.id_to_piece(i) for i in range(processor.get_piece_size())]
+
+
+def check_model_pieces(model: bytes, vocabulary: list[str], where: str) -> None:
+    """A SentencePiece vocabulary's model and its token list must agree, and the model must hold
+    ELECTRA's special tokens as pieces."""
+    try:
+        pieces = model_pieces(model)
+    except (RuntimeError, OSError) as error:
+        raise VocabularyError(f"{where}: its SentencePiece model cannot be read ({error}).") from None
+    if pieces != list(vocabulary):
+        raise VocabularyError(f"{where}: the SentencePiece model's {len(pieces):,} pieces are not the vocabulary's "
+                              f"{len(vocabulary):,} tokens: keep vocab.txt and spm.model from the same build.")
+
+
+
+class ElectraTokenizer:
+    """Text -> WordPiece or SentencePiece ids, in graph (tf.data, tf.function, SavedModel) or eagerly.
+
+    A vocabulary file brings its settings (`tokenizer_config.json` beside it; uncased WordPiece
+    without one) and, for SentencePiece, its model (`spm.model` beside it); a list of tokens is
+    uncased WordPiece unless `settings` says otherwise (SentencePiece also needs
+    `sentencepiece_model`, the serialized model whose pieces the list is). `wordpiece` is the
+    tf-text `FastWordpieceTokenizer` over the vocabulary (pretokenized words in, pieces out),
+    None for SentencePiece, whose tf-text op `sentencepiece_op()` makes inside each graph.
 
     Example:
     >>> tokenizer = ElectraTokenizer(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]",
@@ -243,10 +322,13 @@ class ElectraTokenizer:
     [False, False, True]
     """
 
-    def __init__(self, vocabulary: list[str] | str | Path, settings: TokenizerSettings | None = None):
+    def __init__(self, vocabulary: list[str] | str | Path, settings: TokenizerSettings | None = None,
+                 sentencepiece_model: bytes | None = None):
         if isinstance(vocabulary, (str, Path)):
             self.vocabulary_path = str(vocabulary)
             settings = settings or read_tokenizer_settings(vocabulary)
+            if settings.kind == SENTENCEPIECE and sentencepiece_model is None:
+                sentencepiece_model = read_sentencepiece_model(vocabulary)
             vocabulary = read_vocabulary(vocabulary)
             check_casing(vocabulary, settings, f"vocabulary {self.vocabulary_path}")
         else:
@@ -265,16 +347,44 @@ class ElectraTokenizer:
         import tensorflow as tf  # deferred: importing the module does not start TensorFlow
         import tensorflow_text as tf_text
 
-        self.wordpiece = tf_text.FastWordpieceTokenizer(
-            vocab=self.vocabulary, token_out_type=tf.int32, suffix_indicator=SUFFIX_INDICATOR,
-            unknown_token="[UNK]", no_pretokenization=True, support_detokenization=True)
+        self.wordpiece = self.sentencepiece_model = None
+        if self.settings.kind == SENTENCEPIECE:
+            if sentencepiece_model is None:
+                raise VocabularyError("a SentencePiece tokenizer needs its model (sentencepiece_model).")
+            check_model_pieces(sentencepiece_model, self.vocabulary, self.vocabulary_path or "the vocabulary")
+            self.sentencepiece_model = bytes(sentencepiece_model)
+        else:
+            self.wordpiece = tf_text.FastWordpieceTokenizer(
+                vocab=self.vocabulary, token_out_type=tf.int32, suffix_indicator=SUFFIX_INDICATOR,
+                unknown_token="[UNK]", no_pretokenization=True, support_detokenization=True)
         self._tokenize = tf.function(self._tokenize_in_graph, input_signature=[tf.TensorSpec([None], tf.string)])
 
     @property
     def vocabulary_size(self) -> int:
         return len(self.vocabulary)
 
+    def sentencepiece_op(self):
+        """tf-text's `SentencepieceTokenizer` over this vocabulary's model, made in the graph being
+        traced (tf.data's map, a tf.function, a serving signature). Its op keeps the model in a
+        resource owned by the op's kernel: made eagerly, that resource lives in the eager
+        context, where tf.data functions and a reconfigured runtime lose it ("Resource
+        _0_SentencepieceOp does not exist"); made in the graph, it lives with the graph's
+        function, and an export holds it without tracking anything."""
+        import tensorflow as tf
+        import tensorflow_text as tf_text
+
+        if tf.executing_eagerly():
+            raise RuntimeError("sentencepiece_op() is for graphs: call it inside a tf.function.")
+        return tf_text.SentencepieceTokenizer(model=self.sentencepiece_model, out_type=tf.int32)
+
+    @property
+    def kind(self) -> str:
+        """"wordpiece" or "sentencepiece"."""
+        return self.settings.kind
+
     def _tokenize_in_graph(self, texts):
+        if self.sentencepiece_model is not None:
+            return self.sentencepiece_op().tokenize(texts)
         return self.wordpiece.tokenize(pretokenize(texts, self.settings)).merge_dims(-2, -1)
 
     def tokenize(self, texts):
@@ -285,15 +395,25 @@ class ElectraTokenizer:
 
     @property
     def word_continuations(self) -> list[bool]:
-        """Per vocabulary entry, whether it continues the word before it (a "##" piece): what
-        whole-word masking groups pieces into words by."""
+        """Per vocabulary entry, whether it continues the word before it: what whole-word
+        masking groups pieces into words by. WordPiece: a "##" piece. SentencePiece: a piece
+        without the word-start marker "▁" (special tokens start words). SentencePiece's words are
+        runs between spaces, so in text written without spaces a word is a whole clause."""
+        if self.kind == SENTENCEPIECE:
+            special = set(self.special_token_ids)
+            return [not token.startswith(WORD_START) and i not in special for i, token in enumerate(self.vocabulary)]
         return [token.startswith(SUFFIX_INDICATOR) for token in self.vocabulary]
 
     def id_to_token(self, token_id: int) -> str:
         return self.vocabulary[token_id]
 
     def save(self, vocab_path: str | Path) -> None:
-        """Writes `vocab.txt` and, beside it, the settings it is read with."""
+        """Writes `vocab.txt` and, beside it, the settings it is read with (and the SentencePiece
+        model, for that kind)."""
+        from electra_tf.utils.files import atomic_write_bytes
+
+        if self.sentencepiece_model is not None:
+            atomic_write_bytes(sentencepiece_model_path(vocab_path), self.sentencepiece_model)
         write_vocabulary(vocab_path, self.vocabulary, self.settings)
 
 

@@ -1,8 +1,9 @@
-"""Learning a WordPiece vocabulary from a corpus (uncased, or cased): `build_vocabulary`.
+"""Learning a vocabulary from a corpus: `build_vocabulary`.
 
-Inputs are read like the shard builder's (text files, MediaWiki dumps, globs, folders). The
-vocabulary starts with [PAD] [UNK] [CLS] [SEP] [MASK]; `tokenization.learn_vocabulary` does
-the learning (keras-hub's WordPiece trainer).
+WordPiece (uncased or cased; `tokenization.learn_vocabulary`, keras-hub's trainer) or
+SentencePiece (unigram or BPE; `sentence_pieces.learn_sentencepiece`, the sentencepiece
+library). Inputs are read like the shard builder's (text files, MediaWiki dumps, record files,
+globs, folders). The vocabulary starts with [PAD] [UNK] [CLS] [SEP] [MASK].
 
 A corpus too large for memory is learned from a uniform sample of its sentences: reservoir
 sampling (Vitter's algorithm R) over every sentence read, seeded, so the sample depends only on
@@ -27,6 +28,20 @@ MIN_PIECE_COUNT = 10
 # Sentences the vocabulary is learned from, at most: sized for one machine (a few GB of text in
 # memory, and the learner's time); larger corpora are sampled uniformly.
 DEFAULT_VOCAB_SAMPLE_SENTENCES = 5_000_000
+# build_vocab / build_data --vocab_model: the kind of vocabulary, and for SentencePiece its algorithm.
+VOCAB_MODELS = {"wordpiece": None, "sentencepiece": "unigram", "sentencepiece-bpe": "bpe"}
+
+
+def vocabulary_kind(vocab_model: str, cased: bool):
+    """(TokenizerSettings, SentencePiece model type or None) for a --vocab_model and --cased."""
+    from electra_tf.data.tokenization import TokenizerSettings
+
+    if vocab_model not in VOCAB_MODELS:
+        raise ValueError(f"vocab_model {vocab_model!r}; expected one of {', '.join(VOCAB_MODELS)}.")
+    sentencepiece_type = VOCAB_MODELS[vocab_model]
+    if sentencepiece_type:
+        return TokenizerSettings.sentencepiece(lowercase=not cased), sentencepiece_type
+    return (TokenizerSettings.cased() if cased else TokenizerSettings()), None
 
 
 def collect_sentences(inputs: list[str], skips: Skips, max_documents: int | None = None,
@@ -69,13 +84,16 @@ def collect_sentences(inputs: list[str], skips: Skips, max_documents: int | None
 def build_vocabulary(inputs: list[str], vocab_size: int, output: Path,
                      max_documents: int | None = None, settings=None, final_path: Path | None = None,
                      sample_sentences: int | None = DEFAULT_VOCAB_SAMPLE_SENTENCES, seed: int = 0,
-                     sample: dict | None = None, text_field: str = "text") -> list[str]:
+                     sample: dict | None = None, text_field: str = "text",
+                     sentencepiece_type: str = "unigram") -> list[str]:
     """Learns a vocabulary from `inputs` and writes it to `output` (atomically), with the
-    `TokenizerSettings` (default: uncased) in a tokenizer_config.json beside it. `final_path`:
+    `TokenizerSettings` (default: uncased WordPiece) in a tokenizer_config.json beside it, and
+    for a SentencePiece kind (`sentencepiece_type` unigram or bpe) its spm.model. `final_path`:
     where the file will end up when `output` is a temporary folder's (the message names it)."""
     import tensorflow as tf
 
-    from electra_tf.data.tokenization import TokenizerSettings, learn_vocabulary, write_vocabulary
+    from electra_tf.data.tokenization import (SENTENCEPIECE, TokenizerSettings, learn_vocabulary,
+                                             sentencepiece_model_path, write_vocabulary)
 
     settings = settings or TokenizerSettings()
     skips = Skips()
@@ -84,15 +102,27 @@ def build_vocabulary(inputs: list[str], vocab_size: int, output: Path,
                                   sample=sample, text_field=text_field)
     which = (f"a uniform sample of {len(sentences):,} of {sample['of']:,} sentences (seed {seed})"
              if sample["of"] > len(sentences) else f"{len(sentences):,} sentences")
-    print(f"Learning a {vocab_size}-entry {settings.describe()} WordPiece vocabulary from {which} "
+    kind = (f"{settings.describe()} ({sentencepiece_type})" if settings.kind == SENTENCEPIECE
+            else f"{settings.describe()} WordPiece")
+    print(f"Learning a {vocab_size}-entry {kind} vocabulary from {which} "
           f"(skipped or repaired input: {skips.describe()}) ...", file=sys.stderr)
     started = time.monotonic()
     with heartbeat("learning the vocabulary"):  # one call into the learner: no percentage to show
-        vocabulary = learn_vocabulary(tf.data.Dataset.from_tensor_slices(sentences).batch(1000), vocab_size, settings)
+        if settings.kind == SENTENCEPIECE:
+            from electra_tf.data.sentence_pieces import learn_sentencepiece
+            from electra_tf.data.tokenization import model_pieces
+            from electra_tf.utils.files import atomic_write_bytes
+
+            model = learn_sentencepiece(sentences, vocab_size, settings.lowercase, sentencepiece_type)
+            vocabulary = model_pieces(model)
+            atomic_write_bytes(sentencepiece_model_path(output), model)
+        else:
+            vocabulary = learn_vocabulary(tf.data.Dataset.from_tensor_slices(sentences).batch(1000), vocab_size,
+                                          settings)
     write_vocabulary(output, vocabulary, settings)
     print(f"Wrote {len(vocabulary):,} tokens (asked for {vocab_size:,}) to {Path(final_path or output).resolve()} in "
           f"{time.monotonic() - started:.0f} s.", file=sys.stderr)
-    if len(vocabulary) < vocab_size // 2:
+    if len(vocabulary) < vocab_size // 2 and settings.kind != SENTENCEPIECE:
         print(f"note: the vocabulary is far smaller than asked. The WordPiece trainer keeps only word pieces "
               f"seen at least {MIN_PIECE_COUNT} times, and {len(sentences):,} sentences hold few, so common "
               f"words will be split into pieces. Ask for --vocab_size {len(vocabulary):,} or less, or give "

@@ -101,9 +101,11 @@ def export_huggingface(model_dir: str | Path, output: str | Path, checkpoint: st
 def write_huggingface_folders(pretrainer, config: ElectraConfig, tokenizer, output: Path,
                               rtd_head: bool = True, with_generator: bool = True) -> list[Path]:
     """A pretrainer in memory as `save_pretrained` folders OUTPUT/discriminator [and
-    OUTPUT/generator], written to a temporary folder and renamed."""
-    from electra_tf.interop.huggingface import tensors_for, write_folder
+    OUTPUT/generator], written to a temporary folder and renamed. A SentencePiece vocabulary is
+    refused before anything is written (`check_huggingface_tokenizer`)."""
+    from electra_tf.interop.huggingface import check_huggingface_tokenizer, tensors_for, write_folder
 
+    check_huggingface_tokenizer(tokenizer)
     names = weight_table(config, generator=with_generator, rtd_head=rtd_head)
     values = {variable.path: variable.numpy() for variable in pretrainer.variables}
     temporary = output.parent / f".{output.name}.tmp-{os.getpid()}"

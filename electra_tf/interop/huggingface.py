@@ -210,6 +210,24 @@ def write_folder(path: Path, model_class: str, config: ElectraConfig, tensors: d
     write_tokenizer_files(path, tokenizer, config)
 
 
+def check_huggingface_tokenizer(tokenizer) -> None:
+    """transformers' `ElectraTokenizer` is WordPiece only, and no tokenizer class that
+    `AutoTokenizer` loads reproduces a SentencePiece model's ids exactly: its tokenizers-backed
+    classes break ties between equally likely segmentations differently (for a unigram model
+    learned from Chinese reviews, about 1% of texts got other ids, e.g. "！！！！！" as "!"+"!!!!"
+    instead of "!!!!"+"!"), and DeBERTa-v2's does not apply the model's normalisation (full-width
+    "，" became [UNK]). A folder that loads but tokenizes differently would silently change the
+    model's inputs, so such a vocabulary is refused (docs/interop.md)."""
+    from electra_tf.data.tokenization import SENTENCEPIECE
+
+    if tokenizer.kind == SENTENCEPIECE:
+        raise ConversionError(
+            "the run's vocabulary is SentencePiece, and transformers has no tokenizer that AutoTokenizer loads and "
+            "that gives the same ids for it (its tokenizers-backed SentencePiece classes segment some text "
+            "differently), so no HuggingFace folder was written. Serve the model with the TensorFlow export "
+            "(python -m electra_tf.export), which tokenizes in the graph with the model's own spm.model.")
+
+
 def write_tokenizer_files(path: Path, tokenizer, config: ElectraConfig) -> None:
     """`vocab.txt` and `tokenizer_config.json` for transformers' `ElectraTokenizer`, normalising
     as `tokenizer` (an `ElectraTokenizer`) does."""

@@ -16,6 +16,8 @@ IGNORE_LABEL, which the tagging loss and metrics skip.
 
 from __future__ import annotations
 
+import base64
+
 import keras
 import tensorflow as tf
 
@@ -171,13 +173,16 @@ class ElectraTextPreprocessor(keras.layers.Layer):
     ([[2, 5, 6, 3, 7, 3]], [[0, 0, 0, 0, 1, 1]])
     """
 
-    def __init__(self, vocabulary, max_seq_length: int = 128, tokenizer_settings: dict | None = None, **kwargs):
+    def __init__(self, vocabulary, max_seq_length: int = 128, tokenizer_settings: dict | None = None,
+                 sentencepiece_model: str | None = None, **kwargs):
         kwargs.setdefault("trainable", False)
         super().__init__(**kwargs)
         # tokenizer_settings: `TokenizerSettings.to_huggingface()`; absent in files saved before
-        # cased vocabularies, which were all uncased.
+        # cased vocabularies, which were all uncased. sentencepiece_model: a SentencePiece
+        # vocabulary's model, base64 (the config is JSON).
         self.tokenizer = vocabulary if isinstance(vocabulary, ElectraTokenizer) else ElectraTokenizer(
-            vocabulary, TokenizerSettings.from_huggingface(tokenizer_settings or {}))
+            vocabulary, TokenizerSettings.from_huggingface(tokenizer_settings or {}),
+            base64.b64decode(sentencepiece_model) if sentencepiece_model else None)
         if max_seq_length < 3:
             raise ValueError(f"max_seq_length must be at least 3 ([CLS] x [SEP]), got {max_seq_length}.")
         self.max_seq_length = max_seq_length
@@ -202,7 +207,9 @@ class ElectraTextPreprocessor(keras.layers.Layer):
     def get_config(self):
         return {**super().get_config(), "vocabulary": list(self.tokenizer.vocabulary),
                 "max_seq_length": self.max_seq_length,
-                "tokenizer_settings": self.tokenizer.settings.to_huggingface()}
+                "tokenizer_settings": self.tokenizer.settings.to_huggingface(),
+                **({"sentencepiece_model": base64.b64encode(self.tokenizer.sentencepiece_model).decode("ascii")}
+                   if self.tokenizer.sentencepiece_model is not None else {})}
 
 
 @keras.saving.register_keras_serializable(package="electra_tf")

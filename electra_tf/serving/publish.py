@@ -144,6 +144,8 @@ def export_fingerprint(model, endpoints: dict, config=None, tokenizer=None, task
         digest.update("\n".join(tokenizer.vocabulary).encode())
         if tokenizer.settings != type(tokenizer.settings)():  # uncased exports keep their old digests
             digest.update(json.dumps(tokenizer.settings.to_huggingface(), sort_keys=True).encode())
+        if tokenizer.sentencepiece_model is not None:
+            digest.update(tokenizer.sentencepiece_model)
     return digest.hexdigest()
 
 

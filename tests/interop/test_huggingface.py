@@ -150,3 +150,17 @@ def test_a_generator_not_trained_with_the_discriminator_is_refused(tmp_path):
     save_file(tensors, str(generator / "model.safetensors"))
     with pytest.raises(ConversionError, match="differs from the discriminator's"):
         import_huggingface(FIXTURE / "discriminator", tmp_path / "out", generator=generator)
+
+
+def test_a_sentencepiece_run_is_refused_before_anything_is_written(sentencepiece_vocab, tmp_path):
+    import keras
+
+    from electra_tf.data.tokenization import ElectraTokenizer
+    from electra_tf.interop.convert import write_huggingface_folders
+    from electra_tf.models.config import ElectraConfig
+
+    tokenizer = ElectraTokenizer(sentencepiece_vocab)
+    config = ElectraConfig.load("electra_tiny").replace(vocab_size=tokenizer.vocabulary_size)
+    with pytest.raises(ConversionError, match="vocabulary is SentencePiece.*no HuggingFace folder was written"):
+        write_huggingface_folders(keras.Model(), config, tokenizer, tmp_path / "out")
+    assert list(tmp_path.iterdir()) == []
