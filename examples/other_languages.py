@@ -20,7 +20,8 @@ Republic of Korea (`kolaw`) and ten National Assembly bills (`kobill`).
 - classify_train.jsonl / classify_dev.jsonl: {"text", "label"} (zh: the review's sentiment; ko: whether a
   sentence comes from the constitution or from a bill), a stratified split; dev text is never in
   the corpus;
-- tag_train.conll / tag_dev.conll (zh only): People's Daily words with their gold tags;
+- tag_train.conll / tag_dev.conll (zh only): People's Daily words with their gold tags (the first
+  --tag_train training paragraphs; the dev paragraphs are never in the corpus);
 - words.txt: the dev text's gold words, space-separated, a line per text (zh: the People's Daily
   segmentation; ko: words between spaces), what `pieces_per_word` divides by.
 
@@ -122,7 +123,7 @@ def write_chinese(output: Path, args) -> dict:
     records = [{"id": f"199801-{i}", "text": "".join(w for w, _ in p)} for i, p in enumerate(train_paragraphs)]
     records += [{"id": f"review-{i}", "text": text} for i, (text, _) in enumerate(train)]
     conll = lambda ps: "".join("".join(f"{w}\t{t}\n" for w, t in p) + "\n" for p in ps)  # noqa: E731
-    atomic_write_text(output / "tag_train.conll", conll(train_paragraphs))
+    atomic_write_text(output / "tag_train.conll", conll(train_paragraphs[: args.tag_train]))
     atomic_write_text(output / "tag_dev.conll", conll(dev_paragraphs))
     atomic_write_text(output / "words.txt", "".join(" ".join(w for w, _ in p) + "\n" for p in dev_paragraphs))
     return {"records": records, "train": train, "dev": dev}
@@ -183,6 +184,7 @@ def main(argv=None) -> int:
     writer.add_argument("--paragraphs", type=int, default=None, help="zh: People's Daily paragraphs read (all)")
     writer.add_argument("--per_class", type=int, default=2000, help="zh: training reviews of each sentiment")
     writer.add_argument("--dev", type=int, default=200, help="dev texts of each label (zh tags: dev paragraphs)")
+    writer.add_argument("--tag_train", type=int, default=2000, help="zh: tagged training paragraphs (the first N)")
     writer.add_argument("--seed", type=int, default=0)
     counter = commands.add_parser("pieces_per_word", help="pieces per gold word for each vocabulary")
     counter.add_argument("--words", required=True)

@@ -348,6 +348,9 @@ class ElectraTokenizer:
         import tensorflow_text as tf_text
 
         self.wordpiece = self.sentencepiece_model = None
+        # SentencePiece's bare word start "▁", a piece of its own before text not separated by a
+        # space (`preprocessing.pack_words` drops it from pre-split words); None for WordPiece.
+        self.bare_word_start_id = index.get(WORD_START) if self.settings.kind == SENTENCEPIECE else None
         if self.settings.kind == SENTENCEPIECE:
             if sentencepiece_model is None:
                 raise VocabularyError("a SentencePiece tokenizer needs its model (sentencepiece_model).")

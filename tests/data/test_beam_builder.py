@@ -66,6 +66,15 @@ def test_beam_builds_the_local_builders_examples_counts_and_skips(real_inputs, s
     assert not list((tmp_path / "beam").glob(".build-*"))  # the work folder is gone
 
 
+def test_beam_tokenizes_with_a_sentencepiece_vocabulary_as_the_local_builder(real_inputs, sentencepiece_vocab, tmp_path):
+    pytest.importorskip("apache_beam")
+    metadata = [build_shards(tmp_path / runner, [str(real_inputs)], vocab=sentencepiece_vocab, max_seq_length=64,
+                             num_shards=2, num_workers=1, runner=runner, text_field="meta.text")
+                for runner in ("local", "beam")]
+    assert metadata[0]["tokenizer"] == metadata[1]["tokenizer"] == "sentencepiece"
+    assert examples(tmp_path / "beam") == examples(tmp_path / "local") and metadata[0]["examples"] > 50
+
+
 def test_a_pipeline_that_dies_midway_leaves_the_previous_data_and_reruns(real_inputs, small_vocab, tmp_path,
                                                                           monkeypatch):
     pytest.importorskip("apache_beam")

@@ -122,3 +122,18 @@ def test_too_small_a_vocabulary_for_the_characters_is_a_clear_error():
     sentences = ["".join(chr(0x4E00 + i) for i in range(start, start + 30)) for start in range(0, 600, 30)] * 5
     with pytest.raises(VocabularyError, match="ask for a larger --vocab_size"):
         learn_sentencepiece(sentences, 100)
+
+
+def test_pre_split_words_carry_their_tags_on_a_piece_with_text(tokenizer):
+    """A Chinese word tokenized alone starts with a bare "▁" (running text has no space before it):
+    it is dropped, so each word's tag sits on its first piece with text."""
+    from electra_tf.models.preprocessing import pack_words
+
+    words = tf.ragged.constant([["河流", "发源", "于", "北部", "山区"]])
+    assert tokenizer.tokenize(["河流"]).to_list()[0][0] == tokenizer.bare_word_start_id  # alone: "▁" first
+    inputs, labels = pack_words(tokenizer, 24, words, tf.ragged.constant([[0, 1, 2, 3, 4]]))
+    ids, labels = inputs["token_ids"].numpy()[0], labels.numpy()[0]
+    assert tokenizer.bare_word_start_id not in ids.tolist()
+    tagged = [tokenizer.id_to_token(i) for i, label in zip(ids, labels) if label >= 0]
+    assert len(tagged) == 5 and all(piece and piece != "▁" for piece in tagged)
+    assert "".join(tokenizer.id_to_token(i) for i in ids if i > 4) == "河流发源于北部山区"
