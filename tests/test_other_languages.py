@@ -38,9 +38,9 @@ def test_chinese_records_to_an_export_answering_raw_text(languages, tmp_path, ca
     assert pretrain.main(["--data", str(data), "--model_dir", str(run), "--steps", "6", "--batch_size", "8",
                           "--set", "num_layers=1", "--set", "max_seq_length=64", "--log_every", "3",
                           "--eval_batches", "1"]) == 0
+    assert "vocabulary 4,000 tokens (SentencePiece, uncased)" in capsys.readouterr().out
     assert (run / "spm.model").is_file()  # the model_dir keeps the vocabulary's kind and model
     assert json.loads((run / "tokenizer_config.json").read_text())["tokenizer_kind"] == "sentencepiece"
-    capsys.readouterr()
 
     output = tmp_path / "classifier"
     assert finetune.main(["--pretrained", str(run), "--train", str(tmp_path / "zh" / "classify_train.jsonl"),

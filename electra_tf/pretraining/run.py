@@ -520,7 +520,9 @@ def _print_header(run: _Run) -> None:
     print(f"ELECTRA pre-training: {run.model_dir.name}, {kept.count_params():,} parameters in the "
           f"{'discriminator' if run.pretrainer.discriminator else 'encoder'} (the model kept after "
           f"pre-training); {_describe_steps(config)} of {_describe_batch(config)}.")
-    print(f"  data: {run.data.description}; vocabulary {run.data.tokenizer.vocabulary_size:,} tokens")
+    tokenizer = run.data.tokenizer
+    print(f"  data: {run.data.description}; vocabulary {tokenizer.vocabulary_size:,} tokens"
+          + (f" ({tokenizer.settings.describe()})" if tokenizer.sentencepiece_model is not None else ""))
     every = f"every {options.eval_every:,} steps and " if options.eval_every else ""
     print(f"  evaluation {every}at the end: {options.eval_batches} batches of {run.eval_text.description}")
     print(f"  runtime: {run.runtime.describe()}")
