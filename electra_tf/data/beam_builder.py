@@ -141,11 +141,14 @@ class PackDocuments(DoFn):
     def setup(self):
         import os
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-        import tensorflow as tf
+        from electra_tf.utils.logs import start_up_lines_left_out
 
+        with start_up_lines_left_out():  # TensorFlow's start-up lines, once per Beam worker
+            import tensorflow as tf
+
+            tf.config.set_visible_devices([], "GPU")
         from electra_tf.data.packing import DocumentPacker
 
-        tf.config.set_visible_devices([], "GPU")
         self.packer = DocumentPacker(self.vocab_path, self.max_seq_length, self.seed, self.held_out)
 
     def process(self, document):

@@ -43,6 +43,7 @@ from electra_tf.data.tokenization import (SENTENCEPIECE, check_casing, read_toke
 from electra_tf.data.vocabulary import (DEFAULT_VOCAB_SAMPLE_SENTENCES, DEFAULT_VOCAB_SIZE, build_vocabulary,
                                         vocabulary_kind)
 from electra_tf.utils.files import atomic_write_text, file_sha256
+from electra_tf.utils.logs import start_up_lines_left_out
 from electra_tf.utils.progress import Progress
 from electra_tf.utils.run_dir import VOCAB_FILE
 
@@ -371,18 +372,13 @@ def _worker(worker_id, num_workers, vocab_path, max_seq_length, num_shards, seed
     """Markup removal, sentence splitting, tokenization and packing for documents k = id mod W."""
     try:
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-        # TensorFlow's start-up chatter goes to file descriptor 2 before any log setting
-        # applies; W workers would repeat it W times over the progress line.
-        saved_stderr = os.dup(2)
-        with open(os.devnull, "w") as devnull:
-            os.dup2(devnull.fileno(), 2)
-            try:
-                import tensorflow as tf
-            finally:
-                os.dup2(saved_stderr, 2)
-                os.close(saved_stderr)
+        # TensorFlow's start-up lines (and, without an NVIDIA driver, the failed cuInit when the
+        # devices are first listed) go to file descriptor 2 before any log setting applies; W
+        # workers would repeat them W times over the progress line.
+        with start_up_lines_left_out():
+            import tensorflow as tf
 
-        tf.config.set_visible_devices([], "GPU")
+            tf.config.set_visible_devices([], "GPU")
         from electra_tf.data.packing import DocumentPacker
 
         packer = DocumentPacker(vocab_path, max_seq_length, seed, held_out)
