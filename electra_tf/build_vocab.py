@@ -28,7 +28,7 @@ import sys
 from pathlib import Path
 
 from electra_tf.data.corpus import embedded_sample_path
-from electra_tf.data.tokenization import sentencepiece_model_path, tokenizer_settings_path
+from electra_tf.data.tokenization import tokenizer_settings_path, vocabulary_files
 from electra_tf.data.vocabulary import (DEFAULT_VOCAB_SAMPLE_SENTENCES, DEFAULT_VOCAB_SIZE, VOCAB_MODELS,
                                         build_vocabulary, vocabulary_kind)
 from electra_tf.utils.errors import ElectraError, command
@@ -74,7 +74,7 @@ def main(argv=None) -> int:
     start_tensorflow()  # quietly, before anything else loads it
     output = Path(args.output)
     settings_file = tokenizer_settings_path(output)
-    for existing in (output, settings_file, sentencepiece_model_path(output)):
+    for existing in vocabulary_files(output):
         if existing.exists() and not args.overwrite:
             raise ElectraError(f"{existing} exists; pass --overwrite to replace it (a vocabulary's kind and casing are "
                                f"written to {settings_file.name} in its folder, and a SentencePiece model to "

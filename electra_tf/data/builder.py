@@ -37,8 +37,8 @@ from electra_tf.data.corpus import (
     total_input_bytes,
 )
 from electra_tf.data.shards import FORMAT, HELD_OUT_FILE, METADATA_FILE, DataError, shard_name
-from electra_tf.data.tokenization import (SENTENCEPIECE, check_casing, read_tokenizer_settings,
-                                         read_vocabulary, sentencepiece_model_path, tokenizer_settings_path,
+from electra_tf.data.tokenization import (check_casing, read_tokenizer_settings, read_vocabulary,
+                                         tokenizer_settings_path, vocabulary_files,
                                          vocabulary_fingerprint)
 from electra_tf.data.vocabulary import (DEFAULT_VOCAB_SAMPLE_SENTENCES, DEFAULT_VOCAB_SIZE, build_vocabulary,
                                         vocabulary_kind)
@@ -203,13 +203,12 @@ def _build(output_dir, inputs, vocab, vocab_size, max_seq_length, num_shards, nu
             os.replace(work_dir / shard["file"], output_dir / shard["file"])
         if metadata["held_out"]:
             os.replace(work_dir / HELD_OUT_FILE, output_dir / HELD_OUT_FILE)
-        if not vocab:
-            if settings.kind == SENTENCEPIECE:
-                os.replace(sentencepiece_model_path(vocab_path), sentencepiece_model_path(output_dir / VOCAB_FILE))
-            else:  # a SentencePiece model of an earlier build would sit beside a WordPiece vocabulary
-                sentencepiece_model_path(output_dir / VOCAB_FILE).unlink(missing_ok=True)
-            os.replace(tokenizer_settings_path(vocab_path), tokenizer_settings_path(output_dir / VOCAB_FILE))
-            os.replace(vocab_path, output_dir / VOCAB_FILE)
+        if not vocab:  # the learned vocabulary's files replace an earlier build's (none left over)
+            for learned, kept in zip(vocabulary_files(vocab_path), vocabulary_files(output_dir / VOCAB_FILE)):
+                if learned.is_file():
+                    os.replace(learned, kept)
+                else:
+                    kept.unlink(missing_ok=True)
         atomic_write_text(output_dir / METADATA_FILE, json.dumps(metadata, indent=2) + "\n")
         return metadata
     finally:

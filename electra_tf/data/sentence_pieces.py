@@ -9,6 +9,7 @@ end-of-sentence pieces: [CLS] and [SEP] are added when examples are packed, as f
 
 Example:
 >>> sentences = ["the quick brown fox jumps over the lazy dog"] * 50 + ["a quick fox"] * 50
+>>> from electra_tf.data.tokenization import model_pieces
 >>> model = learn_sentencepiece(sentences, 40, lowercase=True)
 >>> model_pieces(model)[:6]
 ['[PAD]', '[UNK]', '[CLS]', '[SEP]', '[MASK]', '▁']
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 import io
 
-from electra_tf.data.tokenization import SPECIAL_TOKENS, VocabularyError, model_pieces  # noqa: F401 (doctest)
+from electra_tf.data.tokenization import SPECIAL_TOKENS, VocabularyError
 
 MODEL_TYPES = ("unigram", "bpe")  # sentencepiece's subword algorithms offered by build_vocab / build_data
 # Share of the text's characters the model must cover (sentencepiece's default, right for

@@ -218,13 +218,23 @@ def read_vocabulary(path: str | Path) -> list[str]:
     return tokens
 
 
-def write_vocabulary(path: str | Path, tokens, settings: TokenizerSettings | None = None) -> None:
-    """Writes a `vocab.txt` (one token per line) atomically, and its settings beside it if given."""
-    from electra_tf.utils.files import atomic_write_text
+def write_vocabulary(path: str | Path, tokens, settings: TokenizerSettings | None = None,
+                     sentencepiece_model: bytes | None = None) -> None:
+    """Writes a `vocab.txt` (one token per line) atomically, its settings beside it if given, and
+    a SentencePiece vocabulary's model beside it (`vocabulary_files`)."""
+    from electra_tf.utils.files import atomic_write_bytes, atomic_write_text
 
+    if sentencepiece_model is not None:
+        atomic_write_bytes(sentencepiece_model_path(path), sentencepiece_model)
     atomic_write_text(path, "\n".join(tokens) + "\n")
     if settings is not None:
         write_tokenizer_settings(path, settings)
+
+
+def vocabulary_files(vocab_path: str | Path) -> list[Path]:
+    """The files a vocabulary is made of: `vocab.txt`, the `tokenizer_config.json` beside it, and
+    for SentencePiece the `spm.model` beside it (what is copied, moved or refused as a whole)."""
+    return [Path(vocab_path), tokenizer_settings_path(vocab_path), sentencepiece_model_path(vocab_path)]
 
 
 def vocabulary_fingerprint(tokens: list[str]) -> str:
@@ -349,7 +359,7 @@ class ElectraTokenizer:
 
         self.wordpiece = self.sentencepiece_model = None
         # SentencePiece's bare word start "▁", a piece of its own before text not separated by a
-        # space (`preprocessing.pack_words` drops it from pre-split words); None for WordPiece.
+        # space (`tokenize_words` drops it from pre-split words); None for WordPiece.
         self.bare_word_start_id = index.get(WORD_START) if self.settings.kind == SENTENCEPIECE else None
         if self.settings.kind == SENTENCEPIECE:
             if sentencepiece_model is None:
@@ -396,6 +406,20 @@ class ElectraTokenizer:
 
         return self._tokenize(tf.convert_to_tensor(texts, tf.string))
 
+    def tokenize_words(self, words):
+        """Pre-split words (string [n]) -> ragged int32 [n, None] pieces, each word tokenized on its
+        own. SentencePiece starts a lone word with its word start; where running text would not
+        (a Chinese word, which no space precedes) that is a bare "▁" piece, dropped here, so a
+        word's first piece has text and its pieces are those of running text."""
+        import tensorflow as tf
+
+        pieces = tf.cast(self.tokenize(words), tf.int32)
+        if self.bare_word_start_id is None:
+            return pieces
+        first = tf.equal(tf.ragged.range(pieces.row_lengths()), 0)
+        bare = first & tf.equal(pieces, self.bare_word_start_id) & tf.expand_dims(pieces.row_lengths() > 1, 1)
+        return tf.ragged.boolean_mask(pieces, ~bare)
+
     @property
     def word_continuations(self) -> list[bool]:
         """Per vocabulary entry, whether it continues the word before it: what whole-word
@@ -413,11 +437,7 @@ class ElectraTokenizer:
     def save(self, vocab_path: str | Path) -> None:
         """Writes `vocab.txt` and, beside it, the settings it is read with (and the SentencePiece
         model, for that kind)."""
-        from electra_tf.utils.files import atomic_write_bytes
-
-        if self.sentencepiece_model is not None:
-            atomic_write_bytes(sentencepiece_model_path(vocab_path), self.sentencepiece_model)
-        write_vocabulary(vocab_path, self.vocabulary, self.settings)
+        write_vocabulary(vocab_path, self.vocabulary, self.settings, self.sentencepiece_model)
 
 
 def learn_vocabulary(texts, vocabulary_size: int, settings: TokenizerSettings | None = None) -> list[str]:

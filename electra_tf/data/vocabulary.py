@@ -92,8 +92,7 @@ def build_vocabulary(inputs: list[str], vocab_size: int, output: Path,
     where the file will end up when `output` is a temporary folder's (the message names it)."""
     import tensorflow as tf
 
-    from electra_tf.data.tokenization import (SENTENCEPIECE, TokenizerSettings, learn_vocabulary,
-                                             sentencepiece_model_path, write_vocabulary)
+    from electra_tf.data.tokenization import SENTENCEPIECE, TokenizerSettings, learn_vocabulary, write_vocabulary
 
     settings = settings or TokenizerSettings()
     skips = Skips()
@@ -108,18 +107,17 @@ def build_vocabulary(inputs: list[str], vocab_size: int, output: Path,
           f"(skipped or repaired input: {skips.describe()}) ...", file=sys.stderr)
     started = time.monotonic()
     with heartbeat("learning the vocabulary"):  # one call into the learner: no percentage to show
+        model = None
         if settings.kind == SENTENCEPIECE:
             from electra_tf.data.sentence_pieces import learn_sentencepiece
             from electra_tf.data.tokenization import model_pieces
-            from electra_tf.utils.files import atomic_write_bytes
 
             model = learn_sentencepiece(sentences, vocab_size, settings.lowercase, sentencepiece_type)
             vocabulary = model_pieces(model)
-            atomic_write_bytes(sentencepiece_model_path(output), model)
         else:
             vocabulary = learn_vocabulary(tf.data.Dataset.from_tensor_slices(sentences).batch(1000), vocab_size,
                                           settings)
-    write_vocabulary(output, vocabulary, settings)
+    write_vocabulary(output, vocabulary, settings, model)
     print(f"Wrote {len(vocabulary):,} tokens (asked for {vocab_size:,}) to {Path(final_path or output).resolve()} in "
           f"{time.monotonic() - started:.0f} s.", file=sys.stderr)
     if len(vocabulary) < vocab_size // 2 and settings.kind != SENTENCEPIECE:

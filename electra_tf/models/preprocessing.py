@@ -128,14 +128,7 @@ def pack_words_with_starts(tokenizer: ElectraTokenizer, max_seq_length: int, wor
 def _pack_words(tokenizer: ElectraTokenizer, max_seq_length: int, words):
     """(inputs, pieces per word int64 ragged [batch, (words)])."""
     words = _ragged(words, tf.string)
-    pieces = tf.cast(tokenizer.tokenize(_valid_utf8(words.flat_values)), tf.int32)
-    if tokenizer.bare_word_start_id is not None:
-        # A word tokenized alone gets SentencePiece's word start; in text without spaces that is a
-        # piece of its own ("▁", then "迈向"), which would carry every word's label. Dropped, so the
-        # label sits on the word's first piece with text, and the pieces are those of running text.
-        first = tf.equal(tf.ragged.range(pieces.row_lengths()), 0)
-        bare = first & tf.equal(pieces, tokenizer.bare_word_start_id) & tf.expand_dims(pieces.row_lengths() > 1, 1)
-        pieces = tf.ragged.boolean_mask(pieces, ~bare)
+    pieces = tokenizer.tokenize_words(_valid_utf8(words.flat_values))
     # Append [UNK] to every word, then keep max(pieces, 1): only empty words keep the [UNK].
     unknown = tf.RaggedTensor.from_tensor(tf.fill([tf.shape(pieces.row_lengths())[0], 1], tokenizer.unk_id))
     pieces = _keep_first(tf.concat([pieces, unknown], axis=1), tf.maximum(pieces.row_lengths(), 1))
