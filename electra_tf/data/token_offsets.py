@@ -67,21 +67,25 @@ def tokenize_with_offsets(tokenizer, texts):
         normal = tf.strings.regex_replace(tf_text.normalize_utf8(normal, "NFD"), r"\p{Mn}", "")
     normal_bytes = tf.strings.length(normal)  # each character's normalised length
     normal = characters.with_flat_values(normal)
-    char_ends = characters.with_flat_values(tf.cumsum(normal_bytes))  # per row below
-    row_starts = tf.gather(tf.concat([[0], tf.cumsum(normal_bytes)], 0), characters.row_starts())
-    char_ends = char_ends - row_starts[:, tf.newaxis]  # each character's end in its row's normal text
-    char_starts = char_ends - characters.with_flat_values(normal_bytes)
+    # Each character's end and start in its row's normalised text. Arithmetic on flat values
+    # (a row's values through `value_rowids`): the same on ragged tensors traces a broadcast
+    # with shape checks per op, which made this function's first call take 5 s instead of 1.
+    ends_in_batch = tf.cumsum(normal_bytes)
+    row_starts = tf.concat([[0], ends_in_batch], 0)
+    char_ends = ends_in_batch - tf.gather(row_starts, tf.gather(characters.row_starts(), characters.value_rowids()))
+    char_starts = characters.with_flat_values(char_ends - normal_bytes)
+    char_ends = characters.with_flat_values(char_ends)
 
     words, word_begin, word_end = tf_text.regex_split_with_offsets(
         tf.strings.reduce_join(normal, axis=-1), split_pattern, keep_pattern)  # [B, W], bytes
     folded = tf_text.case_fold_utf8(words) if settings.lowercase else words
     ids, piece_begin, piece_end = tokenizer.wordpiece.tokenize_with_offsets(folded)  # [B, W, P], bytes in folded word
-    same_length = tf.equal(tf.strings.length(folded), tf.strings.length(words))  # [B, W]
-    word_begin_p = tf.ones_like(piece_begin) * tf.expand_dims(word_begin, -1)
-    word_end_p = tf.ones_like(piece_end) * tf.expand_dims(word_end, -1)
-    same_p = tf.cast(tf.ones_like(piece_begin), tf.bool) & tf.expand_dims(same_length, -1)
-    begin = tf.where(same_p.flat_values, (word_begin_p + piece_begin).flat_values, word_begin_p.flat_values)
-    end = tf.where(same_p.flat_values, (word_begin_p + piece_end).flat_values, word_end_p.flat_values)
+    piece_word = piece_begin.values.value_rowids()  # each piece's word, in the words' flat values
+    word_begin_p = tf.gather(word_begin.flat_values, piece_word)
+    same_length = tf.gather(tf.equal(tf.strings.length(folded.flat_values), tf.strings.length(words.flat_values)),
+                            piece_word)
+    begin = tf.where(same_length, word_begin_p + piece_begin.flat_values, word_begin_p)
+    end = tf.where(same_length, word_begin_p + piece_end.flat_values, tf.gather(word_end.flat_values, piece_word))
     begin, end = ids.with_flat_values(begin).merge_dims(1, 2), ids.with_flat_values(end).merge_dims(1, 2)
     ids = ids.merge_dims(1, 2)
 
@@ -108,7 +112,8 @@ def sentencepiece_offsets(tokenizer, texts):
     import tensorflow as tf
 
     if tf.executing_eagerly():  # the op is made in a graph (`ElectraTokenizer.sentencepiece_op`)
-        return tf.function(lambda batch: sentencepiece_offsets(tokenizer, batch))(tf.convert_to_tensor(texts, tf.string))
+        return tf.function(lambda batch: sentencepiece_offsets(tokenizer, batch), autograph=False)(
+            tf.convert_to_tensor(texts, tf.string))
     texts = repair_utf8(tf.convert_to_tensor(texts, tf.string))
     ids, begin, end = tokenizer.sentencepiece_op().tokenize_with_offsets(texts)  # bytes
     characters = tf.strings.unicode_split(texts, "UTF-8")  # [B, C]

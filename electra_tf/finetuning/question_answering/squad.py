@@ -207,8 +207,10 @@ def tokenize_texts(texts, tokenizer, batch_size: int = 1024) -> dict:
 
 def _offsets_function(tokenizer, tf, tokenize_with_offsets):
     if getattr(tokenizer, "_qa_offsets", None) is None:  # traced once per tokenizer
+        # Without AutoGraph: no tensor-dependent Python control flow, and converting the
+        # function and tf-text's was most of its first call.
         tokenizer._qa_offsets = tf.function(lambda texts: tokenize_with_offsets(tokenizer, texts),
-                                            input_signature=[tf.TensorSpec([None], tf.string)])
+                                            input_signature=[tf.TensorSpec([None], tf.string)], autograph=False)
     return tokenizer._qa_offsets
 
 

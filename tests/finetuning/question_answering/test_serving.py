@@ -82,8 +82,8 @@ def serve(signature, questions, contexts):
     return {name: value.numpy() for name, value in out.items()}
 
 
-# The plain head's cell (25 s) waits for `pytest -m slow` (the default suite is near its 15
-# minutes): its export is built in the default suite by test_kind's SQuAD 2.0 run.
+# The plain head's cell (25 s) waits for `pytest -m slow`, for the default suite's time: its
+# export is built in the default suite by test_kind's SQuAD 2.0 run.
 @pytest.mark.parametrize("head", ["electra", "electra-sentencepiece", pytest.param("plain", marks=pytest.mark.slow)])
 def test_the_export_answers_as_the_python_post_processing(export_for, head):
     model, tokenizer, signature = export_for(head)
