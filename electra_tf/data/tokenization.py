@@ -416,9 +416,14 @@ class ElectraTokenizer:
         pieces = tf.cast(self.tokenize(words), tf.int32)
         if self.bare_word_start_id is None:
             return pieces
-        first = tf.equal(tf.ragged.range(pieces.row_lengths()), 0)
-        bare = first & tf.equal(pieces, self.bare_word_start_id) & tf.expand_dims(pieces.row_lengths() > 1, 1)
-        return tf.ragged.boolean_mask(pieces, ~bare)
+        # On flat values (each piece's word through value_rowids): the same on ragged tensors
+        # traces a broadcast with shape checks.
+        lengths, words = pieces.row_lengths(), pieces.value_rowids()
+        first = tf.equal(tf.ragged.range(lengths).flat_values, 0)
+        bare = first & tf.equal(pieces.flat_values, self.bare_word_start_id) & tf.gather(lengths > 1, words)
+        dropped = tf.math.unsorted_segment_sum(tf.cast(bare, lengths.dtype), words, tf.shape(lengths)[0])
+        return tf.RaggedTensor.from_row_lengths(tf.boolean_mask(pieces.flat_values, ~bare), lengths - dropped,
+                                                validate=False)
 
     @property
     def word_continuations(self) -> list[bool]:

@@ -46,9 +46,13 @@ def pair_lengths(length_a, length_b, budget: int):
 
 
 def _keep_first(pieces: tf.RaggedTensor, lengths) -> tf.RaggedTensor:
-    """Row i keeps its first lengths[i] values."""
-    positions = tf.ragged.range(pieces.row_lengths())
-    return tf.ragged.boolean_mask(pieces, positions < tf.expand_dims(lengths, 1))
+    """Row i keeps its first lengths[i] values. On flat values: comparing ragged with dense
+    tensors traces a broadcast with shape checks, hundreds of ops in every serving graph."""
+    row_lengths = pieces.row_lengths()
+    lengths = tf.cast(lengths, row_lengths.dtype)
+    keep = tf.ragged.range(row_lengths).flat_values < tf.gather(lengths, pieces.value_rowids())
+    return tf.RaggedTensor.from_row_lengths(tf.boolean_mask(pieces.flat_values, keep),
+                                           tf.minimum(row_lengths, lengths), validate=False)
 
 
 def _valid_utf8(text):
@@ -122,7 +126,7 @@ def pack_words_with_starts(tokenizer: ElectraTokenizer, max_seq_length: int, wor
     """
     inputs, pieces_per_word = _pack_words(tokenizer, max_seq_length, words)
     starts = tf.cast(1 + tf.cumsum(pieces_per_word, axis=1, exclusive=True), tf.int32)
-    return inputs, tf.where(starts < max_seq_length - 1, starts, -1)
+    return inputs, starts.with_flat_values(tf.where(starts.flat_values < max_seq_length - 1, starts.flat_values, -1))
 
 
 def _pack_words(tokenizer: ElectraTokenizer, max_seq_length: int, words):
