@@ -71,8 +71,8 @@ def tokenize_with_offsets(tokenizer, texts):
     # (a row's values through `value_rowids`): the same on ragged tensors traces a broadcast
     # with shape checks per op, which made this function's first call take 5 s instead of 1.
     ends_in_batch = tf.cumsum(normal_bytes)
-    row_starts = tf.concat([[0], ends_in_batch], 0)
-    char_ends = ends_in_batch - tf.gather(row_starts, tf.gather(characters.row_starts(), characters.value_rowids()))
+    row_offsets = tf.gather(tf.concat([[0], ends_in_batch], 0), characters.row_starts())  # each row's first byte
+    char_ends = ends_in_batch - tf.gather(row_offsets, characters.value_rowids())
     char_starts = characters.with_flat_values(char_ends - normal_bytes)
     char_ends = characters.with_flat_values(char_ends)
 

@@ -418,12 +418,11 @@ class ElectraTokenizer:
             return pieces
         # On flat values (each piece's word through value_rowids): the same on ragged tensors
         # traces a broadcast with shape checks.
-        lengths, words = pieces.row_lengths(), pieces.value_rowids()
+        lengths = pieces.row_lengths()
         first = tf.equal(tf.ragged.range(lengths).flat_values, 0)
-        bare = first & tf.equal(pieces.flat_values, self.bare_word_start_id) & tf.gather(lengths > 1, words)
-        dropped = tf.math.unsorted_segment_sum(tf.cast(bare, lengths.dtype), words, tf.shape(lengths)[0])
-        return tf.RaggedTensor.from_row_lengths(tf.boolean_mask(pieces.flat_values, ~bare), lengths - dropped,
-                                                validate=False)
+        bare = (first & tf.equal(pieces.flat_values, self.bare_word_start_id)
+                & tf.gather(lengths > 1, pieces.value_rowids()))
+        return tf.ragged.boolean_mask(pieces, pieces.with_flat_values(~bare))
 
     @property
     def word_continuations(self) -> list[bool]:

@@ -48,11 +48,9 @@ def pair_lengths(length_a, length_b, budget: int):
 def _keep_first(pieces: tf.RaggedTensor, lengths) -> tf.RaggedTensor:
     """Row i keeps its first lengths[i] values. On flat values: comparing ragged with dense
     tensors traces a broadcast with shape checks, hundreds of ops in every serving graph."""
-    row_lengths = pieces.row_lengths()
-    lengths = tf.cast(lengths, row_lengths.dtype)
-    keep = tf.ragged.range(row_lengths).flat_values < tf.gather(lengths, pieces.value_rowids())
-    return tf.RaggedTensor.from_row_lengths(tf.boolean_mask(pieces.flat_values, keep),
-                                           tf.minimum(row_lengths, lengths), validate=False)
+    positions = tf.ragged.range(pieces.row_lengths())
+    keep = positions.flat_values < tf.gather(tf.cast(lengths, positions.dtype), pieces.value_rowids())
+    return tf.ragged.boolean_mask(pieces, pieces.with_flat_values(keep))
 
 
 def _valid_utf8(text):
