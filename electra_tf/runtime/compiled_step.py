@@ -67,6 +67,11 @@ class CompiledGradients:
         self.compiles_gradients_only = jit_compile is True and strategy_reduces_across_replicas()
         self._compiled_gradients = None
         super().compile(*args, jit_compile=False if self.compiles_gradients_only else jit_compile, **kwargs)
+        if self.built and self.optimizer is not None:
+            # The optimizer's variables now, not in the first trace of the step: a tf.function
+            # that creates variables is traced twice (once creating them, once without), and
+            # Keras defers this build to that trace when no strategy is set.
+            self.optimizer.build(self.trainable_variables)
 
     def make_train_function(self, force=False):
         if self.train_function is None or force:

@@ -239,3 +239,22 @@ def test_evaluate_under_xla_reads_every_batch_once():
         assert isinstance(classifier.test_function, XlaStepLoop) == xla
     assert len(classifier.test_function._traces) == 2  # [None, 16] and [2, 16] batches
     np.testing.assert_allclose(losses[1], losses[0], rtol=1e-5)
+
+
+def test_compile_builds_the_optimizer_so_the_step_is_traced_once():
+    """A tf.function that creates variables is traced twice; without a strategy Keras would build
+    the optimizer (its moments) inside the first trace of the step, so `compile` builds it."""
+    config = small_config()
+    pretrainer = ElectraPretrainer.from_electra_config(config)
+    pretrainer.compile(optimizer=create_optimizer(config))
+    assert pretrainer.optimizer.built
+    traces = []
+    step = pretrainer.train_step
+
+    def counted_step(data):
+        traces.append(1)
+        return step(data)
+
+    pretrainer.train_step = counted_step
+    pretrainer.fit(tf.data.Dataset.from_tensors(masked_batch(config, 4, seed=0)).repeat(2), verbose=0)
+    assert len(traces) == 1
