@@ -54,7 +54,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--output_dir", required=True, help="folder for shards and metadata.json")
     parser.add_argument("--max_seq_length", type=int, default=128)
     parser.add_argument("--num_shards", type=int, default=8)
-    parser.add_argument("--num_workers", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--num_workers", type=int, default=os.cpu_count() or 1,
+                        help="worker processes (default: one per CPU); 1 builds in this process")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--overwrite", action="store_true",
                         help="replace shards already in --output_dir")

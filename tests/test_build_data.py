@@ -90,6 +90,20 @@ def test_a_held_out_split_takes_whole_documents_out_of_the_shards(built, corpus_
                "--held_out", 0.7) == 2
 
 
+def test_one_worker_builds_in_this_process(corpus_folder, small_vocab, tmp_path, monkeypatch):
+    """--num_workers 1 packs in the command's own process (no process start, TensorFlow imported
+    once); the held-out test above checks it builds the examples two worker processes build."""
+    from electra_tf.data import builder
+
+    def no_processes(method):
+        raise AssertionError("a worker process was started")
+
+    monkeypatch.setattr(builder.multiprocessing, "get_context", no_processes)
+    assert run("--input", corpus_folder / "sentences.txt", "--vocab", small_vocab, "--output_dir", tmp_path / "o",
+               "--max_seq_length", 32, "--num_shards", 2, "--num_workers", 1) == 0
+    assert read_metadata(tmp_path / "o")["examples"] > 0
+
+
 def test_refuses_existing_output_unless_told(corpus_folder, small_vocab, tmp_path, capsys):
     output = tmp_path / "out"
     args = ["--input", corpus_folder / "sentences.txt", "--vocab", small_vocab, "--output_dir", output,

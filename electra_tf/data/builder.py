@@ -3,7 +3,7 @@
 How it runs: this process reads the inputs in order (file reading, decompression, XML
 parsing) and hands document k to worker k mod W; workers (separate processes) remove markup,
 split sentences, tokenize with the in-graph tokenizer, pack examples (`packing.py`) and write
-their part of every shard. At the end the parts are joined into
+their part of every shard. One worker (W = 1) does that in this process instead, as it reads. At the end the parts are joined into
 `shard-<i>-of-<n>.tfrecord` in worker order, and `metadata.json` is written last
 (`shards.py` owns the format). With `held_out > 0` a fraction of the documents (chosen by a
 hash, `packing.is_held_out`) goes whole to `held_out.tfrecord` instead, never to a shard: the
@@ -24,6 +24,7 @@ import os
 import queue
 import shutil
 import signal
+import sys
 import time
 import traceback
 from pathlib import Path
@@ -256,6 +257,9 @@ def _join_worker_parts(work_dir: Path, num_shards: int, num_workers: int) -> Non
 
 def _run_workers(files, vocab_path, work_dir, skips, skipped_files, max_seq_length, num_shards, num_workers, seed,
                  held_out=0.0, text_field="text"):
+    if num_workers == 1:
+        return _run_in_this_process(files, vocab_path, work_dir, skips, skipped_files, max_seq_length, num_shards,
+                                    seed, held_out, text_field)
     context = multiprocessing.get_context("spawn")  # TensorFlow does not survive fork
     inboxes = [context.Queue(QUEUE_DOCUMENTS) for _ in range(num_workers)]
     outbox = context.Queue()
@@ -357,6 +361,36 @@ def _run_workers(files, vocab_path, work_dir, skips, skipped_files, max_seq_leng
     return stats, shard_examples
 
 
+def _run_in_this_process(files, vocab_path, work_dir, skips, skipped_files, max_seq_length, num_shards, seed,
+                         held_out, text_field):
+    """One worker's build in this process, each document packed as it is read: the same parts as
+    one worker process writes, without starting one (a process start imports TensorFlow again,
+    seconds on a small machine)."""
+    if "tensorflow" not in sys.modules:
+        with start_up_lines_left_out():
+            import tensorflow  # noqa: F401  (its start-up lines left out, as in a worker)
+    parts = _ShardParts(0, 1, vocab_path, max_seq_length, num_shards, seed, work_dir, held_out)
+    total_bytes = total_input_bytes(files)
+    progress = Progress("build_data", total=total_bytes / 1e6, unit="MB")
+    finished_bytes = 0
+
+    def counts():
+        stats = parts.stats
+        return (f"{stats['documents_seen']:,} documents read, {stats['documents_seen']:,} processed, "
+                f"{stats['examples']:,} examples")
+
+    for path in files:
+        for document in file_documents(path, skips, skipped_files, text_field):
+            parts.add(document)
+            progress.update((finished_bytes + document.offset) / 1e6, counts())
+        finished_bytes += path.stat().st_size
+    progress.finish(total_bytes / 1e6, counts())
+    stats = parts.close()
+    skips.update(stats["skips"])
+    return ({key: stats[key] for key in ("documents", "sentences", "examples", "tokens", *HELD_OUT_STATS)},
+            stats["shard_examples"])
+
+
 def _check_alive(workers, allow_finished=()):
     for worker_id, worker in enumerate(workers):
         if not worker.is_alive() and worker_id not in allow_finished and worker.exitcode != 0:
@@ -366,9 +400,66 @@ def _check_alive(workers, allow_finished=()):
 HELD_OUT_STATS = ("held_out_documents", "held_out_sentences", "held_out_examples", "held_out_tokens")
 
 
+class _ShardParts:
+    """One worker's share of the build: packs the documents it is given (k = id mod W) and writes
+    its part of every shard (`<shard>.part-<id>`) and of the held-out file."""
+
+    def __init__(self, worker_id, num_workers, vocab_path, max_seq_length, num_shards, seed, work_dir,
+                 held_out=0.0):
+        import tensorflow as tf
+
+        from electra_tf.data.packing import DocumentPacker
+
+        self._tf = tf
+        self.worker_id, self.num_workers, self.num_shards = worker_id, num_workers, num_shards
+        self.work_dir = Path(work_dir)
+        self.packer = DocumentPacker(vocab_path, max_seq_length, seed, held_out)
+        self.writers = {}
+        self.skips = Skips()
+        self.stats = {"documents_seen": 0, "documents": 0, "sentences": 0, "examples": 0,
+                      "tokens": 0, "shard_examples": [0] * num_shards, **dict.fromkeys(HELD_OUT_STATS, 0)}
+
+    def _writer(self, key, name):
+        if key not in self.writers:
+            self.writers[key] = self._tf.io.TFRecordWriter(str(self.work_dir / f"{name}.part-{self.worker_id:03d}"))
+        return self.writers[key]
+
+    def add(self, document) -> None:
+        stats = self.stats
+        stats["documents_seen"] += 1
+        sentences, examples = self.packer.pack(document, self.skips)
+        if not sentences:
+            return
+        if self.packer.holds_out(document):
+            writer = self._writer("held_out", HELD_OUT_FILE)
+            for record, tokens in examples:
+                writer.write(record)
+                stats["held_out_examples"] += 1
+                stats["held_out_tokens"] += tokens
+            stats["held_out_documents"] += 1
+            stats["held_out_sentences"] += len(sentences)
+            return
+        stats["documents"] += 1
+        stats["sentences"] += len(sentences)
+        for record, tokens in examples:
+            # Round-robin over shards, offset by worker, so shards fill evenly.
+            shard = (stats["examples"] * self.num_workers + self.worker_id) % self.num_shards
+            self._writer(shard, shard_name(shard, self.num_shards)).write(record)
+            stats["examples"] += 1
+            stats["tokens"] += tokens
+            stats["shard_examples"][shard] += 1
+
+    def close(self) -> dict:
+        """Closes the parts; returns the worker's counts and its skips."""
+        for writer in self.writers.values():
+            writer.close()
+        return {**self.stats, "skips": dict(self.skips)}
+
+
 def _worker(worker_id, num_workers, vocab_path, max_seq_length, num_shards, seed, work_dir,
             inbox, outbox, held_out=0.0):
-    """Markup removal, sentence splitting, tokenization and packing for documents k = id mod W."""
+    """A worker process: markup removal, sentence splitting, tokenization and packing for
+    documents k = id mod W (`_ShardParts`), reporting to the parent through `outbox`."""
     try:
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
         # TensorFlow's start-up lines (and, without an NVIDIA driver, the failed cuInit when the
@@ -378,47 +469,14 @@ def _worker(worker_id, num_workers, vocab_path, max_seq_length, num_shards, seed
             import tensorflow as tf
 
             tf.config.set_visible_devices([], "GPU")
-        from electra_tf.data.packing import DocumentPacker
-
-        packer = DocumentPacker(vocab_path, max_seq_length, seed, held_out)
-        writers = {}
-        skips = Skips()
-        stats = {"documents_seen": 0, "documents": 0, "sentences": 0, "examples": 0,
-                 "tokens": 0, "shard_examples": [0] * num_shards, **dict.fromkeys(HELD_OUT_STATS, 0)}
+        parts = _ShardParts(worker_id, num_workers, vocab_path, max_seq_length, num_shards, seed, work_dir, held_out)
         last_report = time.monotonic()
         while (document := inbox.get()) is not None:
-            stats["documents_seen"] += 1
-            sentences, examples = packer.pack(document, skips)
-            if not sentences:
-                continue
-            if packer.holds_out(document):
-                if "held_out" not in writers:
-                    writers["held_out"] = tf.io.TFRecordWriter(str(Path(work_dir) / f"{HELD_OUT_FILE}.part-{worker_id:03d}"))
-                for record, tokens in examples:
-                    writers["held_out"].write(record)
-                    stats["held_out_examples"] += 1
-                    stats["held_out_tokens"] += tokens
-                stats["held_out_documents"] += 1
-                stats["held_out_sentences"] += len(sentences)
-                continue
-            stats["documents"] += 1
-            stats["sentences"] += len(sentences)
-            for record, tokens in examples:
-                # Round-robin over shards, offset by worker, so shards fill evenly.
-                shard = (stats["examples"] * num_workers + worker_id) % num_shards
-                if shard not in writers:
-                    name = f"{shard_name(shard, num_shards)}.part-{worker_id:03d}"
-                    writers[shard] = tf.io.TFRecordWriter(str(Path(work_dir) / name))
-                writers[shard].write(record)
-                stats["examples"] += 1
-                stats["tokens"] += tokens
-                stats["shard_examples"][shard] += 1
+            parts.add(document)
             if time.monotonic() - last_report > 1.0:
-                outbox.put(("progress", worker_id, (stats["documents_seen"], stats["examples"])))
+                outbox.put(("progress", worker_id, (parts.stats["documents_seen"], parts.stats["examples"])))
                 last_report = time.monotonic()
-        for writer in writers.values():
-            writer.close()
-        outbox.put(("done", worker_id, {**stats, "skips": dict(skips)}))
+        outbox.put(("done", worker_id, parts.close()))
     except BaseException:
         outbox.put(("error", worker_id, traceback.format_exc()))
         raise
