@@ -515,7 +515,8 @@ PHASE_2_STEPS = 20
 
 def phase_two_command(data_64, model_dir, export_dir, *extra):
     """The reference run's second phase: 64-token sequences for 20 more steps, 4 of warm-up."""
-    argv = command(data_64, model_dir, export_dir, "--set", "num_warmup_steps=4", "--checkpoint_every", "4", *extra)
+    argv = command(data_64, model_dir, export_dir, "--set", "num_warmup_steps=4", "--checkpoint_every", "4",
+                   "--keep_checkpoints", "6", *extra)
     return [str(STEPS + PHASE_2_STEPS) if a == str(STEPS) else "max_seq_length=64" if a == "max_seq_length=32" else a
             for a in argv]
 
@@ -524,10 +525,13 @@ def test_a_second_phase_at_a_longer_length_continues_the_run_and_resumes_exactly
         data_64, reference_run, tmp_path, capsys):
     """A run trained at 32 tokens goes on at 64 with --phase 2: weights, optimizer state and
     step count carry over, its learning rate warms up and decays over the phase's own steps.
-    Without --phase the new length is refused, saying how. A phase 2 stopped by SIGTERM and
-    rerun ends with the uninterrupted phase 2's weights."""
-    for name in ("whole", "stopped"):
-        shutil.copytree(reference_run[0] / "model", tmp_path / name)
+    Without --phase the new length is refused, saying how. A phase 2 resumed from a checkpoint
+    in its middle ends with the uninterrupted phase 2's weights. (The checkpoint index is rewound
+    in a copy of the finished phase rather than a second run stopped: stopping by a signal is
+    tested with the float16 run above and SIGKILL's, and a copy spares a process.)"""
+    from electra_tf.pretraining.checkpointing import write_checkpoint_index
+
+    shutil.copytree(reference_run[0] / "model", tmp_path / "whole")
     assert pretrain.main(phase_two_command(data_64, tmp_path / "whole", tmp_path / "x")[3:]) == 2
     assert "add --phase 2" in capsys.readouterr().err
 
@@ -552,10 +556,16 @@ def test_a_second_phase_at_a_longer_length_continues_the_run_and_resumes_exactly
     assert summary["phase"] == {"phase": 2, "started_at_step": STEPS, "max_seq_length": 64}
     assert summary["examples_seen"] == PHASE_2_STEPS * 8
 
-    stopped = phase_two_command(data_64, tmp_path / "stopped", tmp_path / "y", "--phase", "2")
-    stopped_by_sigterm(stopped, tmp_path / "stopped", f"ckpt-{STEPS + 8}")
-    resumed = subprocess.run(stopped, env=environment(), capture_output=True, text=True, timeout=600)
+    # The finished phase, as if it had stopped after step 168: its later checkpoints gone.
+    shutil.copytree(tmp_path / "whole", tmp_path / "stopped")
+    checkpoints = tmp_path / "stopped" / "checkpoints"
+    middle = STEPS + 8
+    for later in range(middle + 1, end + 1):
+        for file in checkpoints.glob(f"ckpt-{later}.*"):
+            file.unlink()
+    write_checkpoint_index(checkpoints, [str(checkpoints / f"ckpt-{middle}")])
+    resumed = subprocess.run(phase_two_command(data_64, tmp_path / "stopped", tmp_path / "y", "--phase", "2"),
+                             env=environment(), capture_output=True, text=True, timeout=600)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
-    assert "resumed from step 1" in resumed.stdout and "starting phase" not in resumed.stdout
-    assert_same_weights(tmp_path / "whole" / "checkpoints" / f"ckpt-{end}",
-                        tmp_path / "stopped" / "checkpoints" / f"ckpt-{end}")
+    assert f"resumed from step {middle}" in resumed.stdout and "starting phase" not in resumed.stdout
+    assert_same_weights(tmp_path / "whole" / "checkpoints" / f"ckpt-{end}", checkpoints / f"ckpt-{end}")
