@@ -227,8 +227,9 @@ def wikitext_to_paragraphs(wikitext: str, min_words: int = 4) -> list[str]:
     import mwparserfromhell
 
     code = mwparserfromhell.parse(wikitext)
-    for node in list(code.nodes):
-        _remove_non_prose(code, node)
+    # One pass over the page's top-level nodes: `Wikicode.remove` searches the page for each
+    # node it removes, quadratic in a long page's nodes.
+    code.nodes = [node for node in code.nodes if not _is_non_prose(node)]
     text = code.strip_code(normalize=True, collapse=True)
     paragraphs = []
     for line in text.split("\n"):
@@ -238,21 +239,16 @@ def wikitext_to_paragraphs(wikitext: str, min_words: int = 4) -> list[str]:
     return paragraphs
 
 
-def _remove_non_prose(code, node) -> None:
+def _is_non_prose(node) -> bool:
     import mwparserfromhell.nodes as nodes
 
-    drop = False
     if isinstance(node, (nodes.Heading, nodes.Template, nodes.Comment)):
-        drop = True
-    elif isinstance(node, nodes.Wikilink):
-        drop = str(node.title).strip().lower().startswith(_NON_PROSE_LINKS)
-    elif isinstance(node, nodes.Tag):
-        drop = str(node.tag).strip().lower() in _NON_PROSE_TAGS
-    if drop:
-        try:
-            code.remove(node)
-        except ValueError:
-            pass
+        return True
+    if isinstance(node, nodes.Wikilink):
+        return str(node.title).strip().lower().startswith(_NON_PROSE_LINKS)
+    if isinstance(node, nodes.Tag):
+        return str(node.tag).strip().lower() in _NON_PROSE_TAGS
+    return False
 
 
 def total_input_bytes(files: list[Path]) -> int:
