@@ -86,6 +86,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--export_dir", default=None,
                         help="where the discriminator is exported, as EXPORT_DIR/<model_dir name>/<version> "
                              "(default: MODEL_DIR/export)")
+    parser.add_argument("--export", action=argparse.BooleanOptionalAction, default=True,
+                        help="export the discriminator at the end (--no-export: a first phase, a run to be "
+                             "continued; python -m electra_tf.export makes one from MODEL_DIR later)")
     parser.add_argument("--profile_steps", default=None, metavar="START,STOP",
                         help="trace steps START..STOP with the TensorFlow profiler")
     parser.add_argument("--steps_per_loop", type=int, default=1,
@@ -131,15 +134,16 @@ def main(argv=None) -> int:
         mixed_precision=args.mixed_precision, xla=args.xla, checkpoint_every=args.checkpoint_every,
         keep_checkpoints=args.keep_checkpoints, log_every=args.log_every, sample_every=args.sample_every,
         eval_batches=args.eval_batches, export_dir=Path(args.export_dir) if args.export_dir else None,
+        export=args.export,
         profile_steps=_profile_steps(args.profile_steps), init_from=args.init_from,
         steps_per_loop=args.steps_per_loop, phase=args.phase, eval_data=args.eval_data,
         eval_every=args.eval_every, text_field=args.text_field)
     from electra_tf.pretraining.run import run_pretraining  # heavy: after the argument checks
 
-    return report(run_pretraining(options), options.eval_batches)
+    return report(run_pretraining(options), options.eval_batches, options.export)
 
 
-def report(result, eval_batches: int) -> int:
+def report(result, eval_batches: int, exported: bool = True) -> int:
     """Prints how the run ended; returns its exit status."""
     if result.status == "diverged" and result.overflowing:
         from electra_tf.pretraining.callbacks import MAX_CONSECUTIVE_SKIPS
@@ -164,7 +168,8 @@ def report(result, eval_batches: int) -> int:
         print(f"Done at step {result.step} (the chief reports the run).")
         return 0
     export = (f"{Path(result.export_path).resolve()} (TensorFlow Serving SavedModel)" if result.export_path else
-              "none (objective mlm has no discriminator; fine-tune the checkpoints' encoder)")
+              f"not exported (--no-export; python -m electra_tf.export --model_dir {model_dir.path} makes one)"
+              if not exported else "none (objective mlm has no discriminator; fine-tune the checkpoints' encoder)")
     print(f"\nDone in {result.seconds / 60:.1f} min at step {result.step}.")
     if result.skipped_steps:
         print(f"  float16 loss scaling skipped {result.skipped_steps} batch(es) whose gradients overflowed "

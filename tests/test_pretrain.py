@@ -105,7 +105,7 @@ def test_event_files_hold_scalars_and_the_sample_panel(reference_run):
 
 def test_sigkill_then_rerun_resumes_exactly(data_dir, reference_run, tmp_path):
     model_dir = tmp_path / "model"
-    argv = command(data_dir, model_dir, tmp_path / "exports")
+    argv = command(data_dir, model_dir, tmp_path / "exports", "--no-export")
     process = subprocess.Popen(argv, env=environment(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     index = model_dir / "checkpoints" / "checkpoint"
     deadline = time.monotonic() + 300
@@ -190,7 +190,7 @@ def test_a_damaged_newest_checkpoint_is_set_aside_and_the_run_resumes(data_dir, 
     error = capsys.readouterr().err
     assert f"checkpoint {newest} is damaged" in error and "Intact: ckpt-" in error
 
-    argv = command(data_dir, model_dir, tmp_path / "exports")[3:]
+    argv = command(data_dir, model_dir, tmp_path / "exports", "--no-export")[3:]
     assert pretrain.main(argv) == 0
     printed = capsys.readouterr()
     assert f"checkpoint {newest} is damaged" in printed.err and "trying the one before it" in printed.err
@@ -212,7 +212,7 @@ def test_no_intact_checkpoint_is_a_clear_error(data_dir, reference_run, tmp_path
 def test_a_larger_steps_extends_a_finished_run(data_dir, reference_run, tmp_path, capsys):
     model_dir = tmp_path / "model"
     shutil.copytree(reference_run[0] / "model", model_dir)
-    argv = command(data_dir, model_dir, tmp_path / "exports")[3:]
+    argv = command(data_dir, model_dir, tmp_path / "exports", "--no-export")[3:]
     longer = [str(STEPS + 20) if a == str(STEPS) else a for a in argv]
     assert pretrain.main(longer) == 0
     captured = capsys.readouterr()
@@ -313,7 +313,7 @@ def test_mixed_float16_with_accumulation_makes_every_step_and_resumes_exactly(da
         return [(str(steps) if a == str(STEPS) else a) for a in command(
             data_dir, tmp_path / name, tmp_path / f"{name}_x", "--mixed_precision", "mixed_float16",
             "--strategy", "one_device", "--checkpoint_every", "4", "--log_every", "4",
-            "--gradient_accumulation_steps", "2")]
+            "--gradient_accumulation_steps", "2", "--no-export")]
 
     whole = subprocess.run(argv("whole"), env=environment(), capture_output=True, text=True, timeout=600)
     assert whole.returncode == 0, whole.stderr[-3000:]
@@ -322,6 +322,7 @@ def test_mixed_float16_with_accumulation_makes_every_step_and_resumes_exactly(da
     skipped = int(re.search(r"float16 loss scaling skipped (\d+) batch", whole.stdout).group(1))
     assert skipped >= 1 and f"at step {steps}." in whole.stdout
     assert "each update sums 2 micro-batches of 8" in whole.stdout
+    assert "discriminator: not exported (--no-export" in whole.stdout and not (tmp_path / "whole_x").exists()
     assert json.loads((tmp_path / "whole" / "metrics.json").read_text())["examples_seen"] == steps * 16
     assert scalars(tmp_path / "whole" / "logs" / "train", "train/skipped_steps")[steps] == skipped
 
@@ -351,7 +352,7 @@ def test_a_resumed_and_extended_run_loads_its_compiled_steps_from_the_compile_ca
     argv = [("4" if a == str(STEPS) else a) for a in command(
         data_dir, tmp_path / "model", tmp_path / "exports", "--xla", "--strategy", "one_device",
         "--mixed_precision", "mixed_float16",
-        "--checkpoint_every", "2", "--sample_every", "1000", "--eval_batches", "1")]
+        "--checkpoint_every", "2", "--sample_every", "1000", "--eval_batches", "1", "--no-export")]
 
     def run(*extra):
         result = subprocess.run(argv + list(extra), env=env, capture_output=True, text=True, timeout=600)
@@ -373,7 +374,7 @@ def test_raw_text_runs_checkpoint_and_resume(corpus, small_vocab, tmp_path, caps
     text = corpus.write_sentence_file(tmp_path / "corpus.txt", repeat=10)
     argv = ["--data", str(text), "--vocab", str(small_vocab), "--model_dir", str(tmp_path / "model"),
             "--export_dir", str(tmp_path / "x"), "--steps", "6", "--batch_size", "4", "--set", "num_layers=1",
-            "--set", "max_seq_length=32", "--checkpoint_every", "3", "--log_every", "3", "--eval_batches", "1"]
+            "--set", "max_seq_length=32", "--checkpoint_every", "3", "--log_every", "3", "--eval_batches", "1", "--no-export"]
     assert pretrain.main(argv) == 0
     assert tf.train.latest_checkpoint(str(tmp_path / "model" / "checkpoints")).endswith("ckpt-6")
     longer = [("9" if a == "6" else a) for a in argv]
@@ -480,7 +481,7 @@ def test_evaluation_during_the_run_reads_held_out_text_and_leaves_training_uncha
     """--eval_every: the metrics on held-out text every 40 steps, to the console, TensorBoard
     (eval/) and the summary; the final metrics are on the same text, and said to be. Training is
     the reference run's, step for step: evaluating draws nothing from the run's random streams."""
-    argv = command(data_dir, tmp_path / "model", tmp_path / "exports", "--eval_every", "40",
+    argv = command(data_dir, tmp_path / "model", tmp_path / "exports", "--no-export", "--eval_every", "40",
                    "--eval_data", str(held_out_data))
     result = subprocess.run(argv, env=environment(), capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
@@ -516,7 +517,7 @@ PHASE_2_STEPS = 20
 def phase_two_command(data_64, model_dir, export_dir, *extra):
     """The reference run's second phase: 64-token sequences for 20 more steps, 4 of warm-up."""
     argv = command(data_64, model_dir, export_dir, "--set", "num_warmup_steps=4", "--checkpoint_every", "4",
-                   "--keep_checkpoints", "6", *extra)
+                   "--keep_checkpoints", "6", "--no-export", *extra)
     return [str(STEPS + PHASE_2_STEPS) if a == str(STEPS) else "max_seq_length=64" if a == "max_seq_length=32" else a
             for a in argv]
 

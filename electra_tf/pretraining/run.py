@@ -45,6 +45,7 @@ class PretrainingOptions:
     sample_every: int = 200
     eval_batches: int = 20
     export_dir: Path | None = None  # None: MODEL_DIR/export
+    export: bool = True  # False: no export at the end (e.g. a first phase; `python -m electra_tf.export` makes one later)
     profile_steps: tuple[int, int] | None = None
     init_from: str | None = None  # a model_dir or checkpoint whose weights a new run starts from
     # Steps per call of the compiled step (Keras' steps_per_execution; the official code's TPU
@@ -671,8 +672,9 @@ def _evaluate(run: _Run) -> dict:
 
 
 def _export(run: _Run) -> Path | None:
-    """The discriminator for TensorFlow Serving (the chief; the MLM baseline has none)."""
-    if run.pretrainer.discriminator is None or not run.role.is_chief:
+    """The discriminator for TensorFlow Serving (the chief; the MLM baseline has none; none with
+    --no-export)."""
+    if run.pretrainer.discriminator is None or not run.role.is_chief or not run.options.export:
         return None
     from electra_tf.serving.publish import export_discriminator
     from electra_tf.utils.progress import heartbeat
