@@ -190,7 +190,7 @@ def test_a_sentencepiece_build_keeps_its_model_and_a_wordpiece_rebuild_drops_it(
 
 def test_embedded_wikipedia_sample_by_default(small_vocab, tmp_path, capsys):
     output = tmp_path / "wiki"
-    assert run("--vocab", small_vocab, "--output_dir", output, "--num_workers", 2, "--num_shards", 2) == 0
+    assert run("--vocab", small_vocab, "--output_dir", output, "--num_workers", 1, "--num_shards", 2) == 0
     metadata = read_metadata(output)
     assert metadata["documents"] > 100 and metadata["examples"] > 3000
     assert "shortened.bz2" in metadata["inputs"][0]
