@@ -156,7 +156,7 @@ class ElectraClassifier(_TaskModel):
     >>> from electra_tf.models.config import ElectraConfig
     >>> from electra_tf.models.embeddings import ElectraEmbeddings
     >>> from electra_tf.models.preprocessing import ElectraTextPreprocessor
-    >>> config = ElectraConfig.load("electra_tiny").replace(vocab_size=8)
+    >>> config = ElectraConfig.load("electra_tiny").replace(vocab_size=8, num_layers=1)
     >>> backbone = Discriminator.from_electra_config(config, ElectraEmbeddings.from_electra_config(config))
     >>> vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "good", "bad", "movie"]
     >>> classifier = ElectraClassifier(backbone, num_classes=2,
@@ -264,7 +264,7 @@ class ElectraTokenClassifier(_TaskModel):
     >>> from electra_tf.models.config import ElectraConfig
     >>> from electra_tf.models.embeddings import ElectraEmbeddings
     >>> from electra_tf.models.preprocessing import ElectraWordPreprocessor
-    >>> config = ElectraConfig.load("electra_tiny").replace(vocab_size=9)
+    >>> config = ElectraConfig.load("electra_tiny").replace(vocab_size=9, num_layers=1)
     >>> backbone = Discriminator.from_electra_config(config, ElectraEmbeddings.from_electra_config(config))
     >>> vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "##s", "sat"]
     >>> tagger = ElectraTokenClassifier(backbone, num_classes=3,
