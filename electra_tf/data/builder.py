@@ -3,9 +3,9 @@
 How it runs: this process reads the inputs in order (file reading, decompression, XML
 parsing) and hands document k to worker k mod W; workers (separate processes) remove markup,
 split sentences, tokenize with the in-graph tokenizer, pack examples (`packing.py`) and write
-their part of every shard. One worker (W = 1) does that in this process instead, as it reads. At the end the parts are joined into
-`shard-<i>-of-<n>.tfrecord` in worker order, and `metadata.json` is written last
-(`shards.py` owns the format). With `held_out > 0` a fraction of the documents (chosen by a
+their part of every shard; one worker (W = 1) does that in this process, as it reads. At the
+end the parts are joined into `shard-<i>-of-<n>.tfrecord` in worker order, and `metadata.json`
+is written last (`shards.py` owns the format). With `held_out > 0` a fraction of the documents (chosen by a
 hash, `packing.is_held_out`) goes whole to `held_out.tfrecord` instead, never to a shard: the
 text a pre-training run evaluates on. The result depends only on the inputs, vocabulary, seed,
 num_workers and num_shards.
@@ -379,13 +379,15 @@ def _run_in_this_process(files, vocab_path, work_dir, skips, skipped_files, max_
         return (f"{stats['documents_seen']:,} documents read, {stats['documents_seen']:,} processed, "
                 f"{stats['examples']:,} examples")
 
-    for path in files:
-        for document in file_documents(path, skips, skipped_files, text_field):
-            parts.add(document)
-            progress.update((finished_bytes + document.offset) / 1e6, counts())
-        finished_bytes += path.stat().st_size
+    try:
+        for path in files:
+            for document in file_documents(path, skips, skipped_files, text_field):
+                parts.add(document)
+                progress.update((finished_bytes + document.offset) / 1e6, counts())
+            finished_bytes += path.stat().st_size
+    finally:
+        stats = parts.close()  # on failure too: the caller removes the work folder
     progress.finish(total_bytes / 1e6, counts())
-    stats = parts.close()
     skips.update(stats["skips"])
     return ({key: stats[key] for key in ("documents", "sentences", "examples", "tokens", *HELD_OUT_STATS)},
             stats["shard_examples"])
