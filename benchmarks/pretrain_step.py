@@ -8,8 +8,8 @@ peak, measured in one run.
     python benchmarks/pretrain_step.py --sizes small --batch 128 --precisions mixed_bfloat16 --xla on \
         --accumulation 1 4                               # the same update's batch as 1 or 4 micro-batches
 
-Each row is the package's own step (`ElectraPretrainer` compiled with `create_optimizer`, its
-optimizer built before `fit`, as `python -m electra_tf.pretrain` builds it), driven by `fit` on
+Each row is the package's own step (`ElectraPretrainer` compiled with `create_optimizer`, as
+`python -m electra_tf.pretrain` compiles it), driven by `fit` on
 one synthetic batch already in memory, so the input pipeline costs nothing. `--peer` times
 transformers' PyTorch ELECTRA taking the same step on the same batch and device
 (`transformers_step.py`, in a process of its own; needs the `.[reference]` extra). Timing is
@@ -57,7 +57,6 @@ def build(config, batch: dict, precision: str, xla: bool, accumulation: int = 1)
     started = time.perf_counter()
     pretrainer = ElectraPretrainer.from_electra_config(config)
     pretrainer.compile(optimizer=create_optimizer(config), jit_compile=xla, gradient_accumulation_steps=accumulation)
-    pretrainer.optimizer.build(pretrainer.trainable_variables)
     pretrainer.fit(dataset(batch), steps_per_epoch=1, verbose=0, shuffle=False)
     first_step = time.perf_counter() - started
     keras.config.set_dtype_policy("float32")

@@ -116,7 +116,6 @@ def main(argv=None) -> int:
     keras.utils.set_random_seed(config.seed)
     pretrainer = ElectraPretrainer.from_electra_config(config)
     pretrainer.compile(optimizer=create_optimizer(config))
-    pretrainer.optimizer.build(pretrainer.trainable_variables)
     pretrainer.compute_pretraining_outputs({k: tf.constant(v) for k, v in train[0].items()},
                                            tf.constant([0, 0], tf.int64))
     torch.manual_seed(config.seed)

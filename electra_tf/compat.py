@@ -22,8 +22,8 @@ class BuiltModelsSkipSymbolicBuild:
     build what is unbuilt. That batch never reaches a step, so a run's input position would be
     off by one (exact resume needs every batch), and under MultiWorkerMirroredStrategy the pull
     fails outright ("unsupported type PerReplica"). The pre-trainer builds its layers in
-    `__init__` and runs build its optimizer before `fit`: there is nothing to build, so the pull
-    is skipped. Overrides the private hook (no public way to keep Keras from pulling).
+    `__init__` and its `compile` builds the optimizer (`runtime.compiled_step`): there is nothing
+    to build, so the pull is skipped. Overrides the private hook (no public way to keep Keras from pulling).
     """
 
     def _maybe_symbolic_build(self, iterator=None, data_batch=None):

@@ -402,7 +402,6 @@ def _prepare(options: PretrainingOptions, role, runtime, compile_cache, closing:
         pretrainer.compile(optimizer=create_optimizer(config), jit_compile=runtime.xla,
                            steps_per_execution=options.steps_per_loop,
                            gradient_accumulation_steps=config.gradient_accumulation_steps)
-        pretrainer.optimizer.build(pretrainer.trainable_variables)
     # Before the restore: a resume then finds its compiled steps.
     pretrainer.trace_steps(resumable.spec, _batch_spec(eval_batches[0]))
     checkpoint = RunCheckpoint(model_dir.checkpoints, pretrainer, resumable, options.keep_checkpoints,

@@ -90,7 +90,6 @@ def test_pretraining_trains_in_every_cell(strategy_name, precision, xla, strateg
     with strategy.scope():
         pretrainer = ElectraPretrainer.from_electra_config(config)
         pretrainer.compile(optimizer=create_optimizer(config), jit_compile=xla, gradient_accumulation_steps=2)
-        pretrainer.optimizer.build(pretrainer.trainable_variables)
     before = [w.numpy().copy() for w in pretrainer.discriminator.trainable_weights]
     resumable = ResumableInput(tf.data.Dataset.from_tensors(masked_batch(config, 8, seed=1)).repeat())
     # The run's own monitor reads the loss scale and step from (mirrored) variables.

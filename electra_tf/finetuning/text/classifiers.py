@@ -121,9 +121,7 @@ class _TaskModel(CompiledGradients, keras.Model):
         return {"optimizer": keras.saving.serialize_keras_object(self.optimizer)}
 
     def compile_from_config(self, config):
-        self.compile(optimizer=keras.saving.deserialize_keras_object(config["optimizer"]))
-        if self.built:
-            self.optimizer.build(self.trainable_variables)
+        self.compile(optimizer=keras.saving.deserialize_keras_object(config["optimizer"]))  # builds it too
 
     def get_config(self):
         return {
