@@ -35,12 +35,32 @@ Example:
 
 from __future__ import annotations
 
+import weakref
+
 
 def repair_utf8(texts):
     """Invalid UTF-8 bytes become U+FFFD (as the serving signatures treat text)."""
     import tensorflow as tf
 
     return tf.strings.unicode_transcode(texts, "UTF-8", "UTF-8", errors="replace", replacement_char=0xFFFD)
+
+
+# Each tokenizer's traced `tokenize_with_offsets`, held no longer than the tokenizer.
+_TRACED = weakref.WeakKeyDictionary()
+
+
+def traced_tokenize_with_offsets(tokenizer, texts):
+    """`tokenize_with_offsets` through a tf.function traced once per tokenizer: what an eager
+    caller with many batches (question answering's contexts) calls."""
+    import tensorflow as tf
+
+    if tokenizer not in _TRACED:
+        held = weakref.ref(tokenizer)  # the function must not keep its tokenizer (its key) alive
+        # Without AutoGraph (no tensor-dependent Python control flow): converting this module's
+        # and tf-text's functions was most of the first call.
+        _TRACED[tokenizer] = tf.function(lambda batch: tokenize_with_offsets(held(), batch),
+                                         input_signature=[tf.TensorSpec([None], tf.string)], autograph=False)
+    return _TRACED[tokenizer](tf.convert_to_tensor(texts, tf.string))
 
 
 def tokenize_with_offsets(tokenizer, texts):
@@ -54,7 +74,7 @@ def tokenize_with_offsets(tokenizer, texts):
     if tokenizer.sentencepiece_model is not None:
         return sentencepiece_offsets(tokenizer, texts)
 
-    from electra_tf.data.tokenization import CJK_PATTERN, split_patterns
+    from electra_tf.data.tokenization import CJK_PATTERN, rows_to_values, split_patterns
 
     settings = tokenizer.settings
     split_pattern, keep_pattern = split_patterns(settings.split_cjk)
@@ -67,12 +87,11 @@ def tokenize_with_offsets(tokenizer, texts):
         normal = tf.strings.regex_replace(tf_text.normalize_utf8(normal, "NFD"), r"\p{Mn}", "")
     normal_bytes = tf.strings.length(normal)  # each character's normalised length
     normal = characters.with_flat_values(normal)
-    # Each character's end and start in its row's normalised text. Arithmetic on flat values
-    # (a row's values through `value_rowids`): the same on ragged tensors traces a broadcast
-    # with shape checks per op, which made this function's first call take 5 s instead of 1.
+    # Each character's end and start in its row's normalised text, on flat values
+    # (`tokenization.rows_to_values`).
     ends_in_batch = tf.cumsum(normal_bytes)
     row_offsets = tf.gather(tf.concat([[0], ends_in_batch], 0), characters.row_starts())  # each row's first byte
-    char_ends = ends_in_batch - tf.gather(row_offsets, characters.value_rowids())
+    char_ends = ends_in_batch - rows_to_values(row_offsets, characters)
     char_starts = characters.with_flat_values(char_ends - normal_bytes)
     char_ends = characters.with_flat_values(char_ends)
 
@@ -80,12 +99,12 @@ def tokenize_with_offsets(tokenizer, texts):
         tf.strings.reduce_join(normal, axis=-1), split_pattern, keep_pattern)  # [B, W], bytes
     folded = tf_text.case_fold_utf8(words) if settings.lowercase else words
     ids, piece_begin, piece_end = tokenizer.wordpiece.tokenize_with_offsets(folded)  # [B, W, P], bytes in folded word
-    piece_word = piece_begin.values.value_rowids()  # each piece's word, in the words' flat values
-    word_begin_p = tf.gather(word_begin.flat_values, piece_word)
-    same_length = tf.gather(tf.equal(tf.strings.length(folded.flat_values), tf.strings.length(words.flat_values)),
-                            piece_word)
+    # Each piece's word: the rows of the pieces' [B * W, P] values are the words' flat values.
+    word_begin_p, word_end_p, same_length = (rows_to_values(v, piece_begin.values) for v in (
+        word_begin.flat_values, word_end.flat_values,
+        tf.equal(tf.strings.length(folded.flat_values), tf.strings.length(words.flat_values))))
     begin = tf.where(same_length, word_begin_p + piece_begin.flat_values, word_begin_p)
-    end = tf.where(same_length, word_begin_p + piece_end.flat_values, tf.gather(word_end.flat_values, piece_word))
+    end = tf.where(same_length, word_begin_p + piece_end.flat_values, word_end_p)
     begin, end = ids.with_flat_values(begin).merge_dims(1, 2), ids.with_flat_values(end).merge_dims(1, 2)
     ids = ids.merge_dims(1, 2)
 

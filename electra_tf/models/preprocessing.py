@@ -21,7 +21,7 @@ import base64
 import keras
 import tensorflow as tf
 
-from electra_tf.data.tokenization import ElectraTokenizer, TokenizerSettings
+from electra_tf.data.tokenization import ElectraTokenizer, TokenizerSettings, rows_to_values
 
 IGNORE_LABEL = -1
 
@@ -46,10 +46,9 @@ def pair_lengths(length_a, length_b, budget: int):
 
 
 def _keep_first(pieces: tf.RaggedTensor, lengths) -> tf.RaggedTensor:
-    """Row i keeps its first lengths[i] values. On flat values: comparing ragged with dense
-    tensors traces a broadcast with shape checks, hundreds of ops in every serving graph."""
+    """Row i keeps its first lengths[i] values (the mask on flat values: `rows_to_values`)."""
     positions = tf.ragged.range(pieces.row_lengths())
-    keep = positions.flat_values < tf.gather(tf.cast(lengths, positions.dtype), pieces.value_rowids())
+    keep = positions.flat_values < rows_to_values(tf.cast(lengths, positions.dtype), pieces)
     return tf.ragged.boolean_mask(pieces, pieces.with_flat_values(keep))
 
 

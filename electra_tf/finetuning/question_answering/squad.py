@@ -172,15 +172,12 @@ def tokenize_contexts(contexts: list[str], tokenizer, batch_size: int = 256) -> 
     """The word pieces of contexts, with each piece's characters (`token_offsets`, the rule the
     served model cuts answers by). SQuAD asks ~5 questions of each paragraph: tokenize it once
     and give it to `make_windows` for each of them."""
-    import tensorflow as tf
+    from electra_tf.data.token_offsets import traced_tokenize_with_offsets
 
-    from electra_tf.data.token_offsets import tokenize_with_offsets
-
-    tokenize = _offsets_function(tokenizer, tf, tokenize_with_offsets)
     tokenized = []
     for first in range(0, len(contexts), batch_size):
         batch = contexts[first:first + batch_size]
-        ids, starts, ends = (values.to_list() for values in tokenize(tf.constant(batch, tf.string)))
+        ids, starts, ends = (values.to_list() for values in traced_tokenize_with_offsets(tokenizer, batch))
         for context, pieces, piece_starts, piece_ends in zip(batch, ids, starts, ends):
             words, _, char_to_word = _words(context)
             piece_words = [char_to_word[start] if start < len(context) else len(words) for start in piece_starts]
@@ -204,14 +201,6 @@ def tokenize_texts(texts, tokenizer, batch_size: int = 1024) -> dict:
         pieces.update(zip(batch, tokenizer.tokenize(batch).to_list()))
     return pieces
 
-
-def _offsets_function(tokenizer, tf, tokenize_with_offsets):
-    if getattr(tokenizer, "_qa_offsets", None) is None:  # traced once per tokenizer
-        # Without AutoGraph: no tensor-dependent Python control flow, and converting the
-        # function and tf-text's was most of its first call.
-        tokenizer._qa_offsets = tf.function(lambda texts: tokenize_with_offsets(tokenizer, texts),
-                                            input_signature=[tf.TensorSpec([None], tf.string)], autograph=False)
-    return tokenizer._qa_offsets
 
 
 def make_windows(example: QAExample, tokenizer, max_seq_length: int, doc_stride: int | None = None,
