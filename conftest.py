@@ -39,9 +39,9 @@ def pytest_xdist_auto_num_workers(config):
 def _fresh_keras_state():
     """Keras' names and global state afresh for each test. Without `gc.collect()`, which
     `clear_session` runs by default: a test process holds the graphs of every model its earlier
-    tests traced, so a full collection before each test cost 1-3 s late in the suite, a fifth of
-    its time (the suite on 2 cores: 900 s -> 664 s); Python's own collector still frees them, and
-    a process's peak memory stayed the same (3.66 against 3.56 GB for two test files in one process)."""
+    tests traced, so a full collection before each test took seconds late in the suite; Python's
+    own collector still frees them, at about the same peak memory (docs/results.md, "The test
+    suite")."""
     import keras
     keras.utils.clear_session(free_memory=False)
     keras.config.set_dtype_policy("float32")

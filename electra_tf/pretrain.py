@@ -167,9 +167,12 @@ def report(result, eval_batches: int, exported: bool = True) -> int:
     if not result.is_chief:
         print(f"Done at step {result.step} (the chief reports the run).")
         return 0
-    export = (f"{Path(result.export_path).resolve()} (TensorFlow Serving SavedModel)" if result.export_path else
-              f"not exported (--no-export; python -m electra_tf.export --model_dir {model_dir.path} makes one)"
-              if not exported else "none (objective mlm has no discriminator; fine-tune the checkpoints' encoder)")
+    if result.export_path:
+        export = f"{Path(result.export_path).resolve()} (TensorFlow Serving SavedModel)"
+    elif not exported:
+        export = f"not exported (--no-export; python -m electra_tf.export --model_dir {model_dir.path} makes one)"
+    else:
+        export = "none (objective mlm has no discriminator; fine-tune the checkpoints' encoder)"
     print(f"\nDone in {result.seconds / 60:.1f} min at step {result.step}.")
     if result.skipped_steps:
         print(f"  float16 loss scaling skipped {result.skipped_steps} batch(es) whose gradients overflowed "

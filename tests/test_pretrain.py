@@ -374,7 +374,8 @@ def test_raw_text_runs_checkpoint_and_resume(corpus, small_vocab, tmp_path, caps
     text = corpus.write_sentence_file(tmp_path / "corpus.txt", repeat=10)
     argv = ["--data", str(text), "--vocab", str(small_vocab), "--model_dir", str(tmp_path / "model"),
             "--export_dir", str(tmp_path / "x"), "--steps", "6", "--batch_size", "4", "--set", "num_layers=1",
-            "--set", "max_seq_length=32", "--checkpoint_every", "3", "--log_every", "3", "--eval_batches", "1", "--no-export"]
+            "--set", "max_seq_length=32", "--checkpoint_every", "3", "--log_every", "3", "--eval_batches", "1",
+            "--no-export"]
     assert pretrain.main(argv) == 0
     assert tf.train.latest_checkpoint(str(tmp_path / "model" / "checkpoints")).endswith("ckpt-6")
     longer = [("9" if a == "6" else a) for a in argv]

@@ -24,7 +24,6 @@ import os
 import queue
 import shutil
 import signal
-import sys
 import time
 import traceback
 from pathlib import Path
@@ -44,7 +43,7 @@ from electra_tf.data.tokenization import (check_casing, read_tokenizer_settings,
 from electra_tf.data.vocabulary import (DEFAULT_VOCAB_SAMPLE_SENTENCES, DEFAULT_VOCAB_SIZE, build_vocabulary,
                                         vocabulary_kind)
 from electra_tf.utils.files import atomic_write_text, file_sha256
-from electra_tf.utils.logs import start_up_lines_left_out
+from electra_tf.utils.logs import start_tensorflow, start_up_lines_left_out
 from electra_tf.utils.progress import Progress
 from electra_tf.utils.run_dir import VOCAB_FILE
 
@@ -352,8 +351,7 @@ def _run_workers(files, vocab_path, work_dir, skips, skipped_files, max_seq_leng
             inbox.cancel_join_thread()
             inbox.close()
 
-    stats = {key: sum(s[key] for s in worker_stats.values())
-             for key in ("documents", "sentences", "examples", "tokens", *HELD_OUT_STATS)}
+    stats = {key: sum(s[key] for s in worker_stats.values()) for key in SUMMED_STATS}
     shard_examples = [sum(s["shard_examples"][i] for s in worker_stats.values())
                       for i in range(num_shards)]
     for s in worker_stats.values():
@@ -366,9 +364,7 @@ def _run_in_this_process(files, vocab_path, work_dir, skips, skipped_files, max_
     """One worker's build in this process, each document packed as it is read: the same parts as
     one worker process writes, without starting one (a process start imports TensorFlow again,
     seconds on a small machine)."""
-    if "tensorflow" not in sys.modules:
-        with start_up_lines_left_out():
-            import tensorflow  # noqa: F401  (its start-up lines left out, as in a worker)
+    start_tensorflow()  # its start-up lines left out, as in a worker (the commands have started it)
     parts = _ShardParts(0, 1, vocab_path, max_seq_length, num_shards, seed, work_dir, held_out)
     total_bytes = total_input_bytes(files)
     progress = Progress("build_data", total=total_bytes / 1e6, unit="MB")
@@ -389,8 +385,7 @@ def _run_in_this_process(files, vocab_path, work_dir, skips, skipped_files, max_
         stats = parts.close()  # on failure too: the caller removes the work folder
     progress.finish(total_bytes / 1e6, counts())
     skips.update(stats["skips"])
-    return ({key: stats[key] for key in ("documents", "sentences", "examples", "tokens", *HELD_OUT_STATS)},
-            stats["shard_examples"])
+    return {key: stats[key] for key in SUMMED_STATS}, stats["shard_examples"]
 
 
 def _check_alive(workers, allow_finished=()):
@@ -400,6 +395,7 @@ def _check_alive(workers, allow_finished=()):
 
 
 HELD_OUT_STATS = ("held_out_documents", "held_out_sentences", "held_out_examples", "held_out_tokens")
+SUMMED_STATS = ("documents", "sentences", "examples", "tokens", *HELD_OUT_STATS)  # a build's totals
 
 
 class _ShardParts:
@@ -418,8 +414,7 @@ class _ShardParts:
         self.packer = DocumentPacker(vocab_path, max_seq_length, seed, held_out)
         self.writers = {}
         self.skips = Skips()
-        self.stats = {"documents_seen": 0, "documents": 0, "sentences": 0, "examples": 0,
-                      "tokens": 0, "shard_examples": [0] * num_shards, **dict.fromkeys(HELD_OUT_STATS, 0)}
+        self.stats = {"documents_seen": 0, "shard_examples": [0] * num_shards, **dict.fromkeys(SUMMED_STATS, 0)}
 
     def _writer(self, key, name):
         if key not in self.writers:
