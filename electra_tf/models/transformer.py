@@ -6,18 +6,22 @@ projections and the attention output (`EinsumDense`, the heads as an axis), two
 `TransformerEncoder` gives them, so the variable paths (`self_attention_layer/query/kernel`,
 ...) are the ones checkpoints and the HuggingFace / TF1 name table (`interop/names.py`) use.
 Its arithmetic is one function, `post_ln_block`: with the same weights (and dropout masks) its
-outputs equal keras-hub's `TransformerEncoder(normalize_first=False, activation="gelu")` to the
-bit, and transformers' BERT layer to float32 rounding (tests/models/test_transformer.py,
-tests/interop).
+outputs equal keras-hub's `TransformerEncoder(normalize_first=False, activation="gelu")` and
+transformers' BERT layer to float32 rounding (tests/models/test_transformer.py, tests/interop).
 
-Two choices of this layer's own:
+Three choices of this layer's own:
 - the three dropouts of a call take their masks from one Philox draw (`dropout.keep_masks`):
-  fewer GPU kernels and a smaller XLA program than a draw per dropout. Each element is still an
-  independent keep with probability 1 - rate, as in the official code.
+  fewer GPU kernels and a smaller XLA program than a draw per dropout, and half the random
+  numbers of a float32 draw. Each element is still an independent keep with probability
+  1 - rate (to 2^-16), as in the official code.
 - `fuse_projections` (on by default): in training, query, key and value as one product over the
   three kernels side by side, the same dot products in fewer GPU kernels (the backward pass
   then has one product per gradient, and XLA fuses the three updates). Inference keeps three
   products, which spares copying the kernels side by side on every call.
+- in training, the elementwise work between the products (the masked softmax and its dropout;
+  bias, dropout, residual and LayerNorm; bias and GELU) runs as `fused.py`'s XLA-compiled
+  functions, forward and gradient: a pass over each tensor where TensorFlow's kernels make a
+  dozen. Inference runs the same equations as TensorFlow ops.
 
 Example:
 >>> import numpy as np
@@ -35,7 +39,8 @@ import math
 import keras
 import tensorflow as tf
 
-from electra_tf.models.dropout import apply_keep_mask, draw_seed, keep_masks
+from electra_tf.models import fused
+from electra_tf.models.dropout import draw_seed, keep_masks
 
 
 def attention_mask(padding_mask):
@@ -106,13 +111,12 @@ class TransformerLayer(keras.layers.Layer):
         if padding_mask is None:
             raise ValueError("TransformerLayer: `padding_mask` is required.")
         mask = padding_mask if padding_mask.shape.rank == 4 else attention_mask(padding_mask)
-        dropping = bool(training) and self.dropout > 0
-        seed = draw_seed(self.seed_generator) if dropping else None
+        seed = draw_seed(self.seed_generator) if training and self.dropout > 0 else None
         # Read inside the layer's call: under a mixed policy Keras casts them to the compute dtype.
         weights = [tf.convert_to_tensor(variable) for variable in self.block_variables()]
         return post_ln_block(tf.cast(inputs, self.compute_dtype), mask, seed, weights, num_heads=self.num_heads,
-                             dropout=float(self.dropout), epsilon=float(self.layer_norm_epsilon), training=dropping,
-                             fuse_projections=bool(training) and self.fuse_projections)
+                             dropout=float(self.dropout), epsilon=float(self.layer_norm_epsilon),
+                             training=bool(training), fuse_projections=bool(training) and self.fuse_projections)
 
     def block_variables(self) -> list:
         """The 16 variables `post_ln_block` takes, in its order."""
@@ -135,11 +139,13 @@ def post_ln_block(x, mask, seed, weights, num_heads, dropout, epsilon, training,
     """BERT's post-LN block: x + Dropout(Attention(x)) -> LN -> + Dropout(FFN) -> LN.
 
     x: [B, L, H] in the compute dtype; mask: bool [B, 1, 1, L]; seed: int32 [2], the one draw of
-    the three dropouts' masks (attention probabilities, attention output, FFN output);
-    `training`: apply them; `fuse_projections`: query, key and value as one product. The
-    arithmetic of Keras' EinsumDense, Dense, Softmax and LayerNormalization, each dense layer as
-    one 2-D MatMul and BiasAdd over the batch's tokens (on a CPU oneDNN then fuses the bias into
-    the product).
+    the three dropouts' masks (attention probabilities, attention output, FFN output), or None
+    for no dropout; `training`: the elementwise stretches run as `fused.py`'s XLA-compiled
+    functions with their gradients (inference runs them as TensorFlow ops);
+    `fuse_projections`: query, key and value as one product. The arithmetic of Keras'
+    EinsumDense, Dense, Softmax and LayerNormalization, each dense layer as one 2-D MatMul over
+    the batch's tokens (in inference with its BiasAdd, which oneDNN fuses into the product on a
+    CPU; in training the bias joins the fused stretch that follows).
     """
     (query_kernel, query_bias, key_kernel, key_bias, value_kernel, value_bias, output_kernel, output_bias,
      attention_gamma, attention_beta, intermediate_kernel, intermediate_bias, ffn_kernel, ffn_bias,
@@ -147,10 +153,10 @@ def post_ln_block(x, mask, seed, weights, num_heads, dropout, epsilon, training,
     hidden = x.shape[-1]
     head_size = hidden // num_heads
     batch, length = tf.shape(x)[0], tf.shape(x)[1]
-    if training:
+    probabilities_keep = attended_keep = output_keep = None
+    if seed is not None:
         probabilities_keep, attended_keep, output_keep = keep_masks(
-            [[batch, num_heads, length, length], [batch, length, hidden], [batch, length, hidden]],
-            dropout, seed, x.dtype)
+            [[batch, num_heads, length, length], [batch, length, hidden], [batch, length, hidden]], dropout, seed)
 
     def heads(t):  # [B, L, H] -> [B, heads, L, head_size]
         return tf.transpose(tf.reshape(t, [batch, length, num_heads, head_size]), [0, 2, 1, 3])
@@ -158,97 +164,72 @@ def post_ln_block(x, mask, seed, weights, num_heads, dropout, epsilon, training,
     def as_matrix(kernel, bias):  # [H, heads, head_size] and [heads, head_size] -> [H, H] and [H]
         return tf.reshape(kernel, [hidden, hidden]), tf.reshape(bias, [hidden])
 
-    if fuse_projections:  # the three kernels side by side: one product, one bias-gradient reduction
+    query_scale = tf.cast(1.0 / math.sqrt(head_size), x.dtype)
+    if fuse_projections:
+        # The three kernels side by side: one product, one bias-gradient reduction. The query's
+        # 1 / sqrt(head_size) is folded into its kernel and bias ([H, H] multiplies instead of
+        # a pass over the [B, L, H] queries, forward and backward): the same values for a power
+        # of two (head sizes 64 and 16), float rounding apart otherwise.
         kernels, biases = zip(*(as_matrix(k, b) for k, b in ((query_kernel, query_bias), (key_kernel, key_bias),
                                                              (value_kernel, value_bias))))
-        query, key, value = tf.split(dense(x, tf.concat(kernels, 1), tf.concat(biases, 0)), 3, axis=-1)
+        kernels, biases = (kernels[0] * query_scale, *kernels[1:]), (biases[0] * query_scale, *biases[1:])
+        projected = dense(x, tf.concat(kernels, 1), tf.concat(biases, 0))
+        query, key, value = (heads(t) for t in tf.split(projected, 3, axis=-1))
     else:
-        query, key, value = (dense(x, *as_matrix(k, b)) for k, b in
+        query, key, value = (heads(dense(x, *as_matrix(k, b))) for k, b in
                              ((query_kernel, query_bias), (key_kernel, key_bias), (value_kernel, value_bias)))
-    query = heads(query) * tf.cast(1.0 / math.sqrt(head_size), x.dtype)
-    scores = tf.matmul(query, heads(key), transpose_b=True)  # [B, heads, L_query, L_key]
+        query *= query_scale
+    scores = tf.matmul(query, key, transpose_b=True)  # [B, heads, L_query, L_key]
     # keras.layers.Softmax with a mask: padded keys get a large negative score, added (as BERT's
     # and ELECTRA's own code add it), whose gradient is the identity. (Keras also zeroes the rows
     # of a query with no real key at all, which only an all-padding sequence has.)
-    scores += (1.0 - tf.cast(mask, x.dtype)) * (-3e4 if x.dtype == tf.float16 else -1e9)
-    probabilities = tf.nn.softmax(scores, axis=-1)
+    mask_bias = (1.0 - tf.cast(mask, x.dtype)) * (-3e4 if x.dtype == tf.float16 else -1e9)
     if training:
-        probabilities = apply_keep_mask(probabilities, probabilities_keep, dropout)
-    context = tf.reshape(tf.transpose(tf.matmul(probabilities, heads(value)), [0, 2, 1, 3]), [batch, length, hidden])
-    attended = dense(context, tf.reshape(output_kernel, [hidden, hidden]), output_bias)
+        probabilities = fused.masked_softmax_dropout(scores, mask_bias, probabilities_keep, dropout)
+    else:
+        probabilities = tf.nn.softmax(scores + mask_bias, axis=-1)
+    context = tf.reshape(tf.transpose(tf.matmul(probabilities, value), [0, 2, 1, 3]), [batch, length, hidden])
+    output_kernel = tf.reshape(output_kernel, [hidden, hidden])
     if training:
-        attended = apply_keep_mask(attended, attended_keep, dropout)
-    x = layer_norm(attended + x, attention_gamma, attention_beta, epsilon)
-
+        x = fused.dropout_add_layer_norm(dense(context, output_kernel, output_bias), attended_keep, x,
+                                         attention_gamma, attention_beta, dropout, epsilon)
+        intermediate = fused.gelu(dense(x, intermediate_kernel, intermediate_bias))
+        return fused.dropout_add_layer_norm(dense(intermediate, ffn_kernel, ffn_bias), output_keep, x,
+                                            ffn_gamma, ffn_beta, dropout, epsilon)
+    x = layer_norm(dense(context, output_kernel, output_bias) + x, attention_gamma, attention_beta, epsilon)
     intermediate = gelu(dense(x, intermediate_kernel, intermediate_bias))
-    output = dense(intermediate, ffn_kernel, ffn_bias)
-    if training:
-        output = apply_keep_mask(output, output_keep, dropout)
-    return layer_norm(output + x, ffn_gamma, ffn_beta, epsilon)
+    return layer_norm(dense(intermediate, ffn_kernel, ffn_bias) + x, ffn_gamma, ffn_beta, epsilon)
 
 
-def dense(x, kernel, bias):
-    """x [..., I] @ kernel [I, O] + bias [O], as one 2-D MatMul and BiasAdd over the leading axes.
+def dense(x, kernel, bias=None):
+    """x [..., I] @ kernel [I, O] (+ bias [O]), as one 2-D MatMul (and BiasAdd) over the leading axes.
 
     In float16 as Keras' Dense computes it instead (a batched MatMul, then the bias added):
     TensorFlow's CPU rewrite of a 2-D MatMul and its bias into one oneDNN op runs float16 some
     fifty times slower than the separate ops."""
     if x.dtype == tf.float16:
-        return tf.matmul(x, kernel) + bias
-    y = tf.nn.bias_add(tf.matmul(tf.reshape(x, [-1, x.shape[-1]]), kernel), bias)
+        y = tf.matmul(x, kernel)
+        return y if bias is None else y + bias
+    y = tf.matmul(tf.reshape(x, [-1, x.shape[-1]]), kernel)
+    if bias is not None:
+        y = tf.nn.bias_add(y, bias)
     return tf.reshape(y, tf.concat([tf.shape(x)[:-1], [kernel.shape[-1]]], 0))
 
 
 def gelu(x):
-    """Exact GELU computed in float32 (a bfloat16 or float16 input is cast, and the result cast
-    back: TensorFlow's CPU kernels compute elementwise ops in those types slowly)."""
-    if x.dtype == tf.float32:
-        return _gelu(x)
-    return tf.cast(_gelu(tf.cast(x, tf.float32)), x.dtype)
-
-
-@tf.custom_gradient
-def _gelu(x):
-    """Exact GELU, x * Phi(x) (`tf.nn.gelu(approximate=False)`), with its gradient written out,
-    dy * (Phi(x) + x * phi(x)): fewer passes over the [tokens, intermediate] tensor than
-    TensorFlow derives for the composite op (a CPU step is largely such passes).
+    """Exact GELU (`fused.gelu_float32`) computed in float32: a bfloat16 or float16 input is
+    cast, and the result cast back (TensorFlow's CPU kernels compute elementwise ops in those
+    types slowly).
 
     >>> x = tf.constant([-2.0, -0.5, 0.0, 1.0, 3.0])
-    >>> bool(tf.reduce_all(tf.abs(_gelu(x) - tf.nn.gelu(x, approximate=False)) < 1e-6))
+    >>> bool(tf.reduce_all(tf.abs(gelu(x) - tf.nn.gelu(x, approximate=False)) < 1e-6))
     True
     """
-    cdf = 0.5 * tf.math.erfc(x * tf.cast(-1.0 / math.sqrt(2.0), x.dtype))
-
-    def gradient(dy):
-        pdf = tf.exp(tf.square(x) * tf.cast(-0.5, x.dtype)) * tf.cast(1.0 / math.sqrt(2.0 * math.pi), x.dtype)
-        return dy * (cdf + x * pdf)
-
-    return x * cdf, gradient
+    return tf.cast(fused.gelu_float32(tf.cast(x, tf.float32)), x.dtype)
 
 
 def layer_norm(x, gamma, beta, epsilon: float):
     """LayerNormalization over the last axis (`keras.ops.layer_normalization`: in float32 at
-    least, the result in x's dtype), with its gradient written out: the mean and variance are
-    kept from the forward pass and the input's gradient is the usual closed form,
-    inv * (g - mean(g) - x_hat * mean(g * x_hat)) for g = dy * gamma."""
-    dtype = x.dtype
-
-    @tf.custom_gradient
-    def normalized(x, gamma, beta):
-        x32, gamma32, beta32 = (tf.cast(v, tf.float32) for v in (x, gamma, beta))
-        centered = x32 - tf.reduce_mean(x32, axis=-1, keepdims=True)
-        inv = tf.math.rsqrt(tf.reduce_mean(tf.square(centered), axis=-1, keepdims=True) + epsilon)
-        x_hat = centered * inv
-
-        def gradient(dy):
-            dy = tf.cast(dy, tf.float32)
-            g = dy * gamma32
-            dx = inv * (g - tf.reduce_mean(g, axis=-1, keepdims=True)
-                        - x_hat * tf.reduce_mean(g * x_hat, axis=-1, keepdims=True))
-            axes = list(range(len(x.shape) - 1))
-            return (tf.cast(dx, x.dtype), tf.cast(tf.reduce_sum(dy * x_hat, axis=axes), gamma.dtype),
-                    tf.cast(tf.reduce_sum(dy, axis=axes), beta.dtype))
-
-        return tf.cast(x_hat * gamma32 + beta32, dtype), gradient
-
-    return normalized(x, gamma, beta)
+    least, the result in x's dtype)."""
+    x_hat, _ = fused.normalized_float32(tf.cast(x, tf.float32), epsilon)
+    return tf.cast(x_hat * tf.cast(gamma, tf.float32) + tf.cast(beta, tf.float32), x.dtype)
