@@ -16,10 +16,12 @@ Masking and the replica seeds name `RNG_ALGORITHM` too.
 three dropouts from one Philox draw, keyed by the seed itself. A deliberate departure from
 Keras' (and keras-hub's) streams, for the GPU: a draw per dropout launches several small
 kernels (the seed's copy and scramble, conversions of the key and counter, the draw), a large
-share of a step's launches and of XLA's compile. Each mask element is still an independent keep
-with probability 1 - rate, as in the official code (TensorFlow 1's stateful `tf.nn.dropout`),
-whose random numbers no TensorFlow 2 program reproduces anyway. Philox, not ThreeFry, because
-TensorFlow's ThreeFry runs only under XLA.
+share of a step's launches and of XLA's compile; and 16 random bits an element (two from each
+32-bit Philox output), for the CPU, where drawing the masks is most of dropout's cost. Each mask
+element is still an independent keep with probability 1 - rate (to 2^-17: `keep_threshold`), as
+in the official code (TensorFlow 1's stateful `tf.nn.dropout`), whose random numbers no
+TensorFlow 2 program reproduces anyway. Philox, not ThreeFry, because TensorFlow's ThreeFry runs
+only under XLA.
 """
 
 from __future__ import annotations
