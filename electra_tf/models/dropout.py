@@ -47,7 +47,7 @@ def draw_seed(seed_generator):
 
 def keep_masks(shapes, rate: float, seed) -> list:
     """Dropout keep-masks (bool) of the given shapes (each a list of ints or scalar tensors),
-    every element kept with probability 1 - rate (to 2^-16: `keep_threshold`), all from one
+    every element kept with probability 1 - rate (to 2^-17: `keep_threshold`), all from one
     Philox draw keyed by the int32 [2] `seed` (module docstring: one draw instead of one per
     dropout).
 

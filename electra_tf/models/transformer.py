@@ -13,15 +13,15 @@ Three choices of this layer's own:
 - the three dropouts of a call take their masks from one Philox draw (`dropout.keep_masks`):
   fewer GPU kernels and a smaller XLA program than a draw per dropout, and half the random
   numbers of a float32 draw. Each element is still an independent keep with probability
-  1 - rate (to 2^-16), as in the official code.
+  1 - rate (to within 2^-17), as in the official code.
 - `fuse_projections` (on by default): in training, query, key and value as one product over the
   three kernels side by side, the same dot products in fewer GPU kernels (the backward pass
   then has one product per gradient, and XLA fuses the three updates). Inference keeps three
   products, which spares copying the kernels side by side on every call.
 - in training, the elementwise work between the products (the masked softmax and its dropout;
-  bias, dropout, residual and LayerNorm; bias and GELU) runs as `fused.py`'s XLA-compiled
-  functions, forward and gradient: a pass over each tensor where TensorFlow's kernels make a
-  dozen. Inference runs the same equations as TensorFlow ops.
+  dropout, residual and LayerNorm; GELU) runs as `fused.py`'s XLA-compiled functions, forward
+  and gradient: a pass over each tensor where TensorFlow's kernels make a dozen. Inference runs
+  the same equations as TensorFlow ops.
 
 Example:
 >>> import numpy as np
@@ -143,9 +143,8 @@ def post_ln_block(x, mask, seed, weights, num_heads, dropout, epsilon, training,
     for no dropout; `training`: the elementwise stretches run as `fused.py`'s XLA-compiled
     functions with their gradients (inference runs them as TensorFlow ops);
     `fuse_projections`: query, key and value as one product. The arithmetic of Keras'
-    EinsumDense, Dense, Softmax and LayerNormalization, each dense layer as one 2-D MatMul over
-    the batch's tokens (in inference with its BiasAdd, which oneDNN fuses into the product on a
-    CPU; in training the bias joins the fused stretch that follows).
+    EinsumDense, Dense, Softmax and LayerNormalization, each dense layer as one 2-D MatMul and
+    BiasAdd over the batch's tokens (on a CPU oneDNN then fuses the bias into the product).
     """
     (query_kernel, query_bias, key_kernel, key_bias, value_kernel, value_bias, output_kernel, output_bias,
      attention_gamma, attention_beta, intermediate_kernel, intermediate_bias, ffn_kernel, ffn_bias,
@@ -201,18 +200,15 @@ def post_ln_block(x, mask, seed, weights, num_heads, dropout, epsilon, training,
     return layer_norm(dense(intermediate, ffn_kernel, ffn_bias) + x, ffn_gamma, ffn_beta, epsilon)
 
 
-def dense(x, kernel, bias=None):
-    """x [..., I] @ kernel [I, O] (+ bias [O]), as one 2-D MatMul (and BiasAdd) over the leading axes.
+def dense(x, kernel, bias):
+    """x [..., I] @ kernel [I, O] + bias [O], as one 2-D MatMul and BiasAdd over the leading axes.
 
     In float16 as Keras' Dense computes it instead (a batched MatMul, then the bias added):
     TensorFlow's CPU rewrite of a 2-D MatMul and its bias into one oneDNN op runs float16 some
     fifty times slower than the separate ops."""
     if x.dtype == tf.float16:
-        y = tf.matmul(x, kernel)
-        return y if bias is None else y + bias
-    y = tf.matmul(tf.reshape(x, [-1, x.shape[-1]]), kernel)
-    if bias is not None:
-        y = tf.nn.bias_add(y, bias)
+        return tf.matmul(x, kernel) + bias
+    y = tf.nn.bias_add(tf.matmul(tf.reshape(x, [-1, x.shape[-1]]), kernel), bias)
     return tf.reshape(y, tf.concat([tf.shape(x)[:-1], [kernel.shape[-1]]], 0))
 
 
