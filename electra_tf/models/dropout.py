@@ -89,6 +89,14 @@ def keep_threshold(rate: float) -> int:
     return min(round(rate * 2**16), 2**16 - 1)
 
 
+def apply_keep_mask(x, keep, rate: float):
+    """Inverted dropout of `x` with a `keep_masks` mask: kept elements scaled by 1 / (1 - rate),
+    the others 0, computed as TensorFlow's dropout computes them; `keep=None` returns `x`."""
+    if keep is None:
+        return x
+    return tf.where(keep, x * tf.cast(1.0 / (1.0 - rate), x.dtype), tf.zeros([], x.dtype))
+
+
 @keras.saving.register_keras_serializable(package="electra_tf")
 class Dropout(keras.layers.Dropout):
     """`keras.layers.Dropout` drawing with `stateless_dropout` (Philox named): the same numbers, fewer

@@ -2,16 +2,16 @@
 one for the forward pass and one for its gradient.
 
 Between its matrix multiplies a training step of BERT's block makes a dozen passes over each
-[tokens, width] tensor (dropout, residual, LayerNorm, GELU, the masked softmax and their
-gradients), one TensorFlow kernel per operation, each reading and writing the whole tensor. On a
-CPU these passes are a large share of the step (the matmuls run near the machine's peak). XLA
-fuses each stretch into one loop over its tensors on the way forward and one on the way back
-(results.md, speed on a CPU). The functions are `tf.function(jit_compile=True)` joined by
-`tf.custom_gradient`, public TensorFlow both: a step that XLA compiles whole (the GPU default)
-inlines them; a step that it does not runs each one as a small compiled program, compiled once
-per shape in a process. What XLA's CPU code does slowly stays outside: the bias of each product
-(oneDNN adds it inside the product, TensorFlow's BiasAddGrad sums its gradient) and the sums
-over tokens of the LayerNorm parameters' gradients.
+[tokens, width] tensor (dropout, residual, LayerNorm, GELU and their gradients), one TensorFlow
+kernel per operation, each reading and writing the whole tensor. On a CPU these passes are a
+large share of the step (the matmuls run near the machine's peak). XLA fuses each stretch into
+one loop over its tensors on the way forward and one on the way back (results.md, speed on a
+CPU). The functions are `tf.function(jit_compile=True)` joined by `tf.custom_gradient`, public
+TensorFlow both: a step that XLA compiles whole (the GPU default) inlines them; a step that it
+does not runs each one as a small compiled program, compiled once per shape in a process. What
+XLA's CPU code does more slowly than TensorFlow's kernels stays outside: each product's bias
+(oneDNN adds it inside the product, BiasAddGrad sums its gradient), the sums over tokens of the
+LayerNorm parameters' gradients, and the attention's softmax (oneDNN's kernel).
 
 Only training uses them: inference runs the same equations as TensorFlow ops
 (`transformer.py`), so exported SavedModels hold no XLA-compiled function, which TensorFlow
@@ -19,8 +19,6 @@ Serving runs only with XLA enabled.
 
 Equations (x_hat = (s - mean(s)) / sqrt(var(s) + epsilon) over the last axis, Phi and phi the
 standard normal's CDF and density, `keep` a dropout mask and r its rate):
-  masked_softmax_dropout:  p = softmax(scores + mask_bias);  out = keep * p / (1 - r)
-      d scores = p * (dp - sum(dp * p)),  dp = keep * d out / (1 - r)
   dropout_add_layer_norm:  s = keep * y / (1 - r) + residual;  out = gamma * x_hat + beta
       g = d out * gamma;  d s = (g - mean(g) - x_hat * mean(g * x_hat)) / sqrt(var(s) + epsilon)
       d residual = d s;  d y = keep * d s / (1 - r);  d gamma = sum(d out * x_hat);  d beta = sum(d out)
@@ -34,6 +32,8 @@ from __future__ import annotations
 import math
 
 import tensorflow as tf
+
+from electra_tf.models.dropout import apply_keep_mask
 
 _compiled = tf.function(jit_compile=True)
 
@@ -56,52 +56,15 @@ def normalized_float32(x, epsilon: float):
     return centered * inverse_std, inverse_std
 
 
-def _dropped(x, keep, rate: float):
-    if keep is None:
-        return x
-    return tf.where(keep, x * tf.cast(1.0 / (1.0 - rate), x.dtype), tf.zeros([], x.dtype))
-
-
 def _sum_over_leading_axes(x):
     return tf.reduce_sum(x, axis=list(range(len(x.shape) - 1)))
-
-
-# --- masked softmax and dropout of the attention probabilities ---------------------------------
-
-@_compiled
-def _masked_softmax_forward(scores, mask_bias, keep, rate):
-    probabilities = tf.nn.softmax(scores + mask_bias, axis=-1)
-    return _dropped(probabilities, keep, rate), probabilities
-
-
-@_compiled
-def _masked_softmax_gradient(upstream, probabilities, keep, rate):
-    dropped = _dropped(upstream, keep, rate)
-    return probabilities * (dropped - tf.reduce_sum(dropped * probabilities, axis=-1, keepdims=True))
-
-
-def masked_softmax_dropout(scores, mask_bias, keep, rate: float):
-    """Dropout(softmax(scores + mask_bias)) over the last axis; `mask_bias` broadcasts (0 for a
-    real key, a large negative number for padding) and gets no gradient.
-
-    >>> scores = tf.constant([[1.0, 2.0, 3.0]])
-    >>> out = masked_softmax_dropout(scores, tf.constant([0.0, 0.0, -1e9]), None, 0.0)
-    >>> [round(float(v), 4) for v in out[0]]
-    [0.2689, 0.7311, 0.0]
-    """
-    @tf.custom_gradient
-    def fused(scores):
-        out, probabilities = _masked_softmax_forward(scores, mask_bias, keep, rate)
-        return out, lambda upstream: _masked_softmax_gradient(upstream, probabilities, keep, rate)
-
-    return fused(scores)
 
 
 # --- dropout, residual and LayerNorm ---------------------------------------------------------------
 
 @_compiled
 def _add_layer_norm_forward(y, keep, residual, gamma, beta, rate, epsilon):
-    summed = tf.cast(_dropped(y, keep, rate) + residual, tf.float32)
+    summed = tf.cast(apply_keep_mask(y, keep, rate) + residual, tf.float32)
     x_hat, inverse_std = normalized_float32(summed, epsilon)
     return tf.cast(x_hat * tf.cast(gamma, tf.float32) + tf.cast(beta, tf.float32), y.dtype), x_hat, inverse_std
 
@@ -112,7 +75,7 @@ def _add_layer_norm_gradient(upstream, x_hat, inverse_std, gamma, keep, rate):
     g = upstream32 * tf.cast(gamma, tf.float32)
     summed = inverse_std * (g - tf.reduce_mean(g, axis=-1, keepdims=True)
                             - x_hat * tf.reduce_mean(g * x_hat, axis=-1, keepdims=True))
-    return tf.cast(_dropped(summed, keep, rate), upstream.dtype), tf.cast(summed, upstream.dtype)
+    return tf.cast(apply_keep_mask(summed, keep, rate), upstream.dtype), tf.cast(summed, upstream.dtype)
 
 
 def dropout_add_layer_norm(y, keep, residual, gamma, beta, rate: float, epsilon: float):

@@ -18,10 +18,10 @@ Three choices of this layer's own:
   three kernels side by side, the same dot products in fewer GPU kernels (the backward pass
   then has one product per gradient, and XLA fuses the three updates). Inference keeps three
   products, which spares copying the kernels side by side on every call.
-- in training, the elementwise work between the products (the masked softmax and its dropout;
-  dropout, residual and LayerNorm; GELU) runs as `fused.py`'s XLA-compiled functions, forward
-  and gradient: a pass over each tensor where TensorFlow's kernels make a dozen. Inference runs
-  the same equations as TensorFlow ops.
+- in training, the elementwise work between the products (dropout, residual and LayerNorm;
+  GELU) runs as `fused.py`'s XLA-compiled functions, forward and gradient: a pass over each
+  tensor where TensorFlow's kernels make a dozen. Inference runs the same equations as
+  TensorFlow ops.
 
 Example:
 >>> import numpy as np
@@ -40,7 +40,7 @@ import keras
 import tensorflow as tf
 
 from electra_tf.models import fused
-from electra_tf.models.dropout import draw_seed, keep_masks
+from electra_tf.models.dropout import apply_keep_mask, draw_seed, keep_masks
 
 
 def attention_mask(padding_mask):
@@ -183,10 +183,7 @@ def post_ln_block(x, mask, seed, weights, num_heads, dropout, epsilon, training,
     # and ELECTRA's own code add it), whose gradient is the identity. (Keras also zeroes the rows
     # of a query with no real key at all, which only an all-padding sequence has.)
     mask_bias = (1.0 - tf.cast(mask, x.dtype)) * (-3e4 if x.dtype == tf.float16 else -1e9)
-    if training:
-        probabilities = fused.masked_softmax_dropout(scores, mask_bias, probabilities_keep, dropout)
-    else:
-        probabilities = tf.nn.softmax(scores + mask_bias, axis=-1)
+    probabilities = apply_keep_mask(tf.nn.softmax(scores + mask_bias, axis=-1), probabilities_keep, dropout)
     context = tf.reshape(tf.transpose(tf.matmul(probabilities, value), [0, 2, 1, 3]), [batch, length, hidden])
     output_kernel = tf.reshape(output_kernel, [hidden, hidden])
     if training:

@@ -11,10 +11,6 @@ from electra_tf.models import fused
 RATE = 0.25
 
 
-def _dropped(x, keep):
-    return tf.where(keep, x / (1.0 - RATE), 0.0) if keep is not None else x
-
-
 def _values_and_gradients(function, inputs):
     """The output and the gradients of sum(output * weights) with respect to every input."""
     with tf.GradientTape() as tape:
@@ -40,15 +36,6 @@ def _assert_same(ours, reference, inputs, rtol):
 
 def _normal(shape, seed, dtype=tf.float32):
     return tf.cast(tf.random.stateless_normal(shape, seed=[seed, 1]) * 2.0, dtype)
-
-
-@pytest.mark.parametrize("dropout", [True, False])
-def test_masked_softmax_dropout(dropout):
-    scores = _normal((2, 3, 5, 5), 1)
-    mask_bias = tf.constant([[[[0.0, 0.0, 0.0, -1e9, -1e9]]], [[[0.0] * 5]]])
-    keep = tf.random.stateless_uniform(scores.shape, seed=[2, 3]) > RATE if dropout else None
-    _assert_same(lambda s: fused.masked_softmax_dropout(s, mask_bias, keep, RATE),
-                 lambda s: _dropped(tf.nn.softmax(s + mask_bias, axis=-1), keep), [scores], rtol=1e-5)
 
 
 @pytest.mark.parametrize("dtype", [tf.float32, tf.bfloat16])

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from electra_tf.models.dropout import draw_seed, keep_masks
+from electra_tf.models.dropout import apply_keep_mask, draw_seed, keep_masks
 from electra_tf.models.transformer import TransformerLayer, attention_mask
 
 HIDDEN, HEADS, INTERMEDIATE = 32, 4, 48
@@ -73,11 +73,6 @@ def _next_masks(layer, x):
                       layer.dropout, seed)
 
 
-def _apply_keep_mask(x, keep, rate):
-    """Inverted dropout with a given keep mask, as TensorFlow's dropout computes it."""
-    return tf.where(keep, x * tf.cast(1.0 / (1.0 - rate), x.dtype), tf.zeros([], x.dtype))
-
-
 @pytest.fixture
 def dropouts_apply(monkeypatch):
     """Makes Keras' Dropout layers apply the given masks, in call order (keras-hub's layer calls
@@ -85,7 +80,7 @@ def dropouts_apply(monkeypatch):
     def use(masks, rate):
         masks = iter(masks)
         monkeypatch.setattr(keras.layers.Dropout, "call", lambda self, inputs, training=False: (
-            _apply_keep_mask(inputs, next(masks), rate) if training else inputs))
+            apply_keep_mask(inputs, next(masks), rate) if training else inputs))
     return use
 
 
