@@ -87,7 +87,7 @@ def dropout_add_layer_norm(y, keep, residual, gamma, beta, rate: float, epsilon:
     [-1.069, -0.5345, 0.0, 1.6036]
     """
     @tf.custom_gradient
-    def fused(y, residual, gamma, beta):
+    def with_gradient(y, residual, gamma, beta):
         out, x_hat, inverse_std = _add_layer_norm_forward(y, keep, residual, gamma, beta, rate, epsilon)
 
         def gradient(upstream):
@@ -98,7 +98,7 @@ def dropout_add_layer_norm(y, keep, residual, gamma, beta, rate: float, epsilon:
 
         return out, gradient
 
-    return fused(y, residual, gamma, beta)
+    return with_gradient(y, residual, gamma, beta)
 
 
 # --- GELU ---------------------------------------------------------------------------------------
@@ -120,7 +120,7 @@ def gelu(x):
     [-0.1587, 0.8413, 2.996]
     """
     @tf.custom_gradient
-    def fused(x):
+    def with_gradient(x):
         return _gelu_forward(x), lambda upstream: _gelu_gradient(upstream, x)
 
-    return fused(x)
+    return with_gradient(x)

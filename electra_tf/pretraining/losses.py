@@ -99,7 +99,7 @@ def softmax_cross_entropy(logits, labels):
     """-log softmax(logits)[label] over the last axis, with its gradient softmax - one_hot(label):
     the values of `tf.nn.sparse_softmax_cross_entropy_with_logits` (to float32 rounding), built
     on `tf.nn.softmax`, which a CPU runs as one oneDNN kernel several times faster than the
-    fused cross-entropy kernel over vocabulary-wide rows (results.md, speed on a CPU).
+    fused cross-entropy kernel over vocabulary-wide rows.
 
     The loss is logsumexp - label logit, taken as (max - label logit) - log(p_max): p_max =
     exp(max - logsumexp) is at least 1 / vocabulary, so no probability that could underflow
