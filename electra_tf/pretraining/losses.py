@@ -28,33 +28,77 @@ from electra_tf.pretraining.masking import scatter_at_positions
 DISALLOW_PENALTY = 1000.0
 
 
-def sample_replacements(mlm_logits, seed, temperature=1.0, disallow_ids=None):
+SAMPLING_METHODS = ("categorical", "inverse_cdf")
+
+
+def sample_replacements(mlm_logits, seed, temperature=1.0, disallow_ids=None, method="categorical"):
     """x^_i ~ softmax(logits / temperature), without gradient.
 
     Sampling is in float32 whatever the compute dtype, and is a stop-gradient: no gradient of
     the discriminator's loss reaches the generator through its samples (paper, Sec. 2). The
-    official code samples by the Gumbel-max trick (a uniform number per vocabulary entry);
-    TensorFlow's categorical sampler draws the same distribution exactly from one uniform per
-    sample, at less than half the cost on a CPU (the [batch, slots, vocabulary] noise was the
-    largest random draw of a step). Under XLA, TensorFlow compiles it as Gumbel-max.
+    official code samples by the Gumbel-max trick (a uniform number per vocabulary entry).
+    Both methods here draw the same distribution exactly, from one uniform number per sample:
+    - "categorical": TensorFlow's categorical sampler, which XLA compiles as Gumbel-max (one
+      fused kernel on a GPU): the method for a step XLA compiles;
+    - "inverse_cdf": `inverse_cdf_samples` of the softmax, for a step run by TensorFlow's
+      kernels: on a CPU it takes about half the time of the categorical kernel, which builds
+      each row's vocabulary-wide cumulative sum in a sequential loop.
+    The same seed gives other samples under each method.
 
     Args:
       mlm_logits: [B, N, V] generator logits at the masked slots.
       seed: shape-[2] int seed (stateless: the same seed, the same samples).
       temperature: sampling temperature (official default 1.0).
       disallow_ids: optional [B, N] ids that must not be sampled (`disallow_correct`).
+      method: one of `SAMPLING_METHODS`.
     Returns:
       [B, N] int32 sampled ids.
     """
+    if method not in SAMPLING_METHODS:
+        raise ValueError(f"sampling method must be one of {SAMPLING_METHODS}, got {method!r}.")
     logits = tf.stop_gradient(tf.cast(mlm_logits, tf.float32)) / temperature
     if disallow_ids is not None:
         logits -= DISALLOW_PENALTY * tf.one_hot(disallow_ids, tf.shape(logits)[-1])
+    if method == "inverse_cdf":
+        return inverse_cdf_samples(tf.nn.softmax(logits), seed)
     shape = tf.shape(logits)
     samples = tf.random.stateless_categorical(tf.reshape(logits, [-1, shape[-1]]), 1, tf.cast(seed, tf.int32),
                                               dtype=tf.int32)
     # Non-finite logits (a diverging run) sample the id one past the vocabulary: kept in range,
     # so the step ends with its non-finite loss, which stops the run, instead of failing a lookup.
     return tf.minimum(tf.reshape(samples, shape[:-1]), shape[-1] - 1)
+
+
+def inverse_cdf_samples(probabilities, seed, block_size: int = 128):
+    """[..., V] probabilities -> [...] int32 ids, id j drawn with probability p_j / sum(p).
+
+    Inverse transform sampling: one uniform number per row, scaled by the row's sum, located in
+    the cumulative sums. In two levels, so that no vocabulary-wide cumulative sum (a sequential
+    scan of every row) is formed: one pass sums blocks of `block_size` ids, a search finds the
+    block whose cumulative sum first exceeds the number, then the id inside that block. An id
+    of probability 0 is never drawn: the number stays below each level's total, so the search
+    ends where the cumulative sum grows. Rows with non-finite values (a diverging run) draw ids
+    that are in range, so the step ends with its non-finite loss instead of failing a lookup.
+
+    >>> draws = inverse_cdf_samples(tf.constant([[0.0, 0.75, 0.25, 0.0, 0.0]] * 20000), [1, 2], block_size=2)
+    >>> [round(float(share), 2) for share in tf.math.bincount(draws, minlength=5) / 20000]
+    [0.0, 0.75, 0.25, 0.0, 0.0]
+    """
+    vocabulary = probabilities.shape[-1]
+    blocks = -(-vocabulary // block_size)
+    rows = tf.reshape(tf.cast(probabilities, tf.float32), [-1, vocabulary])
+    by_block = tf.reshape(tf.pad(rows, [[0, 0], [0, blocks * block_size - vocabulary]]), [-1, blocks, block_size])
+    block_ends = tf.math.cumsum(tf.reduce_sum(by_block, axis=-1), axis=-1)  # [rows, blocks]
+    total = block_ends[:, -1:]
+    target = tf.minimum(tf.random.stateless_uniform(tf.shape(total), seed) * total, tf.math.nextafter(total, 0.0))
+    # The searches' clamps only act on non-finite rows.
+    block = tf.minimum(tf.searchsorted(block_ends, target, side="right"), blocks - 1)  # [rows, 1]
+    before = tf.where(block > 0, tf.gather(block_ends, tf.maximum(block - 1, 0), batch_dims=1), 0.0)
+    inside = tf.math.cumsum(tf.gather(by_block, block[:, 0], batch_dims=1), axis=-1)  # [rows, block_size]
+    rest = tf.minimum(target - before, tf.math.nextafter(inside[:, -1:], 0.0))
+    offset = tf.minimum(tf.searchsorted(inside, rest, side="right"), block_size - 1)
+    ids = tf.minimum(block * block_size + offset, vocabulary - 1)
+    return tf.reshape(ids, tf.shape(probabilities)[:-1])
 
 
 def corrupt_tokens(masked_token_ids, mask_positions, sampled_ids, mask_weights):

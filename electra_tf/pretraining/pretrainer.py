@@ -121,7 +121,7 @@ class ElectraPretrainer(BuiltModelsSkipSymbolicBuild, CompiledGradients, keras.M
 
         sampled_ids = losses.sample_replacements(
             mlm_logits, seed, self.temperature,
-            disallow_ids=batch["mask_ids"] if self.disallow_correct else None)
+            disallow_ids=batch["mask_ids"] if self.disallow_correct else None, method=self.sampling_method())
         corrupted_ids = losses.corrupt_tokens(
             batch["token_ids"], batch["mask_positions"], sampled_ids, batch["mask_weights"])
         labels = losses.replaced_token_labels(
@@ -139,6 +139,12 @@ class ElectraPretrainer(BuiltModelsSkipSymbolicBuild, CompiledGradients, keras.M
         outputs["loss"] = losses.electra_loss(
             outputs["masked_lm_loss"], outputs["disc_loss"], self.gen_weight, self.disc_weight)
         return outputs
+
+    def sampling_method(self) -> str:
+        """How the generator's samples are drawn (`losses.sample_replacements`): TensorFlow's
+        categorical sampler in a step XLA compiles, the inverse-CDF search in a step run by
+        TensorFlow's kernels (the CPU default), where it costs less."""
+        return "categorical" if self.jit_compile is True or self.compiles_gradients_only else "inverse_cdf"
 
     def train_step(self, data):
         data, _, _ = keras.utils.unpack_x_y_sample_weight(data)  # no labels: they are made here

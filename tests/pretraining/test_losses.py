@@ -1,4 +1,5 @@
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from electra_tf.pretraining import losses
@@ -24,26 +25,52 @@ def test_labels_are_zero_where_the_generator_sampled_the_original():
     np.testing.assert_array_equal(labels, [[0, 0, 0, 1, 0, 0], [0, 0, 0, 0, 0, 0]])
 
 
-def test_sampling_follows_temperature_and_disallow_correct():
+@pytest.mark.parametrize("method", losses.SAMPLING_METHODS)
+def test_sampling_follows_temperature_and_disallow_correct(method):
     logits = np.log(np.array([[[0.7, 0.2, 0.1]] * 4], np.float32))  # [1, 4, 3]
-    draws = np.concatenate([losses.sample_replacements(logits, [s, 0]).numpy().ravel()
+    draws = np.concatenate([losses.sample_replacements(logits, [s, 0], method=method).numpy().ravel()
                             for s in range(500)])
     np.testing.assert_allclose(np.bincount(draws, minlength=3) / draws.size, [0.7, 0.2, 0.1], atol=0.03)
-    cold = losses.sample_replacements(logits, [1, 0], temperature=1e-4).numpy()
+    cold = losses.sample_replacements(logits, [1, 0], temperature=1e-4, method=method).numpy()
     assert (cold == 0).all()
     forbidden = np.zeros((1, 4), np.int32)  # the "original" is token 0
     for seed in range(50):
-        assert (losses.sample_replacements(logits, [seed, 1], disallow_ids=forbidden).numpy() != 0).all()
+        assert (losses.sample_replacements(logits, [seed, 1], disallow_ids=forbidden, method=method).numpy() != 0).all()
 
 
-def test_sampling_is_float32_and_passes_no_gradient():
+@pytest.mark.parametrize("method", losses.SAMPLING_METHODS)
+def test_sampling_is_float32_and_passes_no_gradient(method):
     logits = tf.Variable(tf.random.normal([2, 3, 7], dtype=tf.float32))
     with tf.GradientTape() as tape:
         half = tf.cast(logits, tf.bfloat16)
-        sampled = losses.sample_replacements(half, [0, 0])
+        sampled = losses.sample_replacements(half, [0, 0], method=method)
         fake_loss = tf.reduce_sum(tf.cast(sampled, tf.float32))
     assert sampled.dtype == tf.int32
     assert tape.gradient(fake_loss, logits) is None
+
+
+def test_inverse_cdf_draws_every_id_at_its_probability_across_blocks():
+    """A vocabulary of 1,000 (not a multiple of the 128-id blocks) with a distribution spread
+    over several blocks and the padded last one: each id's share of 400,000 draws within four
+    standard errors of its probability, and ids of probability 0 (in and between blocks, at the
+    ends) never drawn."""
+    rng = np.random.default_rng(0)
+    weights = rng.gamma(0.3, size=1000).astype(np.float32)
+    zero = np.array([0, 127, 128, 500, 998, 999])
+    weights[zero] = 0.0
+    probabilities = weights / weights.sum()
+    rows = tf.constant(np.tile(probabilities, (4000, 1)))
+    draws = np.concatenate([losses.inverse_cdf_samples(rows, [seed, 7]).numpy() for seed in range(100)])
+    counts = np.bincount(draws, minlength=1000)
+    assert counts[zero].sum() == 0
+    standard_error = np.sqrt(probabilities * (1 - probabilities) / draws.size)
+    assert np.all(np.abs(counts / draws.size - probabilities) <= 4 * standard_error + 1e-6)
+
+
+def test_inverse_cdf_keeps_non_finite_rows_in_range():
+    rows = tf.constant([[np.nan] * 300, [np.inf] + [0.0] * 299, [1.0] * 300], tf.float32)
+    ids = losses.inverse_cdf_samples(rows, [0, 0]).numpy()
+    assert ((ids >= 0) & (ids < 300)).all()
 
 
 def test_masked_lm_loss_ignores_unused_slots():

@@ -132,6 +132,21 @@ def test_each_replica_draws_its_own_samples(two_replicas):
     assert (first.numpy() != second.numpy()).any()
 
 
+def test_a_step_xla_compiles_samples_with_the_categorical_sampler(two_replicas):
+    """XLA compiles TensorFlow's categorical sampler as one Gumbel-max kernel; TensorFlow's own
+    kernels run the inverse-CDF search, which costs a CPU less (`losses.sample_replacements`)."""
+    config = tiny()
+    pretrainer = ElectraPretrainer.from_electra_config(config)
+    pretrainer.compile(optimizer=create_optimizer(config), jit_compile=False)
+    assert pretrainer.sampling_method() == "inverse_cdf"
+    pretrainer.compile(optimizer=create_optimizer(config), jit_compile=True)
+    assert pretrainer.sampling_method() == "categorical"
+    with two_replicas.scope():  # XLA compiles the gradients' function only
+        mirrored = ElectraPretrainer.from_electra_config(config)
+        mirrored.compile(optimizer=create_optimizer(config), jit_compile=True)
+    assert mirrored.compiles_gradients_only and mirrored.sampling_method() == "categorical"
+
+
 def test_disallow_correct_means_every_slot_is_replaced():
     config = tiny(disallow_correct=True)
     pretrainer = ElectraPretrainer.from_electra_config(config)
