@@ -92,7 +92,7 @@ def step(args) -> str:
     except ImportError:
         pass
     status, output = run(command, args.output / "logs" / "step.txt", args.timeout)
-    table = [line for line in output.splitlines() if line.startswith("|") or line.startswith("matmul peak")]
+    table = [line for line in output.splitlines() if line.startswith("|")]
     return f"`{' '.join(command[1:])}` (exit {status}):\n\n" + "\n".join(table) + "\n"
 
 

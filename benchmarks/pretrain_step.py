@@ -16,9 +16,10 @@ transformers' PyTorch ELECTRA taking the same step on the same batch and device
 done in `--rounds` alternating rounds, the peer and every row in turn, so a slow minute of a
 shared machine falls on both; each row reports the median round. Printed per row: the first
 step (building, tracing, compiling or loading the compiled program, the first update), the step
-time, tokens/s, the step's matrix-multiply FLOPs (common.training_flops) as GFLOP/s and as a
-share of the matmul peak measured here in the same precision (bfloat16 and float16 rows against
-the bfloat16 peak), the peer's step time over ours, and on a GPU the allocator's peak memory
+time, tokens/s, the step's matrix-multiply FLOPs (common.training_flops) as GFLOP/s, the
+matmul peak measured in the same precision (bfloat16 and float16 rows against the bfloat16
+peak) in every round, beside that round's steps (the median is printed), and the share of it
+the step reaches (the median over rounds of each round's share), the peer's step time over ours, and on a GPU the allocator's peak memory
 during the row's timed steps (the other rows' weights and optimizer state stay resident). `--accumulation K ...` adds a row per K:
 the same update's batch (`--batch`) made of K micro-batches (`gradient_accumulation_steps`).
 
@@ -106,18 +107,21 @@ def peer_seconds(preset: str, batch: dict, precision: str, steps: int, python: s
     return json.loads(lines[-1])
 
 
-def measure(args, size: str, precision: str, peaks: dict) -> list[list]:
+def measure(args, size: str, precision: str) -> list[list]:
     """The rows of one size and precision: the peer's, then one per XLA setting."""
     config, batch_size = common.benchmark_config(size, args.batch)
     batch = common.synthetic_batch(config, batch_size)
     flops = common.training_flops(config, batch_size)
-    peak = peaks["float32" if precision == "float32" else "bfloat16"]
+    peak_dtype = "float32" if precision == "float32" else "bfloat16"
     cells = [(xla, k) for xla in args.xla for k in args.accumulation]
     models = {cell: build(config, batch, precision, cell[0] == "on", cell[1]) for cell in cells}
     times = {cell: [] for cell in cells}
     peaks_gib = {cell: [] for cell in cells}
-    peer_times, peer = [], None
+    peer_times, peer, peaks = [], None, []
     for _ in range(args.rounds):
+        # The peak again in every round: a shared host's speed drifts within a run, and each
+        # round's steps are set against the peak measured beside them.
+        peaks.append(common.matmul_peak(peak_dtype))
         if args.peer:
             peer = peer_seconds(common.SIZES[size][0], batch, precision, args.steps, args.peer_python)
             peer_times.append(peer["step_s"])
@@ -125,19 +129,24 @@ def measure(args, size: str, precision: str, peaks: dict) -> list[list]:
             seconds, peak_gib = step_seconds(pretrainer, batch, args.steps)
             times[cell].append(seconds)
             peaks_gib[cell].append(peak_gib)
+
+    def share_of_peak(step_times):  # the median over rounds of each round's GFLOP/s over its peak
+        return statistics.median(flops / step / 1e9 / peak for step, peak in zip(step_times, peaks))
+
     rows = []
     shape = f"{batch_size} x {config.max_seq_length}"
+    peak = f"{statistics.median(peaks):.0f}"
     if peer:
         step = statistics.median(peer_times)
         rows.append(["transformers", size, precision, "-", shape, "1", f"{peer['first_step_s']:.1f}", f"{1000 * step:.1f}",
-                     f"{batch_size * config.max_seq_length / step:,.0f}", f"{flops / step / 1e9:.1f}",
-                     f"{flops / step / 1e9 / peak:.1%}", "1.00", "-"])
+                     f"{batch_size * config.max_seq_length / step:,.0f}", f"{flops / step / 1e9:.1f}", peak,
+                     f"{share_of_peak(peer_times):.1%}", "1.00", "-"])
     for (xla, k), (_, first_step) in models.items():
         step = statistics.median(times[(xla, k)])
         ratio = f"{statistics.median(peer_times) / step:.2f}" if peer else "-"
         rows.append(["electra_tf", size, precision, xla, shape, str(k), f"{first_step:.1f}", f"{1000 * step:.1f}",
-                     f"{batch_size * config.max_seq_length / step:,.0f}", f"{flops / step / 1e9:.1f}",
-                     f"{flops / step / 1e9 / peak:.1%}", ratio,
+                     f"{batch_size * config.max_seq_length / step:,.0f}", f"{flops / step / 1e9:.1f}", peak,
+                     f"{share_of_peak(times[(xla, k)]):.1%}", ratio,
                      "-" if peaks_gib[(xla, k)][0] is None else f"{max(peaks_gib[(xla, k)]):.1f}"])
     return rows
 
@@ -161,13 +170,10 @@ def main(argv=None) -> int:
         from electra_tf.runtime.xla import use_float16_safe_gemms
 
         use_float16_safe_gemms()  # as runs do: XLA's Triton GEMMs made non-finite float16 gradients
-    peaks = {"float32": common.matmul_peak("float32"), "bfloat16": common.matmul_peak("bfloat16")}
-    print(f"{common.host()}; XLA compile cache: {cache or 'off'}")
-    print(f"matmul peak through TensorFlow: float32 {peaks['float32']:.1f} GFLOP/s, "
-          f"bfloat16 {peaks['bfloat16']:.1f} GFLOP/s\n")
+    print(f"{common.host()}; XLA compile cache: {cache or 'off'}\n")
     header = ["step", "size", "precision", "XLA", "batch", "micro-batches", "first step s", "step ms", "tokens/s", "GFLOP/s",
-              "of peak", "x PyTorch", "GPU GiB"]
-    rows = [row for size in args.sizes for precision in args.precisions for row in measure(args, size, precision, peaks)]
+              "peak GFLOP/s", "of peak", "x PyTorch", "GPU GiB"]
+    rows = [row for size in args.sizes for precision in args.precisions for row in measure(args, size, precision)]
     print(common.markdown_table(header, rows))
     return 0
 

@@ -36,11 +36,11 @@ def test_every_script_parses_its_options(name):
 def test_the_step_prints_its_row_against_the_peak():
     printed = benchmark("pretrain_step", "--sizes", "tiny", "--precisions", "float32", "--xla", "off",
                         "--steps", "2", "--rounds", "1", "--accumulation", "2")
-    assert "matmul peak through TensorFlow: float32" in printed
     row = next(line for line in printed.splitlines() if line.startswith("| electra_tf | tiny | float32 | off |"))
     cells = [cell.strip() for cell in row.strip("|").split("|")]
     assert cells[5] == "2"  # the update's batch as two micro-batches
-    assert float(cells[7].replace(",", "")) > 0 and cells[10].endswith("%") and cells[11] == "-" and cells[12] == "-"
+    assert float(cells[7].replace(",", "")) > 0 and float(cells[10]) > 0  # the step, the peak beside it
+    assert cells[11].endswith("%") and cells[12] == "-" and cells[13] == "-"
 
 
 def test_the_input_pipeline_prints_what_feeds_fit(data_dir, small_vocab):
