@@ -17,10 +17,11 @@ done in `--rounds` alternating rounds, the peer and every row in turn, so a slow
 shared machine falls on both; each row reports the median round. Printed per row: the first
 step (building, tracing, compiling or loading the compiled program, the first update), the step
 time, tokens/s, the step's matrix-multiply FLOPs (common.training_flops) as GFLOP/s, the
-matmul peak measured in the same precision (bfloat16 and float16 rows against the bfloat16
-peak) in every round, beside that round's steps (the median is printed), and the share of it
-the step reaches (the median over rounds of each round's share), the peer's step time over ours, and on a GPU the allocator's peak memory
-during the row's timed steps (the other rows' weights and optimizer state stay resident). `--accumulation K ...` adds a row per K:
+matmul peak in the same precision (bfloat16 and float16 rows against the bfloat16 peak),
+measured in every round beside that round's steps (the median is printed), the share of it the
+step reaches (the median of the rounds' shares), the peer's step time over ours, and on a GPU
+the allocator's peak memory during the row's timed steps (the other rows' weights and optimizer
+state stay resident). `--accumulation K ...` adds a row per K:
 the same update's batch (`--batch`) made of K micro-batches (`gradient_accumulation_steps`).
 
 The first XLA step compiles unless the compile cache (`ELECTRA_TF_COMPILE_CACHE`, on as in the
