@@ -26,8 +26,7 @@ from electra_tf.pretraining.masking import scatter_at_positions
 
 # Added to the logit of the original token when `disallow_correct` is on (official value).
 DISALLOW_PENALTY = 1000.0
-
-
+# How `sample_replacements` draws: TensorFlow's categorical sampler, or `inverse_cdf_samples`.
 SAMPLING_METHODS = ("categorical", "inverse_cdf")
 
 

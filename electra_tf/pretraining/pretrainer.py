@@ -144,7 +144,7 @@ class ElectraPretrainer(BuiltModelsSkipSymbolicBuild, CompiledGradients, keras.M
         """How the generator's samples are drawn (`losses.sample_replacements`): TensorFlow's
         categorical sampler in a step XLA compiles, the inverse-CDF search in a step run by
         TensorFlow's kernels (the CPU default), where it costs less."""
-        return "categorical" if self.jit_compile is True or self.compiles_gradients_only else "inverse_cdf"
+        return "categorical" if self.compiles_with_xla else "inverse_cdf"
 
     def train_step(self, data):
         data, _, _ = keras.utils.unpack_x_y_sample_weight(data)  # no labels: they are made here

@@ -73,6 +73,12 @@ class CompiledGradients:
             # Keras defers this build to that trace when no strategy is set.
             self.optimizer.build(self.trainable_variables)
 
+    @property
+    def compiles_with_xla(self) -> bool:
+        """Whether XLA compiles this model's loss and gradients: the whole step (one device),
+        or the gradients' function (`compiles_gradients_only`, under a mirrored strategy)."""
+        return self.compiles_gradients_only or self.jit_compile is True
+
     def make_train_function(self, force=False):
         if self.train_function is None or force:
             super().make_train_function(force=True)
