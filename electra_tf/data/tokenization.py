@@ -386,7 +386,8 @@ class ElectraTokenizer:
             self.wordpiece = tf_text.FastWordpieceTokenizer(
                 vocab=self.vocabulary, token_out_type=tf.int32, suffix_indicator=SUFFIX_INDICATOR,
                 unknown_token="[UNK]", no_pretokenization=True, support_detokenization=True)
-        self._tokenize = tf.function(self._tokenize_in_graph, input_signature=[tf.TensorSpec([None], tf.string)])
+        self._tokenize = tf.function(self._tokenize_in_graph, input_signature=[tf.TensorSpec([None], tf.string)],
+                                     autograph=False)
 
     @property
     def vocabulary_size(self) -> int:

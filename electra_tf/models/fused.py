@@ -35,7 +35,7 @@ import tensorflow as tf
 
 from electra_tf.models.dropout import apply_keep_mask
 
-_compiled = tf.function(jit_compile=True)
+_compiled = tf.function(jit_compile=True, autograph=False)
 
 
 def gelu_float32(x):

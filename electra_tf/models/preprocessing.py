@@ -188,6 +188,9 @@ class ElectraTextPreprocessor(keras.layers.Layer):
             raise ValueError(f"max_seq_length must be at least 3 ([CLS] x [SEP]), got {max_seq_length}.")
         self.max_seq_length = max_seq_length
 
+    # Mapped over datasets as written: its code branches on Python values only, so AutoGraph's
+    # source conversion (which `Dataset.map` applies, again for each new dataset) buys nothing.
+    @tf.autograph.experimental.do_not_convert
     def __call__(self, x, y=None, sample_weight=None):
         # Strings and ragged inputs go straight to `call`: Keras' symbolic machinery (dtype
         # policies, masking, input conversion) is for float tensors, not text.

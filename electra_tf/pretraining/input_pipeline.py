@@ -28,6 +28,10 @@ from electra_tf.pretraining.masking import mask_tokens
 # tiny preset six times longer.
 SHUFFLE_BUFFER = 1_000
 
+# The input functions hold no Python control flow on tensors: tf.data traces them as written,
+# without AutoGraph's source conversion (a cost paid in every process that builds the pipeline).
+_unconverted = tf.autograph.experimental.do_not_convert
+
 
 def pretraining_dataset(data_dir: str | Path, config: ElectraConfig, tokenizer: ElectraTokenizer,
                         batch_size: int, seed: int = 0, input_context=None,
@@ -52,7 +56,8 @@ def pretraining_dataset(data_dir: str | Path, config: ElectraConfig, tokenizer: 
         records = records.shuffle(SHUFFLE_BUFFER, seed=seed).repeat()
     length = config.max_seq_length
     batches = records.batch(batch_size, drop_remainder=True).map(
-        lambda serialized: parse_padded_batch(serialized, length), num_parallel_calls=tf.data.AUTOTUNE)
+        _unconverted(lambda serialized: parse_padded_batch(serialized, length)),
+        num_parallel_calls=tf.data.AUTOTUNE)
     return _masked(batches, config, tokenizer, seed)
 
 
@@ -66,7 +71,8 @@ def evaluation_dataset(files: list[str], config: ElectraConfig, tokenizer: Elect
         records = records.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
     length = config.max_seq_length
     batches = records.repeat().batch(batch_size, drop_remainder=True).map(
-        lambda serialized: parse_padded_batch(serialized, length), num_parallel_calls=tf.data.AUTOTUNE)
+        _unconverted(lambda serialized: parse_padded_batch(serialized, length)),
+        num_parallel_calls=tf.data.AUTOTUNE)
     return _masked(batches, config, tokenizer, seed)
 
 
@@ -85,7 +91,7 @@ def _to_batches(examples, config, tokenizer, batch_size, seed, repeat):
     if repeat:
         examples = examples.shuffle(SHUFFLE_BUFFER, seed=seed).repeat()
     length = config.max_seq_length
-    examples = examples.map(lambda example: _pad(example, length),
+    examples = examples.map(_unconverted(lambda example: _pad(example, length)),
                             num_parallel_calls=tf.data.AUTOTUNE)
     batches = examples.batch(batch_size, drop_remainder=True)
     return _masked(batches, config, tokenizer, seed)
@@ -116,6 +122,7 @@ def masking_function(config: ElectraConfig, tokenizer: ElectraTokenizer):
     """(batch, seed) -> batch with ELECTRA's masking fields, for `Dataset.map`."""
     continuations = tf.constant(tokenizer.word_continuations, tf.bool) if config.whole_word_masking else None
 
+    @_unconverted
     def mask(batch, seed):
         return {**batch, **mask_tokens(
             batch["token_ids"], batch["padding_mask"], seed,

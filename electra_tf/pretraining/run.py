@@ -747,7 +747,7 @@ def _barrier(strategy) -> None:
     """Returns once every worker has reached it (one scalar all-reduce)."""
     import tensorflow as tf
 
-    @tf.function
+    @tf.function(autograph=False)
     def all_reduce_one():
         return strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(lambda: tf.ones([])), axis=None)
 

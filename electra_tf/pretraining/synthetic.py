@@ -56,7 +56,8 @@ def mask_with(config: ElectraConfig, features, seed) -> dict:
 def remasked_each_step(config: ElectraConfig, batches: tf.data.Dataset, seed: int) -> tf.data.Dataset:
     """Masks every batch of `batches` afresh, as the pre-training input pipeline does."""
     seeds = tf.data.Dataset.random(seed=seed).batch(2)
-    return tf.data.Dataset.zip(batches, seeds).map(lambda f, s: mask_with(config, f, s))
+    return tf.data.Dataset.zip(batches, seeds).map(
+        tf.autograph.experimental.do_not_convert(lambda f, s: mask_with(config, f, s)))
 
 
 def masked_batch(config: ElectraConfig, batch_size: int, seq_length: int | None = None,

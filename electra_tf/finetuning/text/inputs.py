@@ -110,6 +110,7 @@ def map_string_labels(dataset: tf.data.Dataset, label_names) -> tf.data.Dataset:
     table = tf.lookup.StaticHashTable(
         tf.lookup.KeyValueTensorInitializer(tf.constant(list(label_names)), tf.range(len(label_names))), -1)
 
+    @tf.autograph.experimental.do_not_convert
     def to_ids(x, labels, *rest):
         ids = tf.ragged.map_flat_values(table.lookup, labels) if isinstance(labels, tf.RaggedTensor) \
             else table.lookup(labels)
