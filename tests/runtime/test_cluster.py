@@ -15,7 +15,7 @@ from electra_tf.runtime.cluster import WorkerRole, launch_local, local_tf_config
 from electra_tf.utils.errors import RunError
 from tests.cli_runs import environment
 
-REPO = Path(__file__).resolve().parents[1]
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
 
 def tf_config(workers, task_type="worker", index=0, chief=0):
@@ -93,7 +93,7 @@ def test_a_failing_worker_s_exit_status_is_the_job_s():
 def test_two_workers_train_exactly_as_one_worker_on_the_same_global_batch(tmp_path):
     """Losses of every step within 1e-5 and the weights after the steps: MultiWorkerMirroredStrategy
     over two processes through Keras fit, against one process on the whole batch."""
-    script = str(REPO / "tests" / "fixtures" / "multi_worker_fit.py")
+    script = str(FIXTURES / "multi_worker_fit.py")
     results = {}
     for workers in (1, 2):
         output = tmp_path / f"workers_{workers}.npz"
