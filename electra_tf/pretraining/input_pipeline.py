@@ -54,11 +54,7 @@ def pretraining_dataset(data_dir: str | Path, config: ElectraConfig, tokenizer: 
     # times the rate (benchmarks/input_pipeline.py).
     if repeat:
         records = records.shuffle(SHUFFLE_BUFFER, seed=seed).repeat()
-    length = config.max_seq_length
-    batches = records.batch(batch_size, drop_remainder=True).map(
-        _unconverted(lambda serialized: parse_padded_batch(serialized, length)),
-        num_parallel_calls=tf.data.AUTOTUNE)
-    return _masked(batches, config, tokenizer, seed)
+    return _masked(_parsed(records, batch_size, config.max_seq_length), config, tokenizer, seed)
 
 
 def evaluation_dataset(files: list[str], config: ElectraConfig, tokenizer: ElectraTokenizer, batch_size: int,
@@ -69,11 +65,7 @@ def evaluation_dataset(files: list[str], config: ElectraConfig, tokenizer: Elect
     records = tf.data.TFRecordDataset(files)
     if input_context is not None and input_context.num_input_pipelines > 1:
         records = records.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
-    length = config.max_seq_length
-    batches = records.repeat().batch(batch_size, drop_remainder=True).map(
-        _unconverted(lambda serialized: parse_padded_batch(serialized, length)),
-        num_parallel_calls=tf.data.AUTOTUNE)
-    return _masked(batches, config, tokenizer, seed)
+    return _masked(_parsed(records.repeat(), batch_size, config.max_seq_length), config, tokenizer, seed)
 
 
 def files_for_pipeline(files: list[str], input_context, data_dir) -> list[str]:
@@ -85,6 +77,12 @@ def files_for_pipeline(files: list[str], input_context, data_dir) -> list[str]:
         raise DataError(f"{data_dir} has {len(files)} shard(s) for {count} workers: each "
                         f"worker needs its own files. Rebuild with --num_shards >= {count}.")
     return files[input_context.input_pipeline_id::count]
+
+
+def _parsed(records, batch_size, length):
+    """Serialized records -> fixed-shape batches of `batch_size`, parsed and padded a batch at a time."""
+    return records.batch(batch_size, drop_remainder=True).map(
+        _unconverted(lambda serialized: parse_padded_batch(serialized, length)), num_parallel_calls=tf.data.AUTOTUNE)
 
 
 def _to_batches(examples, config, tokenizer, batch_size, seed, repeat):
