@@ -20,14 +20,14 @@ KEYS = ("token_ids", "segment_ids", "padding_mask", "mask_positions", "mask_ids"
 SIZES = {"tiny": ("electra_tiny", 32), "small": ("electra_small", 32), "base": ("electra_base", 8)}
 
 
-def start(compile_cache: bool = True):
-    """TensorFlow started as the commands start it (the compile cache's flags first, its start-up
-    lines left out), with GPU memory allocated as needed, so a PyTorch peer fits beside it.
-    Returns (TensorFlow, the compile cache folder or None, the GPUs)."""
+def start(compile_cache: bool = True, xla: bool | None = None):
+    """TensorFlow started as the commands start it (the compile cache's flags first, as for a run
+    whose `--xla` is `xla`; its start-up lines left out), with GPU memory allocated as needed, so
+    a PyTorch peer fits beside it. Returns (TensorFlow, the compile cache folder or None, the GPUs)."""
     from electra_tf.runtime.xla import use_compile_cache
     from electra_tf.utils.logs import start_tensorflow
 
-    cache = use_compile_cache() if compile_cache else None
+    cache = use_compile_cache(xla=xla) if compile_cache else None
     tf = start_tensorflow()
     gpus = tf.config.list_physical_devices("GPU")
     for gpu in gpus:

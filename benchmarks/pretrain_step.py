@@ -24,8 +24,9 @@ the allocator's peak memory during the row's timed steps (the other rows' weight
 state stay resident). `--accumulation K ...` adds a row per K:
 the same update's batch (`--batch`) made of K micro-batches (`gradient_accumulation_steps`).
 
-The first XLA step compiles unless the compile cache (`ELECTRA_TF_COMPILE_CACHE`, on as in the
-commands) holds the program: run twice to see both, or set it to `off`.
+The first XLA step compiles unless the compile cache (`ELECTRA_TF_COMPILE_CACHE`; on with an
+`on` row, as in a command run with `--xla`) holds the program: run twice to see both, or set it
+to `off`.
 """
 
 from __future__ import annotations
@@ -166,7 +167,7 @@ def main(argv=None) -> int:
     parser.add_argument("--peer_python", default=None, metavar="PYTHON",
                         help="an interpreter that has torch and transformers (default: this one)")
     args = parser.parse_args(argv)
-    tf, cache, gpus = common.start()
+    tf, cache, gpus = common.start(xla=True if "on" in args.xla else None)
     if gpus and "mixed_float16" in args.precisions and "on" in args.xla:
         from electra_tf.runtime.xla import use_float16_safe_gemms
 

@@ -193,7 +193,7 @@ def _choose_runtime(options: FinetuningOptions):
     from electra_tf.runtime.xla import cached_programs, use_compile_cache
     from electra_tf.utils.logs import start_tensorflow
 
-    compile_cache = use_compile_cache()
+    compile_cache = use_compile_cache(xla=options.xla)
     start_tensorflow()
     programs_before = cached_programs(compile_cache)
     runtime = resolve_runtime(options.strategy, options.mixed_precision, options.xla,

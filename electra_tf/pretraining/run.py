@@ -362,7 +362,7 @@ def _choose_runtime(options: PretrainingOptions, role):
     from electra_tf.runtime.xla import use_compile_cache
     from electra_tf.utils.logs import start_tensorflow
 
-    compile_cache = use_compile_cache()
+    compile_cache = use_compile_cache(xla=options.xla)
     start_tensorflow()
     # The strategy comes first: a MultiWorkerMirroredStrategy must configure its collectives
     # before TensorFlow runs anything (the tokenizer's tables included).

@@ -12,6 +12,17 @@ trace their steps before anything that differs between a fresh run and its resum
 checkpoint, reading data), so a resume or an extension finds its program
 (`pretraining/run.py`, `tests/test_pretrain.py`).
 
+The per-user folder is the default where XLA compiles whole steps: on a host with an NVIDIA
+GPU, or in a run asked for `--xla`. On a CPU host otherwise the only XLA programs are the small
+fused functions of `models/fused.py` (about a second of a first step to compile), and loading a
+CPU program from the cache logs three ERROR lines per program, which a rerun of any command would
+print: XLA:CPU's loader counts two LLVM tuning preferences (`+prefer-no-gather`,
+`+prefer-no-scatter`) as machine features the host lacks (openxla/xla#44565; the program still
+loads and runs), and TensorFlow tries the entry as text before binary ("Error parsing
+text-format tensorflow.XlaSerializedCacheEntry"). There the cache is off unless
+ELECTRA_TF_COMPILE_CACHE names a folder (`tests/runtime/test_xla.py` shows the lines, so a
+TensorFlow that stops printing them is noticed).
+
 Flags are read once, when TensorFlow's runtime starts: `use_compile_cache` must run before
 anything starts it (after `import tensorflow` is fine; listing devices is too late). Each flag
 set here is one XLA or TensorFlow parses at start-up and rejects when unknown, so
@@ -43,27 +54,40 @@ COMPILE_CACHE_XLA_FLAGS = {"--xla_gpu_experimental_aot_compiled_thunks": "true"}
 FLOAT16_GPU_XLA_FLAGS = {"--xla_gpu_enable_triton_gemm": "false"}
 
 
-def compile_cache_directory(environ=None) -> Path | None:
+def nvidia_gpu_visible(environ=None) -> bool:
+    """Whether TensorFlow would find an NVIDIA GPU, judged before it starts: a driver's device
+    node, and CUDA_VISIBLE_DEVICES not emptied."""
+    environ = os.environ if environ is None else environ
+    return os.path.exists("/dev/nvidiactl") and environ.get("CUDA_VISIBLE_DEVICES") not in ("", "-1")
+
+
+def compile_cache_directory(environ=None, xla: bool | None = None) -> Path | None:
     """Where compiled XLA programs are kept between processes: ELECTRA_TF_COMPILE_CACHE, or
-    `$XDG_CACHE_HOME/electra_tf/xla` (`~/.cache/electra_tf/xla`); None when it is "off"."""
+    `$XDG_CACHE_HOME/electra_tf/xla` (`~/.cache/electra_tf/xla`) where XLA compiles whole steps
+    (`xla` True, or None with a GPU visible: module docstring); None when it is "off" or not
+    wanted here."""
     environ = os.environ if environ is None else environ
     setting = environ.get(COMPILE_CACHE_VARIABLE, "")
     if setting.lower() == "off":
         return None
     if setting:
         return Path(setting).expanduser()
+    if not (xla if xla is not None else nvidia_gpu_visible(environ)):
+        return None
     return Path(environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "electra_tf" / "xla"
 
 
-def use_compile_cache(environ=None) -> Path | None:
+def use_compile_cache(environ=None, xla: bool | None = None) -> Path | None:
     """Turns on the persistent compilation cache for this process (and XLA's parallel GPU
     compile, and with the cache the compiled thunks); returns the folder, or None when off.
-    TF_XLA_FLAGS that name a cache folder already win. Call it before TensorFlow starts."""
+    `xla`: the run's `--xla` choice (None for `auto`), which decides the default
+    (`compile_cache_directory`). TF_XLA_FLAGS that name a cache folder already win. Call it
+    before TensorFlow starts."""
     environ = os.environ if environ is None else environ
     add_xla_flags(PARALLEL_GPU_COMPILE_FLAGS, environ)
     flags = environ.get("TF_XLA_FLAGS", "")
     named = re.search(r"--tf_xla_persistent_cache_directory=(\S+)", flags)
-    directory = Path(named.group(1)) if named else compile_cache_directory(environ)
+    directory = Path(named.group(1)) if named else compile_cache_directory(environ, xla)
     if directory is None:
         return None
     add_xla_flags(COMPILE_CACHE_XLA_FLAGS, environ)
