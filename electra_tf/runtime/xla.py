@@ -32,6 +32,7 @@ Flags the user sets in XLA_FLAGS or TF_XLA_FLAGS win.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import re
 from pathlib import Path
@@ -55,10 +56,17 @@ FLOAT16_GPU_XLA_FLAGS = {"--xla_gpu_enable_triton_gemm": "false"}
 
 
 def nvidia_gpu_visible(environ=None) -> bool:
-    """Whether TensorFlow would find an NVIDIA GPU, judged before it starts: a driver's device
-    node, and CUDA_VISIBLE_DEVICES not emptied."""
+    """Whether TensorFlow would find an NVIDIA GPU, judged before it starts: CUDA_VISIBLE_DEVICES
+    does not hide every device, and the driver's library loads (TensorFlow loads the same one for
+    a GPU; it is there under WSL too, which has no /dev/nvidiactl)."""
     environ = os.environ if environ is None else environ
-    return os.path.exists("/dev/nvidiactl") and environ.get("CUDA_VISIBLE_DEVICES") not in ("", "-1")
+    if environ.get("CUDA_VISIBLE_DEVICES") in ("", "-1"):
+        return False
+    try:
+        ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return False
+    return True
 
 
 def compile_cache_directory(environ=None, xla: bool | None = None) -> Path | None:

@@ -39,11 +39,16 @@ def test_without_a_gpu_the_cache_is_on_by_default_only_for_a_run_with_xla(tmp_pa
 
 
 def test_a_gpu_is_visible_only_with_a_driver_and_devices_not_hidden(monkeypatch):
-    monkeypatch.setattr(os.path, "exists", lambda path: path == "/dev/nvidiactl")
+    loaded = []
+    monkeypatch.setattr(xla.ctypes, "CDLL", lambda name: loaded.append(name))  # a driver is installed
     assert xla.nvidia_gpu_visible({}) and xla.nvidia_gpu_visible({"CUDA_VISIBLE_DEVICES": "0"})
+    assert loaded == ["libcuda.so.1"] * 2
     assert not xla.nvidia_gpu_visible({"CUDA_VISIBLE_DEVICES": ""})
     assert not xla.nvidia_gpu_visible({"CUDA_VISIBLE_DEVICES": "-1"})
-    monkeypatch.setattr(os.path, "exists", lambda path: False)
+
+    def no_driver(name):
+        raise OSError(f"{name}: cannot open shared object file")
+    monkeypatch.setattr(xla.ctypes, "CDLL", no_driver)
     assert not xla.nvidia_gpu_visible({})
 
 
