@@ -34,8 +34,10 @@ def check(preset: str = "electra_small") -> int:
     config = ElectraConfig.load(preset)
     runtime = resolve_runtime(hidden_size=config.hidden_size)
     print(f"pretrain --config {preset} with the defaults would run: {runtime.describe()}")
-    held = (f"holds {compile_cache_usage(cache)}; delete the folder to clear it; " if cache else
-            "on by default with a GPU or in a run with --xla; " if os.environ.get(COMPILE_CACHE_VARIABLE) is None else "")
+    if cache:
+        held = f"holds {compile_cache_usage(cache)}; delete the folder to clear it; "
+    else:  # off by default here, or turned off
+        held = "" if os.environ.get(COMPILE_CACHE_VARIABLE) else "on by default with a GPU or in a run with --xla; "
     print(f"XLA compile cache: {cache or 'off'} ({held}{COMPILE_CACHE_VARIABLE}=DIR or off to change); "
           f"XLA_FLAGS: {os.environ.get('XLA_FLAGS', '')}")
     failed = False

@@ -32,10 +32,11 @@ Flags the user sets in XLA_FLAGS or TF_XLA_FLAGS win.
 
 from __future__ import annotations
 
-import ctypes
 import os
 import re
 from pathlib import Path
+
+from electra_tf.utils import nvidia
 
 COMPILE_CACHE_VARIABLE = "ELECTRA_TF_COMPILE_CACHE"  # a folder, or "off"
 
@@ -56,17 +57,11 @@ FLOAT16_GPU_XLA_FLAGS = {"--xla_gpu_enable_triton_gemm": "false"}
 
 
 def nvidia_gpu_visible(environ=None) -> bool:
-    """Whether TensorFlow would find an NVIDIA GPU, judged before it starts: CUDA_VISIBLE_DEVICES
-    does not hide every device, and the driver's library loads (TensorFlow loads the same one for
-    a GPU; it is there under WSL too, which has no /dev/nvidiactl)."""
+    """Whether TensorFlow would find an NVIDIA GPU, judged before it starts (the guess `auto`'s
+    XLA choice, `devices.resolve_runtime`, makes once it has): a driver installed, and
+    CUDA_VISIBLE_DEVICES not hiding every device."""
     environ = os.environ if environ is None else environ
-    if environ.get("CUDA_VISIBLE_DEVICES") in ("", "-1"):
-        return False
-    try:
-        ctypes.CDLL("libcuda.so.1")
-    except OSError:
-        return False
-    return True
+    return environ.get("CUDA_VISIBLE_DEVICES") not in ("", "-1") and nvidia.driver_installed()
 
 
 def compile_cache_directory(environ=None, xla: bool | None = None) -> Path | None:
@@ -80,7 +75,8 @@ def compile_cache_directory(environ=None, xla: bool | None = None) -> Path | Non
         return None
     if setting:
         return Path(setting).expanduser()
-    if not (xla if xla is not None else nvidia_gpu_visible(environ)):
+    compiles_whole_steps = nvidia_gpu_visible(environ) if xla is None else xla
+    if not compiles_whole_steps:
         return None
     return Path(environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "electra_tf" / "xla"
 

@@ -6,4 +6,5 @@
 - `progress`: progress lines with rate and ETA
 - `run_dir`: the names of every file a model_dir, fine-tuning folder and export hold
 - `logs`: TensorFlow's start-up logging, quietened before it loads
+- `nvidia`: whether an NVIDIA driver is installed, asked before TensorFlow starts
 """

@@ -24,6 +24,8 @@ import re
 import sys
 import tempfile
 
+from electra_tf.utils import nvidia
+
 KEEP_ALL_VARIABLE = "ELECTRA_TF_TF_LOGS"
 _PREFIX = r"^[IWE]\d{4} [\d:. ]+\d+ "
 START_UP_NOISE = [
@@ -38,7 +40,7 @@ CUDA_WITHOUT_DRIVER = _PREFIX + r"cuda_platform\.cc:\d+\] failed call to cuInit"
 
 
 def _noise_pattern() -> re.Pattern:
-    driver = os.path.exists("/dev/nvidiactl")
+    driver = nvidia.driver_installed()
     return re.compile("|".join(START_UP_NOISE + ([] if driver else [CUDA_WITHOUT_DRIVER])))
 
 
