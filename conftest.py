@@ -23,7 +23,12 @@ os.environ.setdefault("XLA_FLAGS", "--xla_backend_optimization_level=0 --xla_cpu
 os.environ.setdefault("ELECTRA_TF_COMPILE_CACHE", "off")
 
 import pytest  # noqa: E402
-import tensorflow as tf  # noqa: E402
+
+from electra_tf.utils.logs import start_tensorflow  # noqa: E402
+
+# As the commands start it: the lines TensorFlow's libraries print while they load (oneDNN, the
+# CUDA stub, a failed cuInit), which TF_CPP_MIN_LOG_LEVEL cannot silence, stay out of the output.
+tf = start_tensorflow()
 
 _cpus = tf.config.list_physical_devices("CPU")
 tf.config.set_logical_device_configuration(
