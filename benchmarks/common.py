@@ -71,11 +71,11 @@ def matmul_peak(dtype: str = "float32", repeats: int = 10) -> float:
 
 def benchmark_config(size: str, batch: int | None = None):
     """(config, batch size) of a size at a batch, its schedule long enough that warm-up ends early."""
-    from electra_tf.models.config import ElectraConfig
+    from electra_tf.pretraining.config import PretrainingConfig
 
     preset, default_batch = SIZES[size]
     batch = batch or default_batch
-    config = ElectraConfig.load(preset).replace(train_batch_size=batch, num_train_steps=10_000, num_warmup_steps=100)
+    config = PretrainingConfig.load(preset).replace(train_batch_size=batch, num_train_steps=10_000, num_warmup_steps=100)
     return config, batch
 
 
@@ -83,8 +83,8 @@ def synthetic_batch(config, batch_size: int, seed: int = 0) -> dict[str, np.ndar
     """Random in-vocabulary ids masked at `num_masked_predictions` random positions (numpy only:
     the PyTorch peer reads it too). A step's cost does not depend on the ids."""
     rng = np.random.default_rng(seed)
-    length, slots = config.max_seq_length, config.num_masked_predictions
-    token_ids = rng.integers(5, config.vocab_size, (batch_size, length)).astype(np.int32)
+    length, slots = config.run.max_seq_length, config.num_masked_predictions
+    token_ids = rng.integers(5, config.model.vocab_size, (batch_size, length)).astype(np.int32)
     positions = np.sort(np.stack([rng.choice(np.arange(1, length), slots, replace=False)
                                   for _ in range(batch_size)]), axis=1).astype(np.int32)
     return {"token_ids": token_ids, "segment_ids": np.zeros_like(token_ids),
@@ -102,18 +102,18 @@ def training_flops(config, batch: int) -> float:
     def encoder(hidden, intermediate, layers):
         return layers * (4 * hidden * hidden + 2 * hidden * intermediate)
 
-    tokens, length, e = batch * config.max_seq_length, config.max_seq_length, config.embedding_size
-    weights = encoder(config.hidden_size, config.intermediate_size, config.num_layers)
-    attention = 12 * config.num_layers * tokens * length * config.hidden_size
+    tokens, length, e = batch * config.run.max_seq_length, config.run.max_seq_length, config.model.embedding_size
+    weights = encoder(config.model.hidden_size, config.model.intermediate_size, config.model.num_layers)
+    attention = 12 * config.model.num_layers * tokens * length * config.model.hidden_size
     head = 0
-    if e != config.hidden_size:
-        weights += e * config.hidden_size
-    if config.objective == "electra":
-        g = config.generator_hidden_size
-        weights += encoder(g, config.generator_intermediate_size, config.generator_num_layers) + (e * g if e != g else 0)
-        attention += 12 * config.generator_num_layers * tokens * length * g
-        head = batch * config.num_masked_predictions * (g * g + g * e + e * config.vocab_size)
-    return 6 * tokens * weights + 6 * head + 6 * tokens * config.hidden_size ** 2 + attention
+    if e != config.model.hidden_size:
+        weights += e * config.model.hidden_size
+    if config.objective.objective == "electra":
+        g = config.generator_model.hidden_size
+        weights += encoder(g, config.generator_model.intermediate_size, config.generator_model.num_layers) + (e * g if e != g else 0)
+        attention += 12 * config.generator_model.num_layers * tokens * length * g
+        head = batch * config.num_masked_predictions * (g * g + g * e + e * config.model.vocab_size)
+    return 6 * tokens * weights + 6 * head + 6 * tokens * config.model.hidden_size ** 2 + attention
 
 
 def markdown_table(header: list[str], rows: list[list]) -> str:
@@ -146,19 +146,19 @@ class TorchElectra:
         self.torch = torch
         self.device = torch.device(device)
         # Held like our pretrainer holds it, so training and evaluation cannot sample differently.
-        self.temperature = config.temperature
-        common = dict(vocab_size=config.vocab_size, embedding_size=config.embedding_size,
-                      max_position_embeddings=config.max_position_embeddings,
-                      type_vocab_size=config.type_vocab_size, layer_norm_eps=config.layer_norm_epsilon,
-                      hidden_act="gelu", hidden_dropout_prob=config.dropout,
-                      attention_probs_dropout_prob=config.dropout)
+        self.temperature = config.objective.temperature
+        common = dict(vocab_size=config.model.vocab_size, embedding_size=config.model.embedding_size,
+                      max_position_embeddings=config.model.max_position_embeddings,
+                      type_vocab_size=config.model.type_vocab_size, layer_norm_eps=config.model.layer_norm_epsilon,
+                      hidden_act="gelu", hidden_dropout_prob=config.model.dropout,
+                      attention_probs_dropout_prob=config.model.dropout)
         self.discriminator = transformers.ElectraForPreTraining(transformers.ElectraConfig(
-            hidden_size=config.hidden_size, num_hidden_layers=config.num_layers,
-            num_attention_heads=config.num_heads, intermediate_size=config.intermediate_size, **common))
+            hidden_size=config.model.hidden_size, num_hidden_layers=config.model.num_layers,
+            num_attention_heads=config.model.num_heads, intermediate_size=config.model.intermediate_size, **common))
         self.generator = transformers.ElectraForMaskedLM(transformers.ElectraConfig(
-            hidden_size=config.generator_hidden_size, num_hidden_layers=config.generator_num_layers,
-            num_attention_heads=config.generator_num_heads,
-            intermediate_size=config.generator_intermediate_size, **common))
+            hidden_size=config.generator_model.hidden_size, num_hidden_layers=config.generator_model.num_layers,
+            num_attention_heads=config.generator_model.num_heads,
+            intermediate_size=config.generator_model.intermediate_size, **common))
         if values_by_ours is not None:
             self._load(config, values_by_ours)
         # One embedding module for both networks; the generator's output layer is its table.
@@ -223,11 +223,11 @@ class TorchElectra:
         torch = self.torch
         no_decay = [p for p in self.parameters if "LayerNorm" in self.named[id(p)] or "bias" in self.named[id(p)]]
         decay = [p for p in self.parameters if all(p is not q for q in no_decay)]
-        optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": config.weight_decay},
+        optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": config.optimizer.weight_decay},
                                        {"params": no_decay, "weight_decay": 0.0}],
-                                      lr=config.learning_rate, eps=config.adam_epsilon, betas=(0.9, 0.999),
+                                      lr=config.optimizer.learning_rate, eps=config.optimizer.adam_epsilon, betas=(0.9, 0.999),
                                       fused=fused or None)
-        warmup, total = config.num_warmup_steps, config.num_train_steps
+        warmup, total = config.optimizer.num_warmup_steps, config.run.num_train_steps
 
         def factor(step):  # the step about to be taken is step + 1 in ours (iterations before apply)
             return max(0.0, 1.0 - step / total) * (min(1.0, step / warmup) if warmup else 1.0)

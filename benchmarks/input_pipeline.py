@@ -52,7 +52,7 @@ def feed_rate(dataset, steps: int) -> float:
     import keras
     import tensorflow as tf
 
-    from electra_tf.pretraining.resumable_input import InputTracker, ResumableInput
+    from electra_tf.training.resumable_input import InputTracker, ResumableInput
 
     class Idle(keras.Model):
         def train_step(self, data):
@@ -70,16 +70,16 @@ def feed_rate(dataset, steps: int) -> float:
 def step_rate(config, batches, jit_compile: bool, steps: int) -> float:
     import keras
 
-    from electra_tf.runtime.optimizer import create_optimizer
+    from electra_tf.pretraining.pretrainer import pretraining_optimizer
     from electra_tf.pretraining.pretrainer import ElectraPretrainer
 
     keras.utils.clear_session()
-    pretrainer = ElectraPretrainer.from_electra_config(config)
-    pretrainer.compile(optimizer=create_optimizer(config), jit_compile=jit_compile)
+    pretrainer = ElectraPretrainer.from_pretraining_config(config)
+    pretrainer.compile(optimizer=pretraining_optimizer(config), jit_compile=jit_compile)
     pretrainer.fit(batches.take(3), verbose=0, shuffle=False)  # trace and compile
     started = time.perf_counter()
     pretrainer.fit(batches.take(steps), verbose=0, shuffle=False)
-    return steps * config.train_batch_size / (time.perf_counter() - started)
+    return steps * config.run.train_batch_size / (time.perf_counter() - started)
 
 
 def main(argv=None) -> int:
@@ -94,7 +94,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     tf, _, _ = common.start(compile_cache=False)
 
-    from electra_tf.models.config import ElectraConfig
+    from electra_tf.pretraining.config import PretrainingConfig
     from electra_tf.data.builder import build_shards
     from electra_tf.data.tokenization import ElectraTokenizer
     from electra_tf.pretraining.input_pipeline import pretraining_dataset
@@ -105,12 +105,12 @@ def main(argv=None) -> int:
         print(f"Building data from the embedded Wikipedia sample into {data_dir} ...", flush=True)
         build_shards(data_dir)
     tokenizer = ElectraTokenizer(args.vocab or os.path.join(data_dir, "vocab.txt"))
-    config = ElectraConfig.load(args.config, {"vocab_size": tokenizer.vocabulary_size})
-    dataset = pretraining_dataset(data_dir, config, tokenizer, config.train_batch_size, seed=0)
+    config = PretrainingConfig.load(args.config, {"vocab_size": tokenizer.vocabulary_size})
+    dataset = pretraining_dataset(data_dir, config, tokenizer, config.run.train_batch_size, seed=0)
 
     cores = len(os.sched_getaffinity(0))
     print(f"\n{common.host()}; config {args.config}, "
-          f"batch {config.train_batch_size} x {config.max_seq_length}")
+          f"batch {config.run.train_batch_size} x {config.run.max_seq_length}")
     if not args.feed_only:
         examples_per_s, tokens_per_s = measure(dataset, args.batches)
         cached = dataset.take(8).cache().repeat()
@@ -125,14 +125,14 @@ def main(argv=None) -> int:
         print(f"Pipeline / fastest step: {ratio:.1f}x (target >= 20x): {'OK' if ratio >= 20 else 'BELOW TARGET'}")
 
     base = config.replace(train_batch_size=128)
-    base_batches = pretraining_dataset(data_dir, base, tokenizer, base.train_batch_size, seed=0)
+    base_batches = pretraining_dataset(data_dir, base, tokenizer, base.run.train_batch_size, seed=0)
     target = 3 * ACCELERATOR_BATCHES_PER_SECOND
-    pipeline_alone = measure(base_batches, args.feed_steps)[0] / base.train_batch_size
+    pipeline_alone = measure(base_batches, args.feed_steps)[0] / base.run.train_batch_size
     in_memory = base_batches.take(8).cache().repeat()
     list(in_memory.take(8))
     hop_alone = feed_rate(in_memory, args.feed_steps)
     rate = feed_rate(base_batches, args.feed_steps)
-    print(f"At ELECTRA-Base shapes, batch 128 x {base.max_seq_length}; 8 A100s consume "
+    print(f"At ELECTRA-Base shapes, batch 128 x {base.run.max_seq_length}; 8 A100s consume "
           f"~{ACCELERATOR_BATCHES_PER_SECOND} batches/s, target {target}/s:")
     print(f"  tf.data pipeline alone ({cores} cores):                  {pipeline_alone:,.1f} batches/s")
     print(f"  ResumableInput + distribution + fit loop alone (in memory): {hop_alone:,.1f} batches/s")

@@ -53,13 +53,13 @@ def build(config, batch: dict, precision: str, xla: bool, accumulation: int = 1)
     import tensorflow as tf
 
     from electra_tf.pretraining.pretrainer import ElectraPretrainer
-    from electra_tf.runtime.optimizer import create_optimizer
+    from electra_tf.pretraining.pretrainer import pretraining_optimizer
 
     keras.config.set_dtype_policy(precision)
     keras.utils.set_random_seed(0)
     started = time.perf_counter()
-    pretrainer = ElectraPretrainer.from_electra_config(config)
-    pretrainer.compile(optimizer=create_optimizer(config), jit_compile=xla, gradient_accumulation_steps=accumulation)
+    pretrainer = ElectraPretrainer.from_pretraining_config(config)
+    pretrainer.compile(optimizer=pretraining_optimizer(config), jit_compile=xla, gradient_accumulation_steps=accumulation)
     pretrainer.fit(dataset(batch), steps_per_epoch=1, verbose=0, shuffle=False)
     first_step = time.perf_counter() - started
     keras.config.set_dtype_policy("float32")
@@ -136,18 +136,18 @@ def measure(args, size: str, precision: str) -> list[list]:
         return statistics.median(flops / step / 1e9 / peak for step, peak in zip(step_times, peaks))
 
     rows = []
-    shape = f"{batch_size} x {config.max_seq_length}"
+    shape = f"{batch_size} x {config.run.max_seq_length}"
     peak = f"{statistics.median(peaks):.0f}"
     if peer:
         step = statistics.median(peer_times)
         rows.append(["transformers", size, precision, "-", shape, "1", f"{peer['first_step_s']:.1f}", f"{1000 * step:.1f}",
-                     f"{batch_size * config.max_seq_length / step:,.0f}", f"{flops / step / 1e9:.1f}", peak,
+                     f"{batch_size * config.run.max_seq_length / step:,.0f}", f"{flops / step / 1e9:.1f}", peak,
                      f"{share_of_peak(peer_times):.1%}", "1.00", "-"])
     for (xla, k), (_, first_step) in models.items():
         step = statistics.median(times[(xla, k)])
         ratio = f"{statistics.median(peer_times) / step:.2f}" if peer else "-"
         rows.append(["electra_tf", size, precision, xla, shape, str(k), f"{first_step:.1f}", f"{1000 * step:.1f}",
-                     f"{batch_size * config.max_seq_length / step:,.0f}", f"{flops / step / 1e9:.1f}", peak,
+                     f"{batch_size * config.run.max_seq_length / step:,.0f}", f"{flops / step / 1e9:.1f}", peak,
                      f"{share_of_peak(times[(xla, k)]):.1%}", ratio,
                      "-" if peaks_gib[(xla, k)][0] is None else f"{max(peaks_gib[(xla, k)]):.1f}"])
     return rows

@@ -40,7 +40,7 @@ from common import KEYS, TorchElectra
 def dump_batches(config, tokenizer, data_dir, count, seed):
     from electra_tf.pretraining.input_pipeline import pretraining_dataset
 
-    dataset = pretraining_dataset(data_dir, config, tokenizer, config.train_batch_size, seed=seed).take(count)
+    dataset = pretraining_dataset(data_dir, config, tokenizer, config.run.train_batch_size, seed=seed).take(count)
     return [{key: batch[key].numpy() for key in KEYS} for batch in dataset]
 
 
@@ -89,39 +89,39 @@ def main(argv=None) -> int:
     import keras
     import tensorflow as tf
 
-    from electra_tf.models.config import ElectraConfig
+    from electra_tf.pretraining.config import PretrainingConfig
     from electra_tf.data.builder import build_shards
     from electra_tf.data.tokenization import ElectraTokenizer
-    from electra_tf.runtime.optimizer import create_optimizer
+    from electra_tf.pretraining.pretrainer import pretraining_optimizer
     from electra_tf.pretraining.pretrainer import ElectraPretrainer
     from electra_tf.utils.run_dir import bundled_data_dir
 
-    config = ElectraConfig.load(args.config).with_overrides(args.set)
+    config = PretrainingConfig.load(args.config).with_overrides(args.set)
     unsupported = {"objective": "electra", "disallow_correct": False, "untied_generator_embeddings": False}
     for key, supported in unsupported.items():
         if getattr(config, key) != supported:
             raise SystemExit(f"error: --set {key}={getattr(config, key)}: the reference side here implements only "
                              f"{key}={supported}; the comparison would not be like for like.")
-    config = config.replace(num_train_steps=args.steps, num_warmup_steps=min(config.num_warmup_steps, args.steps // 10))
-    data_dir = bundled_data_dir(config.max_seq_length)
+    config = config.replace(num_train_steps=args.steps, num_warmup_steps=min(config.optimizer.num_warmup_steps, args.steps // 10))
+    data_dir = bundled_data_dir(config.run.max_seq_length)
     if not (data_dir / "metadata.json").is_file():
-        build_shards(data_dir, max_seq_length=config.max_seq_length, num_workers=2, overwrite=True)
+        build_shards(data_dir, max_seq_length=config.run.max_seq_length, num_workers=2, overwrite=True)
     tokenizer = ElectraTokenizer(data_dir / "vocab.txt")
     config = config.replace(vocab_size=tokenizer.vocabulary_size)
-    print(f"config {args.config} {' '.join(args.set)}: {args.steps} steps of {config.train_batch_size} x "
-          f"{config.max_seq_length}", flush=True)
-    train = dump_batches(config, tokenizer, data_dir, args.steps, config.seed)
-    held_out = dump_batches(config, tokenizer, data_dir, args.eval_batches, config.seed + 1)
+    print(f"config {args.config} {' '.join(args.set)}: {args.steps} steps of {config.run.train_batch_size} x "
+          f"{config.run.max_seq_length}", flush=True)
+    train = dump_batches(config, tokenizer, data_dir, args.steps, config.run.seed)
+    held_out = dump_batches(config, tokenizer, data_dir, args.eval_batches, config.run.seed + 1)
 
-    keras.utils.set_random_seed(config.seed)
-    pretrainer = ElectraPretrainer.from_electra_config(config)
-    pretrainer.compile(optimizer=create_optimizer(config))
+    keras.utils.set_random_seed(config.run.seed)
+    pretrainer = ElectraPretrainer.from_pretraining_config(config)
+    pretrainer.compile(optimizer=pretraining_optimizer(config))
     pretrainer.compute_pretraining_outputs({k: tf.constant(v) for k, v in train[0].items()},
                                            tf.constant([0, 0], tf.int64))
-    torch.manual_seed(config.seed)
+    torch.manual_seed(config.run.seed)
     reference = TorchElectra(config, {v.path: v.numpy() for v in pretrainer.variables})
 
-    ours, theirs = first_step_parity(pretrainer, reference, train[0], [config.seed, 1])
+    ours, theirs = first_step_parity(pretrainer, reference, train[0], [config.run.seed, 1])
     print("\nFirst step, dropout off, the same replacement samples:")
     print(f"{'':16}{'electra_tf':>14}{'transformers':>14}{'difference':>12}")
     for key in ours:
@@ -135,14 +135,14 @@ def main(argv=None) -> int:
     held_out_tf = tf.data.Dataset.from_tensor_slices({k: np.stack([b[k] for b in held_out]) for k in KEYS})
     train_tf = tf.data.Dataset.from_tensor_slices({k: np.stack([b[k] for b in train]) for k in KEYS})
     optimizer, schedule = reference.optimizer(config)
-    rng = torch.Generator().manual_seed(config.seed + 7)
-    eval_rng = torch.Generator().manual_seed(config.seed + 11)
+    rng = torch.Generator().manual_seed(config.run.seed + 7)
+    eval_rng = torch.Generator().manual_seed(config.run.seed + 11)
     rows, done, started = [], 0, time.monotonic()
     for target in eval_at:
         if target > done:
             pretrainer.fit(train_tf.skip(done).take(target - done), epochs=1, verbose=0)
             for batch in train[done:target]:
-                reference.train_step(batch, optimizer, schedule, config.clip_global_norm, rng=rng)
+                reference.train_step(batch, optimizer, schedule, config.optimizer.clip_global_norm, rng=rng)
             done = target
         ours_eval = pretrainer.evaluate(held_out_tf, return_dict=True, verbose=0)
         theirs_eval = reference.evaluate(held_out, eval_rng)
@@ -178,7 +178,7 @@ def save_model_dirs(output: Path, config, pretrainer, reference, tokenizer) -> l
         network.save_pretrained(folders["transformers"] / model)
         write_tokenizer_files(folders["transformers"] / model, tokenizer, config)
     return [import_huggingface(folder / DISCRIMINATOR, output / name, generator=folder / GENERATOR,
-                               max_seq_length=config.max_seq_length, overwrite=True).path
+                               max_seq_length=config.run.max_seq_length, overwrite=True).path
             for name, folder in folders.items()]
 
 

@@ -101,22 +101,24 @@ def sentences_of_length(tokenizer, length: int, count: int) -> list[str]:
 
 
 def fresh_exports(folder: Path):
-    from electra_tf.models.config import ElectraConfig
     from electra_tf.data.tokenization import ElectraTokenizer
+    from electra_tf.models.backbone import BackboneConfig
+    from electra_tf.pretraining.config import PretrainingConfig
     from electra_tf.models.encoders import build_discriminator
     from electra_tf.utils.run_dir import bundled_data_dir
     from electra_tf.serving.publish import export_discriminator
 
-    tiny = ElectraConfig.load("electra_tiny")
-    vocab = bundled_data_dir(tiny.max_seq_length) / "vocab.txt"
+    tiny = PretrainingConfig.load("electra_tiny")
+    vocab = bundled_data_dir(tiny.run.max_seq_length) / "vocab.txt"
     if not vocab.is_file():
         raise SystemExit(f"error: {vocab} is missing; run `python -m electra_tf.pretrain` once (it builds the "
                          "bundled data), or pass --export.")
     tokenizer = ElectraTokenizer(vocab)
-    small = ElectraConfig.load("electra_small").replace(vocab_size=tokenizer.vocabulary_size)
+    small = PretrainingConfig.load("electra_small").replace(vocab_size=tokenizer.vocabulary_size)
     exports = []
     for name, config in (("tiny", tiny.replace(vocab_size=tokenizer.vocabulary_size)), ("small-sized", small)):
-        exports.append((name, export_discriminator(build_discriminator(config), tokenizer, config, folder, name)))
+        exports.append((name, export_discriminator(build_discriminator(config.model), tokenizer,
+                                                   BackboneConfig(config.model, config.run.max_seq_length), folder, name)))
     return exports, tokenizer
 
 
@@ -124,17 +126,18 @@ def qa_export(folder: Path, tokenizer):
     """A tiny question-answering export with fresh weights, and contexts of one and eight windows."""
     import keras
 
-    from electra_tf.models.config import ElectraConfig
     from electra_tf.finetuning.question_answering.model import ElectraQuestionAnswerer
+    from electra_tf.models.backbone import BackboneConfig
+    from electra_tf.pretraining.config import PretrainingConfig
     from electra_tf.models.encoders import build_discriminator
     from electra_tf.serving.publish import export_task_model
 
     keras.utils.set_random_seed(0)
-    config = ElectraConfig.load("electra_tiny").replace(vocab_size=tokenizer.vocabulary_size)
-    export = export_task_model(ElectraQuestionAnswerer(build_discriminator(config), doc_stride=64), tokenizer,
-                               config, folder, "qa-tiny")
+    config = PretrainingConfig.load("electra_tiny").replace(vocab_size=tokenizer.vocabulary_size)
+    export = export_task_model(ElectraQuestionAnswerer(build_discriminator(config.model), doc_stride=64), tokenizer,
+                               BackboneConfig(config.model, config.run.max_seq_length), folder, "qa-tiny")
     question = "When was the first library in the town opened?"
-    room = config.max_seq_length - int(tokenizer.tokenize([question]).row_lengths()[0]) - 3
+    room = config.run.max_seq_length - int(tokenizer.tokenize([question]).row_lengths()[0]) - 3
     one, eight = sentences_of_length(tokenizer, room, 1)[0], sentences_of_length(tokenizer, room + 7 * 64, 1)[0]
     while int(tokenizer.tokenize([one]).row_lengths()[0]) > room:  # one window: at most `room` pieces
         one = one.rsplit(" ", 1)[0]
@@ -160,6 +163,7 @@ def main(argv=None) -> int:
     parser.add_argument("--no_qa", action="store_true", help="skip the question-answering rows")
     args = parser.parse_args(argv)
     from electra_tf.data.tokenization import ElectraTokenizer
+    from electra_tf.models.backbone import BackboneConfig
     from electra_tf.utils.run_dir import ExportMetadata
 
     with tempfile.TemporaryDirectory() as scratch:
@@ -171,11 +175,11 @@ def main(argv=None) -> int:
         print(f"{common.host()}; one request at a time")
         print(f"{'model':12} {'signature':16} {'batch':>5} {'p50 ms':>8} {'p99 ms':>8} {'sequences/s':>12}")
         for name, export in exports:
-            metadata = json.loads(ExportMetadata.of(export).config.read_text())
-            length = metadata["max_seq_length"]
+            metadata = BackboneConfig.load(ExportMetadata.of(export).config)
+            length = metadata.max_seq_length
             texts = sentences_of_length(tokenizer, length, max(args.batches))
             request = {"export": str(export), "length": length, "texts": texts, "batches": args.batches,
-                       "calls": args.calls, "warmup": args.warmup, "vocab_size": metadata["vocab_size"]}
+                       "calls": args.calls, "warmup": args.warmup, "vocab_size": metadata.model.vocab_size}
             rows = measure(MEASURE, request, export)
             if name == "tiny" and not args.export and not args.no_qa:
                 qa, question, contexts = qa_export(Path(scratch), tokenizer)

@@ -46,7 +46,7 @@ def measure(config, batch: dict, precision: str, steps: int, warmup: int, device
     on_device = {key: reference.ids(value) for key, value in batch.items()}
     times = []
     for _ in range(warmup + steps):
-        reference.train_step(on_device, optimizer, schedule, config.clip_global_norm, autocast=autocast, scaler=scaler)
+        reference.train_step(on_device, optimizer, schedule, config.optimizer.clip_global_norm, autocast=autocast, scaler=scaler)
         if device.type == "cuda":
             torch.cuda.synchronize()
         times.append(time.perf_counter())
@@ -72,7 +72,7 @@ def main(argv=None) -> int:
     except ImportError:
         print("error: the peer needs torch and transformers: pip install -e \".[reference]\"", file=sys.stderr)
         return 2
-    from electra_tf.models.config import ElectraConfig
+    from electra_tf.pretraining.config import PretrainingConfig
 
     if args.batch_file:
         with np.load(args.batch_file) as stored:
@@ -80,7 +80,7 @@ def main(argv=None) -> int:
     else:
         batch = None
     size = len(batch["token_ids"]) if batch else args.batch
-    config = ElectraConfig.load(args.preset).replace(train_batch_size=size, num_train_steps=10_000, num_warmup_steps=100)
+    config = PretrainingConfig.load(args.preset).replace(train_batch_size=size, num_train_steps=10_000, num_warmup_steps=100)
     batch = batch or common.synthetic_batch(config, size)
     print(json.dumps(measure(config, batch, args.precision, args.steps, args.warmup, args.device)))
     return 0

@@ -3,10 +3,12 @@
 The package reads as the pipeline:
 
     data/         text -> vocabulary and pre-training shards
-    models/       embeddings, Discriminator and Generator, heads, preprocessing layers
-    pretraining/  masking, input pipeline, the ELECTRA losses, the training step, resume
-    finetuning/   task files, classifiers, metrics, the fine-tuning run
-    serving/      SavedModel signatures and publishing for TF Serving, a client
+    models/       the model config, embeddings, Discriminator and Generator, heads, the backbone
+    runtime/      strategy, precision, XLA, the compiled step, the optimizer
+    training/     the one trainer every run goes through, and what a task gives it
+    pretraining/  the ELECTRA objective as a task: masking, losses, the training step
+    finetuning/   labelled tasks: their files, models, metrics
+    serving/      publishing SavedModels for TF Serving, a client
     interop/      released checkpoints (HuggingFace, Google TF1) in and out
 
 and the commands are `python -m electra_tf.<command>` (`python -m electra_tf` lists them).
@@ -14,7 +16,7 @@ The names below are the public API; they load on first use, so `import electra_t
 start TensorFlow.
 
 >>> import electra_tf
->>> electra_tf.ElectraConfig.load("electra_small").hidden_size
+>>> electra_tf.PretrainingConfig.load("electra_small").model.hidden_size
 256
 """
 
@@ -25,7 +27,8 @@ import importlib
 __version__ = "0.1.0"  # setup.py reads it from here
 
 _PUBLIC = {
-    "ElectraConfig": "electra_tf.models.config",
+    "ModelConfig": "electra_tf.models.config",
+    "PretrainingConfig": "electra_tf.pretraining.config",
     "ElectraError": "electra_tf.utils.errors",
     "ModelDir": "electra_tf.utils.run_dir",
     "ElectraTokenizer": "electra_tf.data.tokenization",
@@ -34,21 +37,25 @@ _PUBLIC = {
     "ElectraEmbeddings": "electra_tf.models.embeddings",
     "Discriminator": "electra_tf.models.encoders",
     "Generator": "electra_tf.models.encoders",
+    "Backbone": "electra_tf.models.backbone",
     "ElectraTextPreprocessor": "electra_tf.models.preprocessing",
     "ElectraWordPreprocessor": "electra_tf.models.preprocessing",
     "mask_tokens": "electra_tf.pretraining.masking",
     "pretraining_dataset": "electra_tf.pretraining.input_pipeline",
     "ElectraPretrainer": "electra_tf.pretraining.pretrainer",
-    "PretrainingOptions": "electra_tf.pretraining.run",
-    "RunResult": "electra_tf.pretraining.run",
-    "run_pretraining": "electra_tf.pretraining.run",
+    "RuntimeConfig": "electra_tf.runtime.config",
     "create_optimizer": "electra_tf.runtime.optimizer",
     "create_finetuning_optimizer": "electra_tf.runtime.optimizer",
+    "Trainer": "electra_tf.training.trainer",
+    "TrainerConfig": "electra_tf.training.config",
+    "RunResult": "electra_tf.training.trainer",
+    "PretrainingTask": "electra_tf.pretraining.task",
+    "ClassificationTask": "electra_tf.finetuning.text.classification",
+    "TaggingTask": "electra_tf.finetuning.text.tagging",
+    "QuestionAnsweringTask": "electra_tf.finetuning.question_answering.task",
     "load_pretrained": "electra_tf.finetuning.pretrained",
     "ElectraClassifier": "electra_tf.finetuning.text.classifiers",
     "ElectraTokenClassifier": "electra_tf.finetuning.text.classifiers",
-    "FinetuningOptions": "electra_tf.finetuning.run",
-    "run_finetuning": "electra_tf.finetuning.run",
     "export_discriminator": "electra_tf.serving.publish",
     "export_task_model": "electra_tf.serving.publish",
     "import_huggingface": "electra_tf.interop.convert",

@@ -37,8 +37,11 @@ def main(argv=None) -> int:
         print(f"electra_tf {__version__}")
         return 0
     if argv[:1] == ["--check"]:
+        from electra_tf.pretraining.config import PretrainingConfig
         from electra_tf.runtime.check import check
-        return check()
+
+        preset = "electra_small"
+        return check(preset, PretrainingConfig.load(preset).model.hidden_size)
     if argv and argv[0] in COMMANDS:
         return importlib.import_module(f"electra_tf.{argv[0]}").main(argv[1:])
     width = max(len(name) for name in COMMANDS)

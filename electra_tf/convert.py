@@ -28,7 +28,7 @@ import argparse
 import sys
 
 from electra_tf.utils.errors import command
-from electra_tf.utils.logs import start_tensorflow
+from electra_tf.utils.logs import int64_notice_left_out, start_tensorflow
 from electra_tf.utils.run_dir import read_provenance
 
 
@@ -64,6 +64,7 @@ def tokenizer_overrides(args) -> dict:
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     start_tensorflow()  # quietly, before anything else loads it
+    int64_notice_left_out()
     from electra_tf.interop.convert import import_google, import_huggingface
     from electra_tf.interop.huggingface import ConversionError
 

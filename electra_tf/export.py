@@ -17,7 +17,7 @@ so runs never share a TF Serving model by accident. The next integer version is 
 temporary folder and renamed, so a server never sees a half-written version and an existing
 version is never overwritten; exporting what the newest version already holds writes nothing.
 Signatures: `serving_default` (text in) and `encode_ids` (ids in), described in
-`electra_tf/serving/signatures.py`; writing is `electra_tf/serving/publish.py`.
+`electra_tf/models/signatures.py`; writing is `electra_tf/serving/publish.py`.
 
 With `--format huggingface`: EXPORT_DIR/NAME-huggingface/discriminator (what
 `transformers.ElectraForPreTraining.from_pretrained` loads) and .../generator
@@ -33,7 +33,7 @@ import sys
 from pathlib import Path
 
 from electra_tf.utils.errors import command
-from electra_tf.utils.logs import start_tensorflow
+from electra_tf.utils.logs import int64_notice_left_out, start_tensorflow
 from electra_tf.utils.run_dir import FinetuneDir, ModelDir, task_export_name
 
 
@@ -78,6 +78,7 @@ def default_name(source: Path) -> str:
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     start_tensorflow()  # quietly, before anything else loads it
+    int64_notice_left_out()
     from electra_tf.finetuning.pretrained import load_pretrained, load_task_model
     from electra_tf.serving.publish import export_discriminator, export_task_model
 
@@ -115,7 +116,7 @@ def main(argv=None) -> int:
         pretrained = load_pretrained(source, args.checkpoint)
         target = export_discriminator(pretrained.discriminator, pretrained.tokenizer, pretrained.config,
                                       export_dir, name)
-        what = "the discriminator"
+        what = f"the discriminator (from {pretrained.source})"
     if int(target.name) < first_new_version:
         return 0  # nothing new: the export said which version already holds this model
     print(f"Exported {what} to {target.resolve()}\n  saved_model_cli show --dir {target.resolve()} --all")

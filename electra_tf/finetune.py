@@ -40,24 +40,30 @@ OUTPUT_DIR receives
                  (squad); preprocessor, label names and settings included
   config.json    the model's ElectraConfig (read with best.keras)
   vocab.txt      its vocabulary (read with best.keras)
-  logs/          TensorBoard: train/loss, train/learning_rate, eval/<metric> per epoch
+  logs/train/    TensorBoard: train/loss, train/learning_rate, speed, eval/<metric> per epoch
+  processes.json the process that trained it (steps, time)
   export/NAME/1  TF Serving SavedModel of the best epoch, with a text signature
   predictions.json, null_odds.json   question answering: the best epoch's answers
-and must be empty (or pass --overwrite). Exit status: 0 done, 2 bad input. The run itself is
-`electra_tf.finetuning.run.run_finetuning`.
+and must be empty (or pass --overwrite). Exit status: 0 done, 2 bad input, 3 the loss diverged,
+128+N stopped by signal N (the best epoch so far is kept). The run is the task's
+(`electra_tf.finetuning.task`, its kinds in `finetuning/text/` and `finetuning/question_answering/`)
+run by `electra_tf.training.trainer.Trainer`; the export after it is `electra_tf.serving.publish`.
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import sys
 from pathlib import Path
 
-from electra_tf.utils.errors import command
-from electra_tf.finetuning.run import FinetuningOptions
+from electra_tf.finetuning.config import (ClassificationConfig, Columns, FinetuningOptimizerConfig,
+                                          FinetuningRunConfig, QuestionAnsweringConfig, TaggingConfig)
+from electra_tf.utils.errors import RunError, command
 
-DEFAULTS = argparse.Namespace(**{field.name: field.default for field in dataclasses.fields(FinetuningOptions)})
+DEFAULTS = argparse.Namespace(**vars(FinetuningRunConfig()), **vars(FinetuningOptimizerConfig()),
+                              **vars(QuestionAnsweringConfig()))
+ENTITY_TASKS = ("conll2003",)
+QUESTION_ANSWERING_TASKS = ("squad", "squad1.1", "squad2.0")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -97,7 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="question word pieces kept")
     qa.add_argument("--max_answer_length", type=int, default=DEFAULTS.max_answer_length,
                     help="longest answer, in word pieces")
-    qa.add_argument("--qa_head", choices=("electra", "plain"), default=DEFAULTS.qa_head,
+    qa.add_argument("--qa_head", choices=("electra", "plain"), default=DEFAULTS.head,
                     help="electra: the official head (end conditioned on the start, beam search, "
                          "answerability for 2.0); plain: transformers' qa_outputs (start and end apart)")
     training = parser.add_argument_group("training (official ELECTRA fine-tuning values by default; the learning "
@@ -116,7 +122,7 @@ def build_parser() -> argparse.ArgumentParser:
                           help="per-layer factor, embeddings lowest (1 = off; default by the model's size)")
     training.add_argument("--layer_decay_schedule", choices=("official", "corrected"), default="official",
                           help="official: the top layer gets decay^2 as in google-research/electra; "
-                               "corrected: decay^1 (see electra_tf/optimization.py)")
+                               "corrected: decay^1 (see electra_tf/runtime/optimizer.py)")
     training.add_argument("--warmup_proportion", type=float, default=DEFAULTS.warmup_proportion)
     training.add_argument("--weight_decay", type=float, default=DEFAULTS.weight_decay)
     training.add_argument("--max_seq_length", type=int, default=None,
@@ -137,18 +143,81 @@ def build_parser() -> argparse.ArgumentParser:
 
 @command(interrupted="OUTPUT_DIR keeps the best epoch saved so far (metrics.json and best.keras are written whole)")
 def main(argv=None) -> int:
-    args = vars(build_parser().parse_args(argv))
-    options = FinetuningOptions(**{**args, "output_dir": Path(args["output_dir"])})
-    from electra_tf.finetuning.run import run_finetuning  # heavy: after the argument checks
+    args = build_parser().parse_args(argv)
+    task = task_from_args(args)
+    from electra_tf.runtime.config import RuntimeConfig
+    from electra_tf.training.config import TrainerConfig
+    from electra_tf.training.trainer import Trainer  # heavy: after the argument checks
+    from electra_tf.utils.run_dir import FinetuneDir
 
-    result = run_finetuning(options)
+    output = FinetuneDir(Path(args.output_dir).resolve())  # absolute, as every command prints
+    result = Trainer(task, TrainerConfig(log_every=args.log_every), RuntimeConfig(args.strategy, args.mixed_precision,
+                     args.xla), output.path, lock_name="electra_tf.finetune").run(
+        after_training=_exporter(output.exports, args.export_name))
+    if result.status == "diverged":
+        print(f"error: the loss became non-finite at step {result.diverged_at} ({result.precision}); stopped. "
+              f"{output.best_model} holds the best epoch before it, if any. Lower --learning_rate, then rerun with "
+              "--overwrite.", file=sys.stderr)
+        return 3
+    if result.status == "stopped":
+        print(f"Stopped by signal {result.signal} after step {result.step}; {output.best_model} holds the best epoch "
+              "so far, if one ended (fine-tuning does not resume: rerun with --overwrite to start again).")
+        return 128 + result.signal
     summary = result.summary
-    output = type(result.output_dir)(result.output_dir.path.resolve())  # absolute, as every command prints
     shown = ", ".join(f"{name} {value:.4f}" for name, value in summary["eval"].items() if not isinstance(value, dict))
     print(f"\nBest epoch {summary['best_epoch']}: {shown}\n  metrics:     {output.metrics}\n"
-          f"  checkpoint:  {output.best_model}\n  export:      {Path(result.export_path).resolve()}\n"
+          f"  checkpoint:  {output.best_model}\n  export:      {Path(summary['export']).resolve()}\n"
           f"  TensorBoard: tensorboard --logdir {output.logs}", flush=True)
     return 0
+
+
+def task_from_args(args):
+    """The fine-tuning task the arguments ask for (question answering, tagging or
+    classification), its settings checked."""
+    from electra_tf.finetuning.config import PretrainedSource, TaskFiles
+    from electra_tf.finetuning.task import written
+
+    name = (args.task or "").lower()
+    tagging = args.tagging or name in ENTITY_TASKS
+    if args.tagging and (name not in ("", *ENTITY_TASKS) or args.regression or args.text_pair_column):
+        raise RunError("--tagging reads word/tag files; it does not combine with --task, --regression "
+                       "or --text_pair_column.")
+    if args.test and not tagging:
+        raise RunError("--test is supported for --tagging runs (and --task conll2003) so far.")
+    if written(Path(args.output_dir)) and not args.overwrite:
+        raise RunError(f"{args.output_dir} is not empty; choose a new --output_dir or pass --overwrite.")
+    common = dict(
+        source=PretrainedSource(args.pretrained, args.checkpoint, args.random_init),
+        files=TaskFiles(args.train, args.eval, args.test),
+        optimizer=FinetuningOptimizerConfig(args.learning_rate, args.layerwise_lr_decay, args.layer_decay_schedule,
+                                            args.warmup_proportion, args.weight_decay),
+        run=FinetuningRunConfig(args.epochs, args.batch_size, args.gradient_accumulation_steps, args.max_seq_length,
+                                args.seed),
+        overwrite=args.overwrite)
+    columns = Columns(args.text_column, args.text_pair_column, args.label_column)
+    if name in QUESTION_ANSWERING_TASKS:
+        from electra_tf.finetuning.question_answering.task import QuestionAnsweringTask
+
+        return QuestionAnsweringTask(**common, kind_config=QuestionAnsweringConfig(
+            args.doc_stride, args.max_query_length, args.max_answer_length, args.qa_head))
+    if tagging:
+        from electra_tf.finetuning.text.tagging import TaggingTask
+
+        return TaggingTask(**common, kind_config=TaggingConfig(None if columns == Columns() else columns,
+                                                               name or None, args.strict_entities))
+    from electra_tf.finetuning.text.classification import ClassificationTask
+
+    return ClassificationTask(**common, kind_config=ClassificationConfig(columns, args.regression, args.task))
+
+
+def _exporter(export_dir: Path, export_name: str | None):
+    """What the chief runs once training is done: the best epoch's model for TF Serving."""
+    def export(served) -> dict:
+        from electra_tf.serving.publish import export_task_model
+
+        return {"export": str(export_task_model(served.model, served.tokenizer, served.config, export_dir,
+                                                export_name or served.name))}
+    return export
 
 
 if __name__ == "__main__":

@@ -11,7 +11,8 @@ and a summary.
 Rerunning the same command continues from the last checkpoint (exact resume: weights,
 optimizer, step, random state and input position). SIGTERM/SIGINT save a checkpoint and stop.
 Exit status: 0 done; 2 bad arguments, config or data; 3 the loss diverged; 128+N stopped by
-signal N (checkpoint saved). The run itself is `electra_tf.pretraining.run.run_pretraining`.
+signal N (checkpoint saved). The run is `electra_tf.pretraining.task.PretrainingTask` run by
+`electra_tf.training.trainer.Trainer`; the export after it is `electra_tf.serving.publish`.
 """
 
 from __future__ import annotations
@@ -115,10 +116,28 @@ def _profile_steps(text: str | None) -> tuple[int, int] | None:
 @command(interrupted="its last checkpoint, if any, is intact; rerun the same command to continue")
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
-    from electra_tf.pretraining.run import PretrainingOptions, resolve_config
-
     if args.steps is not None and args.steps < 1:
         raise RunError("--steps must be at least 1.")
+    task, trainer, runtime, model_dir = _run_settings(args)
+    from electra_tf.training.trainer import Trainer  # heavy: after the argument checks
+
+    export = _exporter(Path(args.export_dir) if args.export_dir else ModelDir(model_dir).exports, ModelDir(model_dir).name)
+    result = Trainer(task, trainer, runtime, model_dir, lock_name="electra_tf.pretrain").run(
+        after_training=export if args.export else None)
+    return report(result, task.source.eval_batches, args.export)
+
+
+def _run_settings(args):
+    """(the pre-training task, the trainer's and the runtime's config, the model_dir) the
+    arguments ask for. A model_dir that holds a run starts from that run's config (not the
+    preset's), so `--set` changes the run's own values; `--config` names another base."""
+    from electra_tf.pretraining.config import PretrainingConfig
+    from electra_tf.pretraining.data import DataSource
+    from electra_tf.pretraining.phases import RunShortcuts, requested_config
+    from electra_tf.pretraining.task import PretrainingTask
+    from electra_tf.runtime.config import RuntimeConfig
+    from electra_tf.training.config import TrainerConfig
+
     config_name, vocab, default_name = args.config or DEFAULT_CONFIG, args.vocab, None
     if args.init_from:
         from electra_tf.pretraining.restore import source_model_dir
@@ -126,27 +145,46 @@ def main(argv=None) -> int:
         config_name = args.config or str(source.config)
         vocab = args.vocab or str(source.vocab)
         default_name = f"{source.name}-continued"
-    config = resolve_config(config_name, args.set, args.steps, args.batch_size, args.seed,
-                            args.gradient_accumulation_steps)
-    options = PretrainingOptions(
-        config=config, model_dir=Path(args.model_dir) if args.model_dir else ModelDir.default_for(
-            default_name or Path(config_name).stem).path, data=args.data, vocab=vocab, strategy=args.strategy,
-        mixed_precision=args.mixed_precision, xla=args.xla, checkpoint_every=args.checkpoint_every,
-        keep_checkpoints=args.keep_checkpoints, log_every=args.log_every, sample_every=args.sample_every,
-        eval_batches=args.eval_batches, export_dir=Path(args.export_dir) if args.export_dir else None,
-        export=args.export,
-        profile_steps=_profile_steps(args.profile_steps), init_from=args.init_from,
-        steps_per_loop=args.steps_per_loop, phase=args.phase, eval_data=args.eval_data,
-        eval_every=args.eval_every, text_field=args.text_field)
-    from electra_tf.pretraining.run import run_pretraining  # heavy: after the argument checks
+    model_dir = Path(args.model_dir) if args.model_dir else ModelDir.default_for(
+        default_name or Path(config_name).stem).path
+    saved = ModelDir(model_dir).config
+    saved_config = PretrainingConfig.load(str(saved)) if saved.is_file() else None
+    base = PretrainingConfig.load(args.config) if args.config else (saved_config or PretrainingConfig.load(config_name))
+    config = requested_config(base, args.set, RunShortcuts(args.steps, args.batch_size, args.seed,
+                                                           args.gradient_accumulation_steps), saved_config)
+    source = DataSource(tuple(args.data) if args.data else None, vocab, args.text_field, args.eval_data,
+                        args.eval_batches)
+    task = PretrainingTask(config, source, phase=args.phase, init_from=args.init_from, sample_every=args.sample_every)
+    trainer = TrainerConfig(log_every=args.log_every, checkpoint_every=args.checkpoint_every,
+                            keep_checkpoints=args.keep_checkpoints, eval_every=args.eval_every,
+                            steps_per_loop=args.steps_per_loop, profile_steps=_profile_steps(args.profile_steps))
+    runtime = RuntimeConfig(args.strategy, args.mixed_precision, args.xla)
+    if trainer.steps_per_loop > 1 and runtime.strategy not in ("auto", "one_device"):
+        from electra_tf.training.config import steps_per_loop_needs_one_device
+        raise RunError(steps_per_loop_needs_one_device(trainer.steps_per_loop, runtime.strategy))
+    return task, trainer, runtime, model_dir
 
-    return report(run_pretraining(options), options.eval_batches, options.export)
+
+def _exporter(export_dir: Path, name: str):
+    """What the chief runs once training is saved: the discriminator for TensorFlow Serving
+    (the MLM baseline has none); returns metrics.json's `export` field."""
+    def export(served) -> dict:
+        if served is None:
+            return {"export": None}
+        from electra_tf.serving.publish import export_discriminator
+        from electra_tf.utils.progress import heartbeat
+
+        print("exporting the discriminator for TensorFlow Serving (tracing both signatures) ...", flush=True)
+        with heartbeat("export", stream=sys.stdout):
+            path = export_discriminator(served.model, served.tokenizer, served.config, export_dir, name)
+        return {"export": str(path)}
+    return export
 
 
 def report(result, eval_batches: int, exported: bool = True) -> int:
     """Prints how the run ended; returns its exit status."""
     if result.status == "diverged" and result.overflowing:
-        from electra_tf.pretraining.callbacks import MAX_CONSECUTIVE_SKIPS
+        from electra_tf.training.callbacks import MAX_CONSECUTIVE_SKIPS
 
         print(f"error: float16 gradients overflowed on {MAX_CONSECUTIVE_SKIPS} batches in a row at step "
               f"{result.diverged_at} (the loss scale halved at each, {MAX_CONSECUTIVE_SKIPS} times): the overflow "
@@ -163,12 +201,12 @@ def report(result, eval_batches: int, exported: bool = True) -> int:
         print(f"Stopped by signal {result.signal} after step {result.step}; checkpoint saved: "
               f"{result.latest_checkpoint}. Rerun the same command to continue.")
         return 128 + result.signal
-    model_dir = ModelDir(result.model_dir.path.resolve())  # absolute: the summary is read from anywhere
+    model_dir = ModelDir(result.run_dir.resolve())  # absolute: the summary is read from anywhere
     if not result.is_chief:
         print(f"Done at step {result.step} (the chief reports the run).")
         return 0
-    if result.export_path:
-        export = f"{Path(result.export_path).resolve()} (TensorFlow Serving SavedModel)"
+    if result.summary.get("export"):
+        export = f"{Path(result.summary['export']).resolve()} (TensorFlow Serving SavedModel)"
     elif not exported:
         export = f"not exported (--no-export; python -m electra_tf.export --model_dir {model_dir.path} makes one)"
     else:
@@ -181,9 +219,11 @@ def report(result, eval_batches: int, exported: bool = True) -> int:
     print(f"  checkpoints:   {model_dir.checkpoints} (latest {Path(result.latest_checkpoint).name})")
     print(f"  discriminator: {export}")
     print(f"  TensorBoard:   tensorboard --logdir {model_dir.path}")
+    if result.summary.get("backbone"):
+        print(f"  backbone:      {model_dir.backbone} (what fine-tuning and the exports start from)")
     print(f"  summary:       {model_dir.metrics}")
-    print(f"Final metrics on {eval_batches} batches of {result.evaluated_on}:")
-    from electra_tf.pretraining.run import FINAL_METRICS
+    print(f"Final metrics on {eval_batches} batches of {result.summary['evaluated_on']}:")
+    from electra_tf.pretraining.task import FINAL_METRICS
     for key in FINAL_METRICS:
         if key in result.metrics:
             print(f"  {key:28s} {result.metrics[key]:.4f}")

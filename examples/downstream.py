@@ -6,7 +6,7 @@ the mean.
         --model electra=runs/indomain/electra --model mlm=runs/indomain/mlm \
         --seeds 0 1 2 --output runs/downstream
 
-Each run is `run_finetuning` (what `python -m electra_tf.finetune` runs) with the CLI's
+Each run is `python -m electra_tf.finetune` (its `main`, in this process) with the CLI's
 defaults unless `--epochs` or `--learning_rate` are given; `random init` builds the first
 model's architecture with fresh weights and uses its vocabulary. A run whose metrics.json
 exists is read, not repeated, so an interrupted table resumes. Accuracy is the best epoch's
@@ -42,17 +42,21 @@ def named_paths(values, flag):
 def finetune(task_dir: Path, model: Path, random_init: bool, seed: int, output: Path, args) -> dict:
     import keras
 
-    from electra_tf.finetuning.run import FinetuningOptions, run_finetuning
+    from electra_tf import finetune
 
     if (output / "metrics.json").is_file():
         return json.loads((output / "metrics.json").read_text())
     keras.backend.clear_session()
-    overrides = {key: getattr(args, key) for key in ("epochs", "learning_rate") if getattr(args, key) is not None}
     suffix = task_files(task_dir)
-    options = FinetuningOptions(pretrained=str(model), train=str(task_dir / f"train{suffix}"),
-                                eval=str(task_dir / f"dev{suffix}"), output_dir=output, overwrite=True,
-                                random_init=random_init, seed=seed, tagging=suffix == ".conll", **overrides)
-    return run_finetuning(options).summary
+    argv = ["--pretrained", str(model), "--train", str(task_dir / f"train{suffix}"), "--eval",
+            str(task_dir / f"dev{suffix}"), "--output_dir", str(output), "--overwrite", "--seed", str(seed)]
+    argv += ["--random_init"] * random_init + ["--tagging"] * (suffix == ".conll")
+    for key in ("epochs", "learning_rate"):
+        if getattr(args, key) is not None:
+            argv += [f"--{key}", str(getattr(args, key))]
+    if finetune.main(argv) != 0:
+        raise SystemExit(f"fine-tuning {task_dir} into {output} failed (its error is above)")
+    return json.loads((output / "metrics.json").read_text())
 
 
 def task_files(folder: Path) -> str:

@@ -108,8 +108,8 @@ def main(argv=None) -> int:
     from electra_tf.utils.run_dir import bundled_data_dir
 
     pretrainer, tokenizer, config, checkpoint = restore_pretrainer(args.pretrained)
-    data = args.data or str(bundled_data_dir(config.max_seq_length))
-    batches = pretraining_dataset(data, config, tokenizer, config.train_batch_size,
+    data = args.data or str(bundled_data_dir(config.run.max_seq_length))
+    batches = pretraining_dataset(data, config, tokenizer, config.run.train_batch_size,
                                   seed=args.seed + 1000).take(args.batches)
     results = probe(pretrainer, batches, [tokenizer.pad_id, tokenizer.cls_id, tokenizer.sep_id],
                     args.seed)

@@ -35,19 +35,16 @@ def main(argv=None) -> int:
     parser.add_argument("--batch_size", type=int, default=32)
     args = parser.parse_args(argv)
 
-    from electra_tf.finetune import build_parser
+    from electra_tf.finetune import build_parser, task_from_args
     from electra_tf.finetuning.question_answering import answers as qa_answers, metrics as qa_metrics
-    from electra_tf.finetuning.question_answering.kind import QuestionAnsweringKind
-    from electra_tf.finetuning.run import FinetuningOptions
     from electra_tf.finetuning.pretrained import load_task_model
 
     model, tokenizer, config = load_task_model(args.model)
-    options = FinetuningOptions(**vars(build_parser().parse_args(
+    task = task_from_args(build_parser().parse_args(
         ["--pretrained", args.model, "--task", "squad", "--train", args.eval, "--eval", args.eval,
-         "--output_dir", "unused"])))
-    kind = QuestionAnsweringKind(options)
-    kind.datasets(tokenizer, config.max_seq_length, args.batch_size, seed=0)
-    examples = kind.eval_data.examples
+         "--output_dir", "unused", "--batch_size", str(args.batch_size)]))
+    _, data = task.prepare(task.read_files(), tokenizer, config.max_seq_length, seed=0)
+    examples = data.eval.examples
     gold = {e.id: [text for text, _ in e.answers] for e in examples}
     inside = sum(cut_inside_a_word(e.context, start, start + len(text)) for e in examples
                  for text, start in e.answers[:1])
@@ -57,7 +54,7 @@ def main(argv=None) -> int:
     for name, rule in (("piece offsets (before)", lambda text, start, end: (start, end)),
                        ("whole words (now)", whole_words)):
         qa_answers.whole_word_span = rule
-        answers = kind.answers(model)
+        answers = task.answers(model, data)
         predictions = {qid: answer.text for qid, answer in answers.items()}
         scores = qa_metrics.evaluate_v1(gold, predictions)
         best = {qid: answer.n_best[0] for qid, answer in answers.items() if answer.n_best}

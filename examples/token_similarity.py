@@ -61,7 +61,7 @@ def main(argv=None) -> int:
     print(f"{'model':14} {'[CLS] across texts':>19} {'tokens within a text':>21}")
     for index, (name, _, path) in enumerate(models):
         pretrained = load_pretrained(path, encoder_only=True)
-        preprocessor = ElectraTextPreprocessor(pretrained.tokenizer, pretrained.config.max_seq_length)
+        preprocessor = ElectraTextPreprocessor(pretrained.tokenizer, pretrained.config.run.max_seq_length)
         arms = [(name, pretrained.discriminator)]
         if args.random_init and index == 0:
             arms.append(("random init", build_discriminator(pretrained.config)))

@@ -51,14 +51,16 @@ def test_the_input_pipeline_prints_what_feeds_fit(data_dir, small_vocab):
 
 def test_serving_latency_prints_each_signature(tmp_path, small_vocab):
     from electra_tf.data.tokenization import ElectraTokenizer
-    from electra_tf.models.config import ElectraConfig
+    from electra_tf.models.backbone import BackboneConfig
     from electra_tf.models.encoders import build_discriminator
+    from electra_tf.pretraining.config import PretrainingConfig
     from electra_tf.serving.publish import export_discriminator
 
     tokenizer = ElectraTokenizer(small_vocab)
-    config = ElectraConfig.load("electra_tiny", {"num_layers": 1, "vocab_size": tokenizer.vocabulary_size,
+    config = PretrainingConfig.load("electra_tiny", {"num_layers": 1, "vocab_size": tokenizer.vocabulary_size,
                                                  "max_seq_length": 32})
-    export = export_discriminator(build_discriminator(config), tokenizer, config, tmp_path, "tiny")
+    export = export_discriminator(build_discriminator(config.model), tokenizer,
+                                  BackboneConfig(config.model, config.run.max_seq_length), tmp_path, "tiny")
     printed = benchmark("serving_latency", "--export", str(export), "--batches", "1", "2", "--calls", "2",
                         "--warmup", "1")
     for signature in ("serving_default", "encode_ids"):

@@ -66,7 +66,7 @@ def test_init_from_starts_a_new_run_from_the_weights(converted, corpus, tmp_path
     assert f"weights from {converted / 'checkpoints' / 'ckpt-0'}" in printed and "step 2/2" in printed
     source, _, _, _ = restore_pretrainer(converted)
     continued, tokenizer, config, _ = restore_pretrainer(tmp_path / "continued")
-    assert tokenizer.vocabulary_size == 55 and config.hidden_size == 32  # the source's config and vocabulary
+    assert tokenizer.vocabulary_size == 55 and config.model.hidden_size == 32  # the source's config and vocabulary
     word = "embeddings/word_embeddings/embeddings"
     before = {v.path: v.numpy() for v in source.variables}[word]
     after = {v.path: v.numpy() for v in continued.variables}[word]

@@ -1,6 +1,6 @@
 """Docs that cannot drift: every relative link and anchor in README.md and docs/ resolves,
 every `python -m electra_tf.<command> ...` line in a fenced block parses with that command's
-own parser (nothing is executed), every `--set key=value` is a valid ElectraConfig override,
+own parser (nothing is executed), every `--set key=value` is a valid PretrainingConfig override,
 and every Python block runs, unless a `<!-- not run: reason -->` line stands right above it.
 The same command check covers the examples in the commands' own --help texts."""
 
@@ -128,10 +128,11 @@ def parse_error(module: str, arguments: list[str]) -> str | None:
 
 
 def bad_override(assignment: str, config: str | None) -> str | None:
-    from electra_tf.models.config import ConfigError, ElectraConfig, preset_names
+    from electra_tf.pretraining.config import PretrainingConfig, preset_names
+    from electra_tf.utils.sections import ConfigError
 
     try:
-        ElectraConfig.load(config if config in preset_names() else "electra_tiny").with_overrides([assignment])
+        PretrainingConfig.load(config if config in preset_names() else "electra_tiny").with_overrides([assignment])
     except ConfigError as error:
         return f"--set {assignment}: {error}"
     return None

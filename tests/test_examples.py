@@ -88,14 +88,14 @@ def test_order_probe_shuffles_words_only_and_keeps_targets_aligned():
 def test_order_probe_in_order_scores_are_the_models_own():
     import tensorflow as tf
 
-    from electra_tf.models.config import ElectraConfig
+    from electra_tf.pretraining.config import PretrainingConfig
     from electra_tf.pretraining.pretrainer import ElectraPretrainer
     from electra_tf.pretraining.synthetic import masked_batch
 
     probe = load_script("order_probe")
-    config = ElectraConfig.load("electra_tiny", {"vocab_size": 60, "num_layers": 1, "dropout": 0.0,
+    config = PretrainingConfig.load("electra_tiny", {"vocab_size": 60, "num_layers": 1, "dropout": 0.0,
                                                   "max_seq_length": 32})
-    pretrainer = ElectraPretrainer.from_electra_config(config)
+    pretrainer = ElectraPretrainer.from_pretraining_config(config)
     batch = masked_batch(config, 4, seed=3)
     results = probe.probe(pretrainer, [batch], fixed_ids=[0, 2, 3], seed=7)
     outputs = pretrainer.compute_pretraining_outputs(batch, tf.constant([7, 0], tf.int64))
@@ -127,7 +127,7 @@ def test_brown_split_is_by_text_and_the_files_read_back_as_tagging_data(tmp_path
     (corpus / "cats.txt").write_text("ca01 news\n")  # not a text
     assert brown.main(["--corpus", str(corpus), "--output", str(tmp_path / "pos"), "--train_sentences", "30",
                        "--dev_every", "10", "--dev_sentences", "1", "--unlabeled", str(tmp_path / "u.txt")]) == 0
-    from electra_tf.finetuning.text.tasks import read_tagging_files
+    from electra_tf.finetuning.text.task_data import read_tagging_files
 
     task = read_tagging_files(tmp_path / "pos" / "train.conll", tmp_path / "pos" / "dev.conll")
     assert len(task.train) == 30 and len(task.eval) == 50  # one sentence of every 10th text
@@ -176,7 +176,7 @@ def test_conll2003_writer_keeps_word_and_entity_tag_and_drops_docstart(tmp_path)
                        "--unlabeled", str(tmp_path / "u.txt"), "--train_sentences", "2", "--dev_sentences", "1"]) == 0
     assert (tmp_path / "out" / "train-2.conll").read_text() == "EU\tB-ORG\nrejects\tO\n\nPeter\tB-PER\n\n"
     assert (tmp_path / "out" / "dev-1.conll").read_text() == "EU\tB-ORG\nrejects\tO\n\n"
-    from electra_tf.finetuning.text.tasks import read_tagging_files
+    from electra_tf.finetuning.text.task_data import read_tagging_files
 
     task = read_tagging_files(tmp_path / "out" / "train.conll", tmp_path / "out" / "test.conll")
     assert task.train.texts == [["EU", "rejects"], ["Peter"], ["Bonn"]]

@@ -105,7 +105,7 @@ def rebuilt_with_weights_of(discriminator, config, batch):
     """A new discriminator (under the current dtype policy and strategy) holding `discriminator`'s weights."""
     from electra_tf.models.encoders import build_discriminator
 
-    copy = build_discriminator(config)
+    copy = build_discriminator(config.model)
     copy(batch)
     for mine, theirs in zip(model_weights(copy), model_weights(discriminator)):
         mine.assign(theirs)
@@ -146,7 +146,7 @@ def test_each_signature_is_traced_once_and_mirrored_weights_serve_as_the_model(k
     ExportArchive traced each twice, once outside TensorFlow's save context)."""
     import functools
 
-    from electra_tf.serving.signatures import discriminator_endpoints
+    from electra_tf.models.signatures import discriminator_endpoints
 
     discriminator, tokenizer, config = keras_discriminator
     batch = ids_batch(tokenizer)

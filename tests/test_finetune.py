@@ -48,7 +48,7 @@ def test_classification_end_to_end(topic_csv, run_python, pretrained_dir, tmp_pa
     assert set(summary["eval"]) == {"accuracy", "f1", "score"} and summary["best_epoch"] in (1, 2)
     assert summary["labels"] == ["nature", "town"] and len(summary["epochs"]) == 2
     assert summary["eval"]["accuracy"] == max(e["accuracy"] for e in summary["epochs"])
-    assert list((tmp_path / "out" / "logs").glob("events.out.tfevents.*"))
+    assert list((tmp_path / "out" / "logs" / "train").glob("events.out.tfevents.*"))
     # The given learning rate wins; the layer-wise decay comes from the (tiny) model's size.
     assert "2 epoch(s) (given), learning rate 0.001 (given), layer-wise decay 0.8; defaults for a tiny model" in printed
     # Counts name their unit; every path printed is absolute (the summary is read from anywhere).
@@ -61,7 +61,7 @@ def test_classification_end_to_end(topic_csv, run_python, pretrained_dir, tmp_pa
 
     # The best checkpoint is a .keras file fine-tuning can start from again.
     again = load_pretrained(tmp_path / "out" / "best.keras")
-    assert again.config.num_layers == 1 and again.tokenizer.vocabulary_size > 100
+    assert again.config.model.num_layers == 1 and again.tokenizer.vocabulary_size > 100
 
     # A fresh process with only TensorFlow and tf-text answers text requests, and agrees
     # with the Keras model.
@@ -180,6 +180,33 @@ def test_bad_input_is_a_clear_error(topic_csv, pretrained_dir, tmp_path, capsys)
     assert run(pretrained_dir, tmp_path / "used", train=data, eval_file=data) == 2
     assert "is not empty" in capsys.readouterr().err
     assert (tmp_path / "used" / "metrics.json").read_text() == "{}"  # nothing lost
+
+
+def test_a_run_as_a_user_sees_it_names_its_classes_and_prints_no_tensorflow_noise(corpus, pretrained_dir,
+                                                                                 tmp_path):
+    """French reviews with one label mistyped: the run names every class with its count and warns
+    about the class of one example; TensorFlow's start-up lines stay out of the terminal, as in
+    every command."""
+    import subprocess
+    import sys
+
+    from tests.cli_runs import alarming_lines, user_environment
+
+    sentences = [s for document in corpus.DOCUMENTS for s in document]
+    rows = [(s, "positif" if i % 2 else "négatif") for i, s in enumerate(sentences)] + [(sentences[0], "positive")]
+    train = tmp_path / "reviews.csv"
+    train.write_text("text,label\n" + "".join(f'"{t}",{label}\n' for t, label in rows), encoding="utf-8")
+    result = subprocess.run([sys.executable, "-m", "electra_tf.finetune", "--pretrained", str(pretrained_dir),
+                             "--train", str(train), "--eval", str(train), "--output_dir", str(tmp_path / "out"),
+                             "--epochs", "1", "--batch_size", "8"], env=user_environment(), capture_output=True,
+                            text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "reviews: 3 classes: 'négatif' (8), 'positif' (7), 'positive' (1)" in result.stdout
+    warnings = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(warnings) == 1 and "class(es) 'positive' (1 example) have fewer than 5" in warnings[0], warnings
+    assert alarming_lines(result.stderr.replace(warnings[0], "")) == []
+    summary = json.loads((tmp_path / "out" / "metrics.json").read_text())
+    assert summary["label_counts"] == {"négatif": 8, "positif": 7, "positive": 1}
 
 
 def tag_of(word: str) -> str:

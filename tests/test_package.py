@@ -22,6 +22,26 @@ def test_importing_the_package_or_a_command_does_not_start_tensorflow():
     assert result.stdout.strip() == "False", result.stderr[-2000:]
 
 
+def imported_modules(node, module: str, is_package: bool) -> list[str]:
+    """The electra_tf modules an import statement names, relative ones (`from . import x`,
+    `from ..y import z`) resolved against the importing module."""
+    import ast
+
+    if isinstance(node, ast.Import):
+        return [a.name for a in node.names if a.name.startswith("electra_tf")]
+    if not isinstance(node, ast.ImportFrom):
+        return []
+    base = node.module or ""
+    if node.level:
+        package = module.split(".") if is_package else module.split(".")[:-1]
+        package = package[:len(package) - (node.level - 1)]
+        base = ".".join(package + ([base] if base else []))
+    if not base.startswith("electra_tf"):
+        return []
+    # `from electra_tf.x import y`: y may be a module of its own.
+    return [base] + [f"{base}.{a.name}" for a in node.names]
+
+
 def test_every_import_arrow_in_the_package_points_one_way():
     """No two modules of the package import each other, directly or around a circle (imports
     inside functions included): each stage builds on the ones below it."""
@@ -34,14 +54,9 @@ def test_every_import_arrow_in_the_package_points_one_way():
     imports = {name: set() for name in modules}
     for name, path in modules.items():
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("electra_tf"):
-                targets = [f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in modules else node.module
-                           for a in node.names]
-            elif isinstance(node, ast.Import):
-                targets = [a.name for a in node.names]
-            else:
-                continue
-            imports[name] |= {t for t in targets if t in modules and t != name}
+            targets = imported_modules(node, name, path.name == "__init__.py")
+            named = [t for t in targets[1:] if t in modules]  # `from package import module`
+            imports[name] |= {t for t in (named or targets[:1]) if t in modules and t != name}
 
     def circle_from(start, path):
         for target in sorted(imports[path[-1]]):
@@ -59,16 +74,19 @@ def test_every_import_arrow_in_the_package_points_one_way():
 
 # The package's layers, bottom first: a module may import from its own subpackage and from the
 # layers below it, never from a layer beside or above it. Models never import the runtime (what
-# changes a graph is a constructor argument); serving never imports fine-tuning (task models give
-# their own signatures). The commands (`electra_tf.<command>`) sit on top.
+# changes a graph is a constructor argument); the trainer knows no task (tasks are above it);
+# training never imports serving (the commands export after training, and task models give their
+# own signatures). The commands (`electra_tf.<command>`) sit on top.
 LAYERS = {
     "electra_tf.utils": 0, "electra_tf.compat": 0,
     "electra_tf.data": 1,
     "electra_tf.models": 2,
-    "electra_tf.runtime": 3, "electra_tf.serving": 3,
-    "electra_tf.pretraining": 4,
-    "electra_tf.finetuning": 5,
-    "electra_tf.interop": 6,
+    "electra_tf.runtime": 3,
+    "electra_tf.training": 4,
+    "electra_tf.pretraining": 5,
+    "electra_tf.finetuning": 6,
+    "electra_tf.serving": 7,
+    "electra_tf.interop": 8,
 }
 
 
@@ -102,13 +120,10 @@ def test_imports_between_subpackages_point_down_the_layers():
         module = ".".join(path.relative_to(root.parent).with_suffix("").parts).removesuffix(".__init__")
         own, rank = _layer_of(module)
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("electra_tf"):
-                targets = [node.module] if node.module != "electra_tf" else [f"electra_tf.{a.name}" for a in node.names]
-            elif isinstance(node, ast.Import):
-                targets = [a.name for a in node.names if a.name.startswith("electra_tf")]
-            else:
-                continue
-            for target in targets:
+            targets = imported_modules(node, module, path.name == "__init__.py")
+            if targets[:1] == ["electra_tf"]:  # `import electra_tf`, `from electra_tf import __version__`
+                targets = []
+            for target in targets[:1]:
                 layer, target_rank = _layer_of(target)
                 if target == "electra_tf" or layer == own:
                     continue
@@ -119,6 +134,18 @@ def test_imports_between_subpackages_point_down_the_layers():
 
 PRIVATE_MODULES = ("tensorflow.python", "keras.src", "keras_hub.src", "tensorflow_text.python", "tf.__internal__",
                    "tf.compat.v1")
+
+
+def test_relative_imports_are_resolved_by_the_layer_checks():
+    import ast
+
+    tree = ast.parse("from ..serving import publish\nfrom . import losses\nfrom .config import X\n")
+    found = [imported_modules(node, "electra_tf.pretraining.task", False) for node in tree.body]
+    assert found == [["electra_tf.serving", "electra_tf.serving.publish"],
+                     ["electra_tf.pretraining", "electra_tf.pretraining.losses"],
+                     ["electra_tf.pretraining.config", "electra_tf.pretraining.config.X"]]
+    assert _layer_of(found[0][0]) == ("electra_tf.serving", LAYERS["electra_tf.serving"])
+    assert LAYERS["electra_tf.training"] < LAYERS["electra_tf.pretraining"] < LAYERS["electra_tf.serving"]
 
 
 def test_no_private_framework_api_outside_the_compatibility_module():

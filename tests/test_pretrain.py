@@ -15,6 +15,7 @@ import pytest
 import tensorflow as tf
 
 from electra_tf import pretrain
+from electra_tf.pretraining.config import PretrainingConfig
 from tests.cli_runs import alarming_lines, environment, scalars, texts, user_environment
 from tests.conftest import built_once
 
@@ -67,9 +68,16 @@ def test_run_prints_progress_summary_and_exports(reference_run):
 
 def test_a_finished_run_writes_its_summary(reference_run):
     summary = json.loads((reference_run[0] / "model" / "metrics.json").read_text())
-    assert summary["step"] == summary["steps_this_run"] == STEPS and summary["skipped_steps"] == 0
+    assert summary["step"] == summary["steps_trained"] == summary["steps_this_process"] == STEPS
+    assert summary["skipped_steps"] == 0 and [p["status"] for p in summary["processes"]] == ["finished"]
     assert summary["examples_seen"] == STEPS * 8 and summary["tokens_seen"] == STEPS * 8 * 32
-    assert summary["objective"] == "electra" and 0.0 <= summary["final_eval"]["disc_auc"] <= 1.0
+    # It learned: the discriminator tells replaced tokens from originals far better than at its
+    # first window, and the generator predicts masked tokens it could not.
+    first = {tag: scalars(reference_run[0] / "model" / "logs" / "train", f"train/{tag}")[5]
+             for tag in ("disc_auc", "masked_lm_accuracy")}
+    final = summary["final_eval"]
+    assert summary["objective"] == "electra" and final["disc_auc"] > max(0.7, first["disc_auc"] + 0.1), (first, final)
+    assert final["masked_lm_accuracy"] > first["masked_lm_accuracy"] + 0.05, (first, final)
     # The first step (tracing) is counted apart from the steady steps after it.
     assert 0 < summary["first_step_seconds"] < summary["train_seconds"] <= summary["seconds"]
     assert 0 < summary["step_seconds"] * (STEPS - 1) <= summary["train_seconds"] - summary["first_step_seconds"] + 1e-3
@@ -166,14 +174,16 @@ def test_several_steps_a_call_train_the_reference_runs_weights(data_dir, referen
                                    err_msg=name)
 
 
-def test_several_steps_a_call_need_one_device(tmp_path):
+def test_several_steps_a_call_need_one_device(tmp_path, capsys):
+    from electra_tf.training.config import TrainerConfig
     from electra_tf.utils.errors import RunError
-    from electra_tf.pretraining.run import PretrainingOptions, resolve_config
 
-    with pytest.raises(RunError, match=r"--steps_per_loop 2 needs one device .* strategy is mirrored"):
-        PretrainingOptions(resolve_config("electra_tiny"), tmp_path / "model", strategy="mirrored", steps_per_loop=2)
+    assert pretrain.main(["--model_dir", str(tmp_path / "model"), "--strategy", "mirrored",
+                          "--steps_per_loop", "2"]) == 2
+    assert "--steps_per_loop 2 needs one device" in capsys.readouterr().err and "strategy is mirrored"
     with pytest.raises(RunError, match="steps_per_loop must be at least 1"):
-        PretrainingOptions(resolve_config("electra_tiny"), tmp_path / "model", steps_per_loop=0)
+        TrainerConfig(steps_per_loop=0)
+    assert not (tmp_path / "model").exists()  # refused before anything was written
 
 
 def test_a_damaged_newest_checkpoint_is_set_aside_and_the_run_resumes(data_dir, reference_run, tmp_path, capsys):
@@ -185,8 +195,12 @@ def test_a_damaged_newest_checkpoint_is_set_aside_and_the_run_resumes(data_dir, 
     data_file = next(Path(newest).parent.glob(Path(newest).name + ".data-*"))
     data_file.write_bytes(data_file.read_bytes()[: data_file.stat().st_size // 2])  # an interrupted copy
 
-    # Readers name the damage and the intact alternatives.
-    assert export.main(["--model_dir", str(model_dir), "--export_dir", str(tmp_path / "x")]) == 2
+    # The run's backbone holds its final weights whole: an export reads that, without the checkpoint.
+    assert export.main(["--model_dir", str(model_dir), "--export_dir", str(tmp_path / "x")]) == 0
+    assert str(model_dir / "backbone") in capsys.readouterr().out
+    # Readers of the checkpoint itself name the damage and the intact alternatives.
+    assert export.main(["--model_dir", str(model_dir), "--checkpoint", Path(newest).name, "--export_dir",
+                        str(tmp_path / "y")]) == 2
     error = capsys.readouterr().err
     assert f"checkpoint {newest} is damaged" in error and "Intact: ckpt-" in error
 
@@ -218,19 +232,32 @@ def test_a_larger_steps_extends_a_finished_run(data_dir, reference_run, tmp_path
     captured = capsys.readouterr()
     printed = captured.out
     assert f"resumed from step {STEPS}" in printed and f"step {STEPS + 20}/{STEPS + 20}" in printed
-    assert f"extending the run from {STEPS} to {STEPS + 20} steps" in printed
-    # The longer run alone would warm up longer: say that the earlier run's warmup is kept, and
-    # how to start afresh (a trial in the default folder must not silently become the real run).
-    assert (f"holds an earlier, shorter run, which this continues: it keeps that run's num_warmup_steps "
-            f"{STEPS // 10}" in captured.err and "give a new --model_dir or remove" in captured.err)
+    assert f"extending the run from {STEPS} to {STEPS + 20} steps" in printed and not captured.err
     history = json.loads((model_dir / "config_history.json").read_text())
     assert history[-1]["changed"] == {"num_train_steps": [STEPS, STEPS + 20]}
-    saved = json.loads((model_dir / "config.json").read_text())
-    assert saved["num_train_steps"] == STEPS + 20 and saved["num_warmup_steps"] == STEPS // 10
+    saved = json.loads((model_dir / "config.json").read_text())["run"]
+    assert saved["num_train_steps"] == STEPS + 20
     rates = scalars(model_dir / "logs" / "train", "train/learning_rate", newest_file_only=True)
     assert rates[STEPS + 20] == 0.0 and rates[STEPS + 5] > 0  # decays to 0 at the new end
+    # metrics.json describes the whole run: both processes, their steps and time summed.
     summary = json.loads((model_dir / "metrics.json").read_text())
-    assert summary["step"] == STEPS + 20 and summary["steps_this_run"] == 20
+    assert summary["step"] == summary["steps_trained"] == STEPS + 20 and summary["steps_this_process"] == 20
+    assert [p["steps"] for p in summary["processes"]] == [STEPS, 20]
+    assert summary["train_seconds"] == pytest.approx(sum(p["train_seconds"] for p in summary["processes"]), abs=1e-3)
+    # A warmup asked for with the extension: the run keeps its own, and says so and how to start
+    # afresh (a trial in the default folder must not silently become the real run).
+    again = [str(STEPS + 40) if a == str(STEPS) else a for a in argv] + ["--set", "num_warmup_steps=30"]
+    assert pretrain.main(again) == 0
+    captured = capsys.readouterr()
+    assert (f"holds an earlier, shorter run, which this continues: it keeps that run's num_warmup_steps "
+            f"{STEPS // 10}" in captured.err and "give a new --model_dir or remove" in captured.err)
+    assert json.loads((model_dir / "config.json").read_text())["optimizer"]["num_warmup_steps"] == STEPS // 10
+    # A rerun of the finished run keeps what metrics.json held, and adds its process.
+    assert pretrain.main(argv[:argv.index("--steps")] + argv[argv.index("--steps") + 2:]) == 0
+    assert "already trained to step 200" in capsys.readouterr().out
+    rerun = json.loads((model_dir / "metrics.json").read_text())
+    assert [p["steps"] for p in rerun["processes"]] == [STEPS, 20, 20, 0] and rerun["steps_trained"] == STEPS + 40
+    assert rerun["train_seconds"] >= summary["train_seconds"] > 0
     shorter = [str(STEPS - 20) if a == str(STEPS) else a for a in argv]
     assert pretrain.main(shorter) == 2
     assert "--steps may only grow" in capsys.readouterr().err
@@ -346,7 +373,7 @@ def test_a_resumed_and_extended_run_loads_its_compiled_steps_from_the_compile_ca
     CompiledGradients.trace_steps), and when the schedule's end was a constant of the training
     step (optimizer.WarmupLinearDecay). In float16, whose step calls functions of its own (the
     loss scale's `cond`), as a float32 step does not."""
-    from electra_tf.pretraining.checkpointing import write_checkpoint_index
+    from electra_tf.training.checkpointing import write_checkpoint_index
 
     env = dict(environment(), ELECTRA_TF_COMPILE_CACHE=str(tmp_path / "cache"))
     argv = [("4" if a == str(STEPS) else a) for a in command(
@@ -531,7 +558,7 @@ def test_a_second_phase_at_a_longer_length_continues_the_run_and_resumes_exactly
     in its middle ends with the uninterrupted phase 2's weights. (The checkpoint index is rewound
     in a copy of the finished phase rather than a second run stopped: stopping by a signal is
     tested with the float16 run above and SIGKILL's, and a copy spares a process.)"""
-    from electra_tf.pretraining.checkpointing import write_checkpoint_index
+    from electra_tf.training.checkpointing import write_checkpoint_index
 
     shutil.copytree(reference_run[0] / "model", tmp_path / "whole")
     assert pretrain.main(phase_two_command(data_64, tmp_path / "whole", tmp_path / "x")[3:]) == 2
@@ -543,12 +570,12 @@ def test_a_second_phase_at_a_longer_length_continues_the_run_and_resumes_exactly
     end = STEPS + PHASE_2_STEPS
     assert f"starting phase 2 at step {STEPS}: {PHASE_2_STEPS} steps at 64 tokens" in whole.stdout
     assert f"phase 2, steps {STEPS} to {end}" in whole.stdout and f"step {end}/{end}" in whole.stdout
-    saved = json.loads((tmp_path / "whole" / "config.json").read_text())
-    assert (saved["phase"], saved["phase_start_step"], saved["max_seq_length"]) == (2, STEPS, 64)
+    saved = PretrainingConfig.load(str(tmp_path / "whole" / "config.json"))
+    assert (saved.run.phase, saved.run.phase_start_step, saved.run.max_seq_length) == (2, STEPS, 64)
     history = json.loads((tmp_path / "whole" / "config_history.json").read_text())
     assert history[-1]["rule"].startswith("phase 2 from step 160")
     rates = scalars(tmp_path / "whole" / "logs" / "train", "train/learning_rate", newest_file_only=True)
-    peak = saved["learning_rate"]
+    peak = saved.optimizer.learning_rate
     np.testing.assert_allclose(rates[STEPS + 5], peak * (1 - 5 / PHASE_2_STEPS), rtol=1e-5)  # warmed up at 4
     assert rates[end] == 0.0
     losses = scalars(tmp_path / "whole" / "logs" / "train", "train/loss", newest_file_only=True)

@@ -68,19 +68,32 @@ def looks_like_json_lines(lines: list[bytes]) -> bool:
 
 
 def field_text(record, text_field: str):
-    """(the text, None) or (None, why it is not there) for a record and a dotted field path."""
+    """(the text, None) or (None, why it is not there) for a record and a dotted field path. A
+    record without the field says which fields it has, so a skip count (and the error when
+    nothing was usable) shows what --text_field should have been.
+
+    >>> field_text({"content": "x", "id": 1}, "text")
+    (None, "records without the field 'text' (their fields: 'content', 'id')")
+    """
     if not isinstance(record, dict):
         return None, "records that are not JSON objects"
     value = record
     for key in text_field.split("."):
         if not isinstance(value, dict) or key not in value:
-            return None, f"records without the field {text_field!r}"
+            return None, missing_field(text_field, value if isinstance(value, dict) else {})
         value = value[key]
     if not isinstance(value, str):
         return None, f"records whose {text_field!r} is not a string"
     if not value.strip():
         return None, f"records with an empty {text_field!r}"
     return value, None
+
+
+def missing_field(text_field: str, fields) -> str:
+    """The skip reason of records without `text_field`, naming the (first 8) fields they have."""
+    names = sorted(map(str, fields))
+    shown = ", ".join(map(repr, names[:8])) + (f", ... ({len(names)} fields)" if len(names) > 8 else "")
+    return f"records without the field {text_field!r}" + (f" (their fields: {shown})" if names else "")
 
 
 @contextlib.contextmanager
@@ -173,7 +186,7 @@ def _arrow_texts(path, text_field, skips, kind):
             skips[f"unreadable ({type(error).__name__}: not a Parquet file)"] += 1
             return
         if column not in parquet.schema_arrow.names:
-            skips[f"records without the field {text_field!r}"] += parquet.metadata.num_rows
+            skips[missing_field(text_field, parquet.schema_arrow.names)] += parquet.metadata.num_rows
             return
         for group in range(parquet.num_row_groups):
             try:
@@ -205,7 +218,7 @@ def _arrow_texts(path, text_field, skips, kind):
                 skips["unreadable Arrow record batches (the rest of the file)"] += 1
                 return
             if column not in batch.schema.names:
-                skips[f"records without the field {text_field!r}"] += batch.num_rows
+                skips[missing_field(text_field, batch.schema.names)] += batch.num_rows
                 continue
             for value in batch.column(column).to_pylist():
                 yield from _checked({column: value}, text_field, skips, raw.tell())

@@ -1,11 +1,13 @@
-"""Where a pre-trained discriminator comes from: `load_pretrained(path)`.
+"""Where a pre-trained discriminator comes from: `load_pretrained(path) -> Backbone`.
 
 Used by fine-tuning (`--pretrained`) and by `python -m electra_tf.export`; the folder layouts
 it reads are defined in `utils/run_dir.py`.
 
 `path` may be
-- a pre-training model_dir (`config.json`, `vocab.txt`, `checkpoints/`): the latest
-  checkpoint, or `checkpoint="ckpt-2000"`;
+- a pre-training model_dir (`config.json`, `vocab.txt`, `checkpoints/`): its backbone folder
+  (`backbone/`, written when the run finished) when that holds its latest checkpoint's step,
+  else the latest checkpoint, or `checkpoint="ckpt-2000"`;
+- a backbone folder (`models/backbone.py`);
 - a `.keras` file of a fine-tuned `ElectraClassifier` / `ElectraTokenClassifier` (its
   preprocessor carries the vocabulary), or of a bare `Discriminator` with `vocab.txt` and
   `config.json` beside it;
@@ -13,43 +15,37 @@ it reads are defined in `utils/run_dir.py`.
   highest version is used): variables are matched to a freshly built discriminator by name,
   using the `config.json` and `vocab.txt` the export keeps in `assets.extra/`.
 
-Each returns a `Pretrained(discriminator, tokenizer, config)`; anything else is a
-`PretrainedError` that names the path and says what was expected.
+Each returns a `models.backbone.Backbone(discriminator, tokenizer, config, source)`; anything
+else is a `PretrainedError` that names the path and says what was expected.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
 from pathlib import Path
 
-from electra_tf.data.tokenization import ElectraTokenizer
-from electra_tf.models.config import ElectraConfig
+from electra_tf.models.backbone import CONFIG_FILE as BACKBONE_CONFIG, WEIGHTS_FILE, Backbone, BackboneConfig, read_tokenizer
 from electra_tf.models.encoders import build_discriminator, model_weights
-from electra_tf.pretraining.restore import read_config, read_tokenizer, restore_pretrainer
+from electra_tf.pretraining.restore import restore_pretrainer
 from electra_tf.utils.errors import PretrainedError
 from electra_tf.utils.run_dir import CONFIG_FILE, VOCAB_FILE, ExportMetadata, FinetuneDir, ModelDir
 
 
-@dataclass
-class Pretrained:
-    discriminator: object
-    tokenizer: ElectraTokenizer
-    config: ElectraConfig
-    source: str
-
-
-def load_pretrained(path, checkpoint: str | None = None, encoder_only: bool = False) -> Pretrained:
-    """The discriminator of a model_dir, `.keras` file or export. `encoder_only` (fine-tuning)
-    also accepts a run of the BERT-style baseline (`objective: mlm`): its encoder comes in a
-    discriminator whose replaced-token head is freshly initialised, since only the encoder is
-    fine-tuned."""
+def load_pretrained(path, checkpoint: str | None = None, encoder_only: bool = False) -> Backbone:
+    """The discriminator of a model_dir, backbone folder, `.keras` file or export.
+    `encoder_only` (fine-tuning) also accepts a run of the BERT-style baseline (`objective:
+    mlm`): its encoder comes in a discriminator whose replaced-token head is freshly
+    initialised, since only the encoder is fine-tuned."""
     path = Path(path)
     if not path.exists():
         raise PretrainedError(f"{path} does not exist.")
     if path.is_file() and path.suffix == ".keras":
         return _from_keras_file(path)
+    if path.is_dir() and (path / WEIGHTS_FILE).is_file() and (path / BACKBONE_CONFIG).is_file():
+        return Backbone.load(path)
     if path.is_dir() and ModelDir(path).has_checkpoints():
-        return _from_model_dir(path, checkpoint, encoder_only)
+        backbone = current_backbone(path) if checkpoint is None else None
+        return Backbone.load(backbone) if backbone else _from_model_dir(path, checkpoint, encoder_only)
     if path.is_dir():
         version_dir = _export_version(path)
         if version_dir is not None:
@@ -71,6 +67,22 @@ def load_pretrained(path, checkpoint: str | None = None, encoder_only: bool = Fa
         "checkpoints/), a .keras file, or a SavedModel from `python -m electra_tf.export`.")
 
 
+def current_backbone(model_dir) -> Path | None:
+    """The model_dir's backbone folder when it holds the run's latest checkpoint (the run
+    finished there); None when it is missing or older (a later phase stopped part-way)."""
+    from electra_tf.training.checkpointing import latest_checkpoint_step
+
+    model_dir = ModelDir(model_dir)
+    metadata = model_dir.backbone / "metadata.json"
+    if not metadata.is_file() or not (model_dir.backbone / WEIGHTS_FILE).is_file():
+        return None
+    try:
+        step = json.loads(metadata.read_text(encoding="utf-8")).get("step")
+    except json.JSONDecodeError:
+        return None
+    return model_dir.backbone if step is not None and step == latest_checkpoint_step(model_dir.checkpoints) else None
+
+
 def pretrained_hidden_size(path) -> int | None:
     """The discriminator's width from the config a source keeps beside its weights, read
     without building anything (the runtime's precision is chosen before the model exists).
@@ -85,7 +97,7 @@ def pretrained_hidden_size(path) -> int | None:
     else:
         return None
     try:
-        return read_config(config_file).hidden_size
+        return BackboneConfig.load(config_file).model.hidden_size
     except PretrainedError:
         return None
 
@@ -100,14 +112,16 @@ def _export_version(path: Path) -> Path | None:
     return None
 
 
-def _from_model_dir(model_dir: Path, checkpoint: str | None, encoder_only: bool) -> Pretrained:
+def _from_model_dir(model_dir: Path, checkpoint: str | None, encoder_only: bool) -> Backbone:
     pretrainer, tokenizer, config, found = restore_pretrainer(model_dir, checkpoint, allow_mlm=encoder_only)
-    if config.objective == "mlm":
-        return Pretrained(mlm_encoder_as_discriminator(pretrainer.generator, config), tokenizer, config, found)
-    return Pretrained(pretrainer.discriminator, tokenizer, config, found)
+    backbone_config = BackboneConfig(config.model, config.run.max_seq_length)
+    if config.objective.objective == "mlm":
+        return Backbone(mlm_encoder_as_discriminator(pretrainer.generator, config.model), tokenizer, backbone_config,
+                        found)
+    return Backbone(pretrainer.discriminator, tokenizer, backbone_config, found)
 
 
-def mlm_encoder_as_discriminator(generator, config: ElectraConfig):
+def mlm_encoder_as_discriminator(generator, config):
     """A discriminator holding the encoder of an `objective: mlm` run (its full-size generator:
     embeddings, projection, transformer layers); the replaced-token head stays fresh. This is
     how the BERT-style baseline is fine-tuned: the encoder, not the pre-training head."""
@@ -170,7 +184,7 @@ def load_task_model(path) -> tuple | None:
     return model, pretrained.tokenizer, pretrained.config
 
 
-def _from_keras_file(path: Path, model=None) -> Pretrained:
+def _from_keras_file(path: Path, model=None) -> Backbone:
     from electra_tf.models.encoders import Discriminator
 
     model = model if model is not None else _load_keras_file(path)
@@ -178,8 +192,8 @@ def _from_keras_file(path: Path, model=None) -> Pretrained:
         if not (path.parent / CONFIG_FILE).is_file():
             raise PretrainedError(f"{path} is a bare Discriminator: put the config.json and vocab.txt of "
                                   f"its pre-training run beside it, in {path.parent}.")
-        config = read_config(path.parent / CONFIG_FILE)
-        return Pretrained(model, read_tokenizer(path.parent / VOCAB_FILE), config, str(path))
+        config = BackboneConfig.load(path.parent / CONFIG_FILE)
+        return Backbone(model, read_tokenizer(path.parent / VOCAB_FILE), config, str(path))
     backbone = getattr(model, "backbone", None)
     preprocessor = getattr(model, "preprocessor", None)
     if not isinstance(backbone, Discriminator):
@@ -188,17 +202,17 @@ def _from_keras_file(path: Path, model=None) -> Pretrained:
         if not (path.parent / CONFIG_FILE).is_file() or not (path.parent / VOCAB_FILE).is_file():
             raise PretrainedError(f"{path}: the model has no preprocessor, so its vocabulary is unknown; put the "
                                   f"config.json and vocab.txt of its run beside it, in {path.parent}.")
-        return Pretrained(backbone, read_tokenizer(path.parent / VOCAB_FILE), read_config(path.parent / CONFIG_FILE),
-                          str(path))
-    config = read_config(path.parent / CONFIG_FILE) if (path.parent / CONFIG_FILE).is_file() \
+        return Backbone(backbone, read_tokenizer(path.parent / VOCAB_FILE),
+                        BackboneConfig.load(path.parent / CONFIG_FILE), str(path))
+    config = BackboneConfig.load(path.parent / CONFIG_FILE) if (path.parent / CONFIG_FILE).is_file() \
         else _config_of(backbone, preprocessor)
-    return Pretrained(backbone, preprocessor.tokenizer, config, str(path))
+    return Backbone(backbone, preprocessor.tokenizer, config, str(path))
 
 
-def _config_of(backbone, preprocessor) -> ElectraConfig:
-    """The ElectraConfig fields a discriminator determines (generator fields stay default)."""
+def _config_of(backbone, preprocessor) -> BackboneConfig:
+    """The config a discriminator and its preprocessor determine."""
     embeddings = backbone.embeddings
-    return ElectraConfig.from_dict({
+    return BackboneConfig.from_dict({
         "vocab_size": embeddings.vocab_size, "embedding_size": embeddings.embedding_size,
         "hidden_size": backbone.hidden_size, "num_layers": backbone.num_layers,
         "num_heads": backbone.num_heads, "intermediate_size": backbone.intermediate_size,
@@ -207,10 +221,11 @@ def _config_of(backbone, preprocessor) -> ElectraConfig:
         "type_vocab_size": embeddings.type_vocab_size, "dropout": backbone.dropout_rate,
         "layer_norm_epsilon": backbone.layer_norm_epsilon,
         "initializer_range": backbone.initializer_range,
+        "position_embedding_init": embeddings.position_embedding_init,
     }, source="the .keras model")
 
 
-def _from_export(version_dir: Path) -> Pretrained:
+def _from_export(version_dir: Path) -> Backbone:
     import tensorflow as tf
     import tensorflow_text  # noqa: F401  (the export's tokenizer ops)
 
@@ -218,9 +233,9 @@ def _from_export(version_dir: Path) -> Pretrained:
     if not metadata.config.is_file():
         raise PretrainedError(f"{version_dir} is a SavedModel without {metadata.config}: "
                               "only exports written by electra_tf (0.2+) can be fine-tuned from.")
-    config = read_config(metadata.config)
+    config = BackboneConfig.load(metadata.config)
     tokenizer = read_tokenizer(metadata.vocab)
-    discriminator = build_discriminator(config)
+    discriminator = build_discriminator(config.model)
     saved = {v.name.rsplit(":", 1)[0]: v for v in tf.saved_model.load(str(version_dir)).variables}
     weights = model_weights(discriminator)
     missing = [v.path for v in weights if v.path not in saved]
@@ -233,4 +248,4 @@ def _from_export(version_dir: Path) -> Pretrained:
             raise PretrainedError(f"{version_dir}: {variable.path} has shape {tuple(value.shape)}, "
                                   f"the config says {tuple(variable.shape)}.")
         variable.assign(value.numpy())
-    return Pretrained(discriminator, tokenizer, config, str(version_dir))
+    return Backbone(discriminator, tokenizer, config, str(version_dir))

@@ -2,9 +2,10 @@
 model_dir every command accepts; a model_dir becomes HuggingFace folders.
 
 A converted model_dir holds `config.json`, `vocab.txt` with its `tokenizer_config.json` (the
-source's casing), `checkpoints/ckpt-0` (the model's
-variables, as pre-training saves them) and `imported_from.json` (where the weights came from,
-and whether the replaced-token head and the generator were among them). It is written to a
+source's casing), `checkpoints/ckpt-0` (the model's variables, as pre-training saves them),
+`backbone/` (the discriminator on its own, as a finished run writes it) and
+`imported_from.json` (where the weights came from, and whether the replaced-token head and
+the generator were among them). It is written to a
 temporary folder and renamed, so a failed conversion leaves nothing behind.
 """
 
@@ -17,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from electra_tf.models.config import ElectraConfig
+from electra_tf.pretraining.config import PretrainingConfig
 from electra_tf.interop.huggingface import ConversionError, HuggingFaceFolder, config_from_huggingface
 from electra_tf.interop.names import DISCRIMINATOR, GENERATOR, WeightName, embedding_names, weight_table
 from electra_tf.utils.run_dir import ModelDir, read_provenance
@@ -38,7 +39,7 @@ def import_huggingface(discriminator: str | Path, output: str | Path, generator:
     vocabulary = _checked_vocabulary(disc.vocabulary(), config, disc.path)
     settings = _settings({**disc.tokenizer_settings().to_huggingface(), **(tokenizer_settings or {})},
                          vocabulary, disc.path / "tokenizer_config.json")
-    names = weight_table(config, generator=gen is not None, rtd_head=disc.has_rtd_head)
+    names = weight_table(config.model, config.generator_model if gen is not None else None, disc.has_rtd_head)
     if gen is not None:
         _check_shared_embeddings(disc, gen)
 
@@ -59,7 +60,7 @@ def import_huggingface(discriminator: str | Path, output: str | Path, generator:
     return model_dir
 
 
-def import_google(checkpoint: str | Path, output: str | Path, config: ElectraConfig | None = None,
+def import_google(checkpoint: str | Path, output: str | Path, config: PretrainingConfig | None = None,
                   max_seq_length: int | None = None, overwrite: bool = False,
                   tokenizer_settings: dict | None = None) -> ModelDir:
     """Converts an official TF1 checkpoint (generator and discriminator together) into a model_dir.
@@ -73,7 +74,7 @@ def import_google(checkpoint: str | Path, output: str | Path, config: ElectraCon
     resolved = source.config(config, max_seq_length)
     vocabulary = _checked_vocabulary(source.vocabulary(), resolved, source.folder)
     settings = _settings(tokenizer_settings or {}, vocabulary, source.folder / "vocab.txt")
-    names = weight_table(resolved, generator=source.has_generator)
+    names = weight_table(resolved.model, resolved.generator_model if source.has_generator else None)
     provenance = {"format": "google", "checkpoint": source.prefix, "rtd_head": True,
                   "generator_weights": source.has_generator}
     def read(name: WeightName):
@@ -98,7 +99,7 @@ def export_huggingface(model_dir: str | Path, output: str | Path, checkpoint: st
                                      with_generator=provenance.get("generator_weights", True))
 
 
-def write_huggingface_folders(pretrainer, config: ElectraConfig, tokenizer, output: Path,
+def write_huggingface_folders(pretrainer, config: PretrainingConfig, tokenizer, output: Path,
                               rtd_head: bool = True, with_generator: bool = True) -> list[Path]:
     """A pretrainer in memory as `save_pretrained` folders OUTPUT/discriminator [and
     OUTPUT/generator], written to a temporary folder and renamed. A SentencePiece vocabulary is
@@ -106,7 +107,7 @@ def write_huggingface_folders(pretrainer, config: ElectraConfig, tokenizer, outp
     from electra_tf.interop.huggingface import check_huggingface_tokenizer, tensors_for, write_folder
 
     check_huggingface_tokenizer(tokenizer)
-    names = weight_table(config, generator=with_generator, rtd_head=rtd_head)
+    names = weight_table(config.model, config.generator_model if with_generator else None, rtd_head)
     values = {variable.path: variable.numpy() for variable in pretrainer.variables}
     temporary = output.parent / f".{output.name}.tmp-{os.getpid()}"
     shutil.rmtree(temporary, ignore_errors=True)
@@ -118,7 +119,8 @@ def write_huggingface_folders(pretrainer, config: ElectraConfig, tokenizer, outp
             tensors = tensors_for(names + (embedding_names(GENERATOR) if model == GENERATOR else []), model, values)
             if model_class == "ElectraModel":
                 tensors = {key[len("electra."):]: value for key, value in tensors.items()}
-            write_folder(temporary / model, model_class, config, tensors, tokenizer, generator=model == GENERATOR)
+            write_folder(temporary / model, model_class, config.generator_model if model == GENERATOR else config.model,
+                         tensors, tokenizer)
         output.parent.mkdir(parents=True, exist_ok=True)
         os.rename(temporary, output)
     finally:
@@ -126,10 +128,10 @@ def write_huggingface_folders(pretrainer, config: ElectraConfig, tokenizer, outp
     return [output / model for model, _ in folders]
 
 
-def _checked_vocabulary(vocabulary: list[str], config: ElectraConfig, where: Path) -> list[str]:
-    if len(vocabulary) != config.vocab_size:
+def _checked_vocabulary(vocabulary: list[str], config: PretrainingConfig, where: Path) -> list[str]:
+    if len(vocabulary) != config.model.vocab_size:
         raise ConversionError(f"{where}: the vocabulary has {len(vocabulary)} tokens but the model's embedding table "
-                              f"has {config.vocab_size} rows; they must come from the same model.")
+                              f"has {config.model.vocab_size} rows; they must come from the same model.")
     return vocabulary
 
 
@@ -167,7 +169,7 @@ def _write_model_dir(config, vocabulary, settings, names, read, source_format, o
     if output.exists() and any(output.iterdir()) and not overwrite:
         raise ConversionError(f"{output} is not empty; choose a new --output or pass --overwrite.")
     keras.config.set_dtype_policy("float32")
-    pretrainer = ElectraPretrainer.from_electra_config(config)
+    pretrainer = ElectraPretrainer.from_pretraining_config(config)
     variables = {variable.path: variable for variable in pretrainer.variables}
     for name in names:
         variable = variables[name.ours]
@@ -187,6 +189,7 @@ def _write_model_dir(config, vocabulary, settings, names, read, source_format, o
         manager = tf.train.CheckpointManager(tf.train.Checkpoint(model_variables=list(pretrainer.variables)),
                                              str(temporary.checkpoints), max_to_keep=1)
         manager.save(checkpoint_number=0)
+        _write_backbone(pretrainer, config, temporary, provenance)
         atomic_write_text(temporary.provenance, json.dumps(provenance, indent=2) + "\n")
         if output.exists():
             shutil.rmtree(output)
@@ -195,3 +198,13 @@ def _write_model_dir(config, vocabulary, settings, names, read, source_format, o
     finally:
         shutil.rmtree(temporary.path, ignore_errors=True)
     return ModelDir(output)
+
+
+def _write_backbone(pretrainer, config: PretrainingConfig, model_dir: ModelDir, provenance: dict) -> None:
+    """The discriminator as the model_dir's backbone folder, as a run that finished at step 0."""
+    from electra_tf.data.tokenization import ElectraTokenizer
+    from electra_tf.models.backbone import Backbone, BackboneConfig
+
+    Backbone(pretrainer.discriminator, ElectraTokenizer(model_dir.vocab),
+             BackboneConfig(config.model, config.run.max_seq_length)).save(
+        model_dir.backbone, {"step": 0, "source": provenance.get("discriminator") or provenance.get("checkpoint")})

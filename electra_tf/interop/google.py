@@ -11,7 +11,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from electra_tf.models.config import ConfigError, ElectraConfig
+from electra_tf.pretraining.config import PretrainingConfig
+from electra_tf.utils.sections import ConfigError
 from electra_tf.interop.huggingface import DEFAULT_MAX_SEQ_LENGTH, ConversionError
 
 HEAD_WIDTH = 64  # official ELECTRA sizes: small 256/4, base 768/12, large 1024/16
@@ -62,7 +63,7 @@ class GoogleCheckpoint:
 
         return read_vocabulary(self.folder / "vocab.txt")
 
-    def config(self, base: ElectraConfig | None = None, max_seq_length: int | None = None) -> ElectraConfig:
+    def config(self, base: PretrainingConfig | None = None, max_seq_length: int | None = None) -> PretrainingConfig:
         """Sizes from the shapes; everything else from `base` (a --config), or ELECTRA's defaults."""
         shape = self.shapes
         vocab_size, embedding_size = shape["electra/embeddings/word_embeddings"]
@@ -82,15 +83,16 @@ class GoogleCheckpoint:
             values["max_seq_length"] = min(max_seq_length or DEFAULT_MAX_SEQ_LENGTH, values["max_position_embeddings"])
             merged = values
         else:
-            differing = {k: (getattr(base, k), v) for k, v in values.items()
+            flat = base.flat()
+            differing = {k: (flat[k], v) for k, v in values.items()
                          if k in ("vocab_size", "embedding_size", "hidden_size", "num_layers", "intermediate_size",
-                                  "max_position_embeddings", "type_vocab_size") and getattr(base, k) != v}
+                                  "max_position_embeddings", "type_vocab_size") and flat[k] != v}
             if differing:
                 details = ", ".join(f"{k}: config {a}, checkpoint {b}" for k, (a, b) in differing.items())
                 raise ConversionError(f"{self.prefix}: the --config does not match the checkpoint ({details}).")
-            merged = {**base.to_dict(), **values}
+            merged = {**flat, **values}
         try:
-            return ElectraConfig.from_dict(merged, source=self.prefix)
+            return PretrainingConfig.from_dict(merged, source=self.prefix)
         except ConfigError as error:
             raise ConversionError(str(error)) from None
 

@@ -9,7 +9,7 @@ written beside the model_dir's vocab.txt, and back into an exported folder. The 
 `ElectraForPreTraining` folder (an `ElectraModel` folder, without the replaced-token head, loads
 for fine-tuning too); the generator an `ElectraForMaskedLM` folder.
 
-`config_from_huggingface` maps every setting of their `config.json` to an `ElectraConfig` and
+`config_from_huggingface` maps every setting of their `config.json` to a `PretrainingConfig` and
 refuses, naming the key, what electra_tf cannot represent (another activation or position
 embedding type, a generator whose sizes do not follow ELECTRA's rule).
 """
@@ -21,7 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
-from electra_tf.models.config import ConfigError, ElectraConfig
+from electra_tf.pretraining.config import PretrainingConfig
+from electra_tf.utils.sections import ConfigError
 from electra_tf.utils.errors import ElectraError
 from electra_tf.interop.names import DISCRIMINATOR, GENERATOR
 
@@ -122,8 +123,8 @@ class HuggingFaceFolder:
 
 
 def config_from_huggingface(discriminator: HuggingFaceFolder, generator: HuggingFaceFolder | None = None,
-                            max_seq_length: int | None = None) -> ElectraConfig:
-    """The ElectraConfig of a discriminator folder (and its generator's sizes, if given)."""
+                            max_seq_length: int | None = None) -> PretrainingConfig:
+    """The PretrainingConfig of a discriminator folder (and its generator's sizes, if given)."""
     source = discriminator.path / CONFIG_FILE
     settings = discriminator.config
     _check_representable(settings, source)
@@ -134,7 +135,7 @@ def config_from_huggingface(discriminator: HuggingFaceFolder, generator: Hugging
     if generator is not None:
         values.update(_generator_fractions(settings, generator, values))
     try:
-        return ElectraConfig.from_dict(values, source=str(source))
+        return PretrainingConfig.from_dict(values, source=str(source))
     except ConfigError as error:
         raise ConversionError(str(error)) from None
 
@@ -183,31 +184,29 @@ def _generator_fractions(settings: dict, generator: HuggingFaceFolder, values: d
     return fractions
 
 
-def write_folder(path: Path, model_class: str, config: ElectraConfig, tensors: dict, tokenizer,
-                 generator: bool = False) -> None:
-    """A folder `transformers.<model_class>.from_pretrained` loads (written in place; the caller
-    writes into a temporary folder and renames it)."""
+def write_folder(path: Path, model_class: str, model, tensors: dict, tokenizer) -> None:
+    """A folder `transformers.<model_class>.from_pretrained` loads, of a network of `model`'s
+    sizes (a `ModelConfig`: the discriminator's, or the generator's); written in place (the
+    caller writes into a temporary folder and renames it)."""
     from safetensors.numpy import save_file
 
     from electra_tf.utils.files import atomic_write_text
 
-    hidden = config.generator_hidden_size if generator else config.hidden_size
     settings = {
-        "architectures": [model_class], "model_type": "electra", "vocab_size": config.vocab_size,
-        "embedding_size": config.embedding_size, "hidden_size": hidden,
-        "num_hidden_layers": config.generator_num_layers if generator else config.num_layers,
-        "num_attention_heads": config.generator_num_heads if generator else config.num_heads,
-        "intermediate_size": config.generator_intermediate_size if generator else config.intermediate_size,
-        "hidden_act": "gelu", "hidden_dropout_prob": config.dropout, "attention_probs_dropout_prob": config.dropout,
-        "max_position_embeddings": config.max_position_embeddings, "type_vocab_size": config.type_vocab_size,
-        "initializer_range": config.initializer_range, "layer_norm_eps": config.layer_norm_epsilon,
+        "architectures": [model_class], "model_type": "electra", "vocab_size": model.vocab_size,
+        "embedding_size": model.embedding_size, "hidden_size": model.hidden_size,
+        "num_hidden_layers": model.num_layers, "num_attention_heads": model.num_heads,
+        "intermediate_size": model.intermediate_size,
+        "hidden_act": "gelu", "hidden_dropout_prob": model.dropout, "attention_probs_dropout_prob": model.dropout,
+        "max_position_embeddings": model.max_position_embeddings, "type_vocab_size": model.type_vocab_size,
+        "initializer_range": model.initializer_range, "layer_norm_eps": model.layer_norm_epsilon,
         "pad_token_id": 0, "tie_word_embeddings": True,
     }
     path.mkdir(parents=True, exist_ok=True)
     atomic_write_text(path / CONFIG_FILE, json.dumps(settings, indent=2) + "\n")
     save_file({key: np.ascontiguousarray(value, np.float32) for key, value in tensors.items()},
               str(path / WEIGHTS_FILE), metadata={"format": "pt"})
-    write_tokenizer_files(path, tokenizer, config)
+    write_tokenizer_files(path, tokenizer, model.max_position_embeddings)
 
 
 def check_huggingface_tokenizer(tokenizer) -> None:
@@ -228,7 +227,7 @@ def check_huggingface_tokenizer(tokenizer) -> None:
             "(python -m electra_tf.export), which tokenizes in the graph with the model's own spm.model.")
 
 
-def write_tokenizer_files(path: Path, tokenizer, config: ElectraConfig) -> None:
+def write_tokenizer_files(path: Path, tokenizer, max_positions: int) -> None:
     """`vocab.txt` and `tokenizer_config.json` for transformers' `ElectraTokenizer`, normalising
     as `tokenizer` (an `ElectraTokenizer`) does."""
     from electra_tf.data.tokenization import write_vocabulary
@@ -238,7 +237,7 @@ def write_tokenizer_files(path: Path, tokenizer, config: ElectraConfig) -> None:
     atomic_write_text(path / TOKENIZER_CONFIG, json.dumps({
         "tokenizer_class": "ElectraTokenizer", **tokenizer.settings.to_huggingface(),
         "unk_token": "[UNK]", "sep_token": "[SEP]", "pad_token": "[PAD]", "cls_token": "[CLS]",
-        "mask_token": "[MASK]", "model_max_length": config.max_position_embeddings}, indent=2) + "\n")
+        "mask_token": "[MASK]", "model_max_length": max_positions}, indent=2) + "\n")
 
 
 def _read_json(path: Path, what: str) -> dict:

@@ -1,5 +1,5 @@
 """The name mapping between our variables and the two checkpoint formats ELECTRA is shared in,
-in one table: `weight_table(config)`.
+in one table: `weight_table(model_config)`.
 
 Each row names one tensor three ways and says how its values convert:
 
@@ -127,13 +127,14 @@ def embedding_names(model: str = DISCRIMINATOR) -> list[WeightName]:
                           "electra/embeddings/LayerNorm", _LAYER_NORM)
 
 
-def weight_table(config, generator: bool = True, rtd_head: bool = True) -> list[WeightName]:
-    """Every tensor of the pre-training model `config` describes (shared embeddings once)."""
+def weight_table(model, generator=None, rtd_head: bool = True) -> list[WeightName]:
+    """Every tensor of the discriminator `model` (a `ModelConfig`) and, given its sizes
+    (`PretrainingConfig.generator_model`), of the generator (shared embeddings once)."""
     names = embedding_names(DISCRIMINATOR)
-    if config.embedding_size != config.hidden_size:
+    if model.embedding_size != model.hidden_size:
         names += _rows("discriminator/embeddings_project", DISCRIMINATOR, "electra.embeddings_project",
                        "electra/embeddings_project", _DENSE)
-    for i in range(config.num_layers):
+    for i in range(model.num_layers):
         names += _rows(f"discriminator/transformer_layer_{i}", DISCRIMINATOR, f"electra.encoder.layer.{i}",
                        f"electra/encoder/layer_{i}", _LAYER)
     if rtd_head:
@@ -141,12 +142,12 @@ def weight_table(config, generator: bool = True, rtd_head: bool = True) -> list[
                        "discriminator_predictions.dense", "discriminator_predictions/dense", _DENSE)
         names += _rows("discriminator/discriminator_predictions/dense_prediction", DISCRIMINATOR,
                        "discriminator_predictions.dense_prediction", "discriminator_predictions/dense_1", _DENSE)
-    if not generator:
+    if generator is None:
         return names
-    if config.embedding_size != config.generator_hidden_size:
+    if model.embedding_size != generator.hidden_size:
         names += _rows("generator/embeddings_project", GENERATOR, "electra.embeddings_project",
                        "generator/embeddings_project", _DENSE)
-    for i in range(config.generator_num_layers):
+    for i in range(generator.num_layers):
         names += _rows(f"generator/transformer_layer_{i}", GENERATOR, f"electra.encoder.layer.{i}",
                        f"generator/encoder/layer_{i}", _LAYER)
     names += _rows("generator/generator_predictions/dense", GENERATOR, "generator_predictions.dense",

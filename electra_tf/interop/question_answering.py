@@ -38,7 +38,7 @@ def write_question_answerer(model_dir, folder) -> Path:
 
     pretrained = load_pretrained(model_dir.path, encoder_only=True)
     weight, bias = folder.tensor(QA_WEIGHT), folder.tensor(QA_BIAS)
-    hidden = pretrained.config.hidden_size
+    hidden = pretrained.config.model.hidden_size
     if weight.shape != (2, hidden) or bias.shape != (2,):
         raise ConversionError(f"{folder.path}: {QA_WEIGHT} has shape {weight.shape} and {QA_BIAS} {bias.shape}; "
                               f"a question-answering head of hidden size {hidden} has (2, {hidden}) and (2,).")
@@ -65,7 +65,7 @@ def export_question_answerer(model, config, tokenizer, output: Path) -> list[Pat
                               "answerability), which transformers has no class for; fine-tune with --qa_head plain "
                               "to get a model ElectraForQuestionAnswering loads, or serve it with the SavedModel "
                               "export.")
-    names = weight_table(config, generator=False, rtd_head=False)
+    names = weight_table(config.model, rtd_head=False)
     values = {variable.path: variable.numpy() for variable in model.backbone.weights}  # the pre-trainer's paths
     missing = [name.ours for name in names if name.model == DISCRIMINATOR and name.ours not in values]
     if missing:
@@ -79,7 +79,7 @@ def export_question_answerer(model, config, tokenizer, output: Path) -> list[Pat
     temporary = output.parent / f".{output.name}.tmp-{os.getpid()}"
     shutil.rmtree(temporary, ignore_errors=True)
     try:
-        write_folder(temporary / "question_answerer", QA_CLASS, config, tensors, tokenizer)
+        write_folder(temporary / "question_answerer", QA_CLASS, config.model, tensors, tokenizer)
         output.parent.mkdir(parents=True, exist_ok=True)
         os.rename(temporary, output)
     finally:

@@ -12,7 +12,7 @@ import keras
 import keras_hub
 import numpy as np
 
-from electra_tf.models.config import ElectraConfig
+from electra_tf.models.config import ModelConfig
 from electra_tf.models.dropout import Dropout
 from electra_tf.models.heads import truncated_normal
 
@@ -111,8 +111,8 @@ class ElectraEmbeddings(keras.layers.Layer):
         }
 
     @classmethod
-    def from_electra_config(cls, config: ElectraConfig, embedding_size: int | None = None,
-                            name: str = "embeddings") -> "ElectraEmbeddings":
+    def from_model_config(cls, config: ModelConfig, embedding_size: int | None = None,
+                          name: str = "embeddings") -> "ElectraEmbeddings":
         return cls(
             vocab_size=config.vocab_size,
             embedding_size=embedding_size or config.embedding_size,

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import keras
 
-from electra_tf.models.config import ElectraConfig
+from electra_tf.models.config import ModelConfig
 from electra_tf.models.embeddings import ElectraEmbeddings
 from electra_tf.models.heads import (
     OFFICIAL_DEFAULT_DENSE_INIT,
@@ -144,10 +144,10 @@ class Discriminator(_EncoderModel):
 
     Example:
     >>> import numpy as np
-    >>> from electra_tf.models.config import ElectraConfig
-    >>> config = ElectraConfig.load("electra_tiny")
-    >>> embeddings = ElectraEmbeddings.from_electra_config(config)
-    >>> discriminator = Discriminator.from_electra_config(config, embeddings)
+    >>> from electra_tf.models.config import ModelConfig
+    >>> config = ModelConfig(vocab_size=8192, hidden_size=128, num_layers=2, num_heads=2, intermediate_size=512)
+    >>> embeddings = ElectraEmbeddings.from_model_config(config)
+    >>> discriminator = Discriminator.from_model_config(config, embeddings)
     >>> batch = {"token_ids": np.ones((2, 8), "int32"), "segment_ids": np.zeros((2, 8), "int32"),
     ...          "padding_mask": np.ones((2, 8), "int32")}
     >>> tuple(discriminator(batch)["logits"].shape)
@@ -170,7 +170,7 @@ class Discriminator(_EncoderModel):
         return {"logits": logits, "sequence_output": sequence_output}
 
     @classmethod
-    def from_electra_config(cls, config: ElectraConfig, embeddings: ElectraEmbeddings):
+    def from_model_config(cls, config: ModelConfig, embeddings: ElectraEmbeddings):
         return cls(
             embeddings, hidden_size=config.hidden_size, num_layers=config.num_layers,
             num_heads=config.num_heads, intermediate_size=config.intermediate_size,
@@ -188,10 +188,10 @@ class Generator(_EncoderModel):
 
     Example:
     >>> import numpy as np
-    >>> from electra_tf.models.config import ElectraConfig
-    >>> config = ElectraConfig.load("electra_tiny")
-    >>> embeddings = ElectraEmbeddings.from_electra_config(config)
-    >>> generator = Generator.from_electra_config(config, embeddings)
+    >>> from electra_tf.models.config import ModelConfig
+    >>> config = ModelConfig(vocab_size=8192, hidden_size=128, num_layers=2, num_heads=2, intermediate_size=512)
+    >>> embeddings = ElectraEmbeddings.from_model_config(config)
+    >>> generator = Generator.from_model_config(config.resized(32, num_heads=1, intermediate_size=128), embeddings)
     >>> batch = {"token_ids": np.ones((2, 8), "int32"), "segment_ids": np.zeros((2, 8), "int32"),
     ...          "padding_mask": np.ones((2, 8), "int32"),
     ...          "mask_positions": np.array([[1, 2, 0], [3, 0, 0]], "int32")}
@@ -215,25 +215,17 @@ class Generator(_EncoderModel):
         return {"logits": logits, "sequence_output": sequence_output}
 
     @classmethod
-    def from_electra_config(cls, config: ElectraConfig, embeddings: ElectraEmbeddings,
-                            full_size: bool = False):
-        """The generator at the configured fraction, or at the discriminator's size
-        (`full_size`, used by the BERT-style MLM baseline)."""
-        if full_size:
-            sizes = dict(hidden_size=config.hidden_size, num_layers=config.num_layers,
-                         num_heads=config.num_heads, intermediate_size=config.intermediate_size)
-        else:
-            sizes = dict(hidden_size=config.generator_hidden_size,
-                         num_layers=config.generator_num_layers,
-                         num_heads=config.generator_num_heads,
-                         intermediate_size=config.generator_intermediate_size)
-        return cls(embeddings, dropout=config.dropout, layer_norm_epsilon=config.layer_norm_epsilon,
-                   initializer_range=config.initializer_range, **sizes)
+    def from_model_config(cls, config: ModelConfig, embeddings: ElectraEmbeddings):
+        """A generator of `config`'s sizes (`pretraining.config.ObjectiveConfig.generator_model`:
+        the configured fraction of the discriminator, or its full size for the MLM baseline)."""
+        return cls(embeddings, hidden_size=config.hidden_size, num_layers=config.num_layers,
+                   num_heads=config.num_heads, intermediate_size=config.intermediate_size, dropout=config.dropout,
+                   layer_norm_epsilon=config.layer_norm_epsilon, initializer_range=config.initializer_range)
 
 
-def build_discriminator(config: ElectraConfig):
+def build_discriminator(config: ModelConfig):
     """A freshly initialised discriminator (shared-embedding layout, as in pre-training)."""
-    return Discriminator.from_electra_config(config, ElectraEmbeddings.from_electra_config(config))
+    return Discriminator.from_model_config(config, ElectraEmbeddings.from_model_config(config))
 
 
 def model_weights(model) -> list:

@@ -23,9 +23,7 @@ import sys
 from dataclasses import dataclass
 
 import keras
-import tensorflow as tf
 
-from electra_tf.runtime.optimizer import optimizer_step
 from electra_tf.utils.progress import batch_progress
 
 # The generator's sampling stream during an evaluation: a fixed state, so every evaluation of a
@@ -48,14 +46,12 @@ class EvaluationText:
 
 class HeldOutEvaluation:
     """The pretrainer's metrics on `batches` (a dataset of masked batches, already placed for
-    the run's workers), to TensorBoard under `prefix/` and to the progress output."""
+    the run's workers); the trainer writes them to TensorBoard and the progress output."""
 
-    def __init__(self, pretrainer, batches, num_batches: int, text: EvaluationText, writer, quiet: bool = False):
-        self.pretrainer, self.batches, self.num_batches = pretrainer, batches, num_batches
-        self.text, self.writer, self.quiet = text, writer, quiet
+    def __init__(self, pretrainer, batches, num_batches: int, quiet: bool = False):
+        self.pretrainer, self.batches, self.num_batches, self.quiet = pretrainer, batches, num_batches, quiet
 
-    def __call__(self, step: int, prefix: str = "eval", progress_label: str | None = None,
-                 fixed_sampling: bool = True) -> dict:
+    def __call__(self, progress_label: str | None = None, fixed_sampling: bool = True) -> dict:
         model = self.pretrainer
         state = model.seed_generator.state
         saved_state = keras.ops.convert_to_numpy(state)
@@ -75,31 +71,7 @@ class HeldOutEvaluation:
             model.steps_per_execution = saved_steps
             for metric in model.metrics:  # training's next window starts from empty trackers
                 metric.reset_state()
-        with self.writer.as_default(step=step):
-            for key, value in metrics.items():
-                tf.summary.scalar(f"{prefix}/{key}", value)
-        self.writer.flush()
         return {key: float(value) for key, value in metrics.items()}
-
-
-class PeriodicEvaluation(keras.callbacks.Callback):
-    """Runs a `HeldOutEvaluation` every `every` steps (a multiple of the progress windows, so
-    no window's metrics are cut), prints one line and keeps the metrics in `results` (step ->
-    metrics; a dict the caller may pass in)."""
-
-    def __init__(self, evaluation: HeldOutEvaluation, every: int, results: dict | None = None):
-        super().__init__()
-        self.evaluation, self.every = evaluation, every
-        self.results: dict[int, dict] = {} if results is None else results
-
-    def on_train_batch_end(self, batch, logs=None):
-        step = optimizer_step(self.model)
-        if step % self.every or step in self.results:
-            return
-        metrics = self.evaluation(step)
-        self.results[step] = metrics
-        if not self.evaluation.quiet:
-            print(f"  eval at step {step:,} on {self.evaluation.text.description}: {describe(metrics)}", flush=True)
 
 
 def describe(metrics: dict) -> str:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import tensorflow as tf
 
-from electra_tf.models.config import ElectraConfig
+from electra_tf.pretraining.config import PretrainingConfig
 from electra_tf.data.shards import DataError, check_shards, parse_padded_batch
 from electra_tf.data.tokenization import ElectraTokenizer
 from electra_tf.pretraining.masking import mask_tokens
@@ -33,7 +33,7 @@ SHUFFLE_BUFFER = 1_000
 _unconverted = tf.autograph.experimental.do_not_convert
 
 
-def pretraining_dataset(data_dir: str | Path, config: ElectraConfig, tokenizer: ElectraTokenizer,
+def pretraining_dataset(data_dir: str | Path, config: PretrainingConfig, tokenizer: ElectraTokenizer,
                         batch_size: int, seed: int = 0, input_context=None,
                         repeat: bool = True) -> tf.data.Dataset:
     """Masked, fixed-shape batches from a build_data folder.
@@ -41,7 +41,7 @@ def pretraining_dataset(data_dir: str | Path, config: ElectraConfig, tokenizer: 
     `input_context` (a `tf.distribute.InputContext`) shards files across input pipelines
     (workers); `batch_size` is then this pipeline's batch.
     """
-    files = files_for_pipeline(check_shards(data_dir, tokenizer, config.max_seq_length),
+    files = files_for_pipeline(check_shards(data_dir, tokenizer, config.run.max_seq_length),
                                input_context, data_dir)
     file_dataset = tf.data.Dataset.from_tensor_slices(files)
     if repeat:
@@ -54,10 +54,10 @@ def pretraining_dataset(data_dir: str | Path, config: ElectraConfig, tokenizer: 
     # times the rate (benchmarks/input_pipeline.py).
     if repeat:
         records = records.shuffle(SHUFFLE_BUFFER, seed=seed).repeat()
-    return _masked(_parsed(records, batch_size, config.max_seq_length), config, tokenizer, seed)
+    return _masked(_parsed(records, batch_size, config.run.max_seq_length), config, tokenizer, seed)
 
 
-def evaluation_dataset(files: list[str], config: ElectraConfig, tokenizer: ElectraTokenizer, batch_size: int,
+def evaluation_dataset(files: list[str], config: PretrainingConfig, tokenizer: ElectraTokenizer, batch_size: int,
                        seed: int = 0, input_context=None) -> tf.data.Dataset:
     """Masked, fixed-shape batches of held-out examples, in file order, repeated when the files
     hold fewer than the batches taken (each pass masked afresh). In a multi-worker run each
@@ -65,7 +65,7 @@ def evaluation_dataset(files: list[str], config: ElectraConfig, tokenizer: Elect
     records = tf.data.TFRecordDataset(files)
     if input_context is not None and input_context.num_input_pipelines > 1:
         records = records.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
-    return _masked(_parsed(records.repeat(), batch_size, config.max_seq_length), config, tokenizer, seed)
+    return _masked(_parsed(records.repeat(), batch_size, config.run.max_seq_length), config, tokenizer, seed)
 
 
 def files_for_pipeline(files: list[str], input_context, data_dir) -> list[str]:
@@ -88,7 +88,7 @@ def _parsed(records, batch_size, length):
 def _to_batches(examples, config, tokenizer, batch_size, seed, repeat):
     if repeat:
         examples = examples.shuffle(SHUFFLE_BUFFER, seed=seed).repeat()
-    length = config.max_seq_length
+    length = config.run.max_seq_length
     examples = examples.map(_unconverted(lambda example: _pad(example, length)),
                             num_parallel_calls=tf.data.AUTOTUNE)
     batches = examples.batch(batch_size, drop_remainder=True)
@@ -116,22 +116,22 @@ def _pad(example, length):
     }
 
 
-def masking_function(config: ElectraConfig, tokenizer: ElectraTokenizer):
+def masking_function(config: PretrainingConfig, tokenizer: ElectraTokenizer):
     """(batch, seed) -> batch with ELECTRA's masking fields, for `Dataset.map`."""
-    continuations = tf.constant(tokenizer.word_continuations, tf.bool) if config.whole_word_masking else None
+    continuations = tf.constant(tokenizer.word_continuations, tf.bool) if config.objective.whole_word_masking else None
 
     @_unconverted
     def mask(batch, seed):
         return {**batch, **mask_tokens(
             batch["token_ids"], batch["padding_mask"], seed,
-            mask_prob=config.mask_prob, max_predictions=config.num_masked_predictions,
+            mask_prob=config.objective.mask_prob, max_predictions=config.num_masked_predictions,
             mask_token_id=tokenizer.mask_id, special_token_ids=tokenizer.special_token_ids,
-            mask_token_rate=config.mask_token_rate, random_token_rate=config.random_token_rate,
+            mask_token_rate=config.objective.mask_token_rate, random_token_rate=config.objective.random_token_rate,
             vocab_size=tokenizer.vocabulary_size, word_continuations=continuations)}
     return mask
 
 
-def raw_text_dataset(inputs: list[str], config: ElectraConfig, tokenizer: ElectraTokenizer,
+def raw_text_dataset(inputs: list[str], config: PretrainingConfig, tokenizer: ElectraTokenizer,
                      batch_size: int, seed: int = 0, repeat: bool = True, text_field: str = "text") -> tf.data.Dataset:
     """Masked batches straight from text files, wiki dumps or record files (their `text_field`),
     tokenized and packed on the fly."""
@@ -142,7 +142,7 @@ def raw_text_dataset(inputs: list[str], config: ElectraConfig, tokenizer: Electr
     files = expand_inputs(inputs, skips)
     if not files:
         raise InputError(f"no input files in {inputs} ({skips.describe()}).")
-    packer = ExamplePacker(config.max_seq_length, tokenizer.cls_id, tokenizer.sep_id)
+    packer = ExamplePacker(config.run.max_seq_length, tokenizer.cls_id, tokenizer.sep_id)
 
     def generate():
         for path in files:

@@ -26,13 +26,14 @@ import keras
 import tensorflow as tf
 
 from electra_tf.compat import BuiltModelsSkipSymbolicBuild, logs_for_keras_reduction
-from electra_tf.models.config import ElectraConfig
 from electra_tf.models.dropout import RNG_ALGORITHM
 from electra_tf.models.embeddings import ElectraEmbeddings
 from electra_tf.models.encoders import Discriminator, Generator
 from electra_tf.pretraining import losses
+from electra_tf.pretraining.config import PretrainingConfig
 from electra_tf.runtime.accumulation import accumulate_gradients
 from electra_tf.runtime.compiled_step import CompiledGradients, apply_gradients, dense_gradients
+from electra_tf.runtime.optimizer import create_optimizer
 
 BATCH_KEYS = ("token_ids", "segment_ids", "padding_mask", "mask_positions", "mask_ids",
               "mask_weights")
@@ -46,12 +47,11 @@ class ElectraPretrainer(BuiltModelsSkipSymbolicBuild, CompiledGradients, keras.M
     """Joint ELECTRA pre-training of `generator` and `discriminator`.
 
     Example (a real, if tiny, training step):
-    >>> from electra_tf.models.config import ElectraConfig
-    >>> from electra_tf.runtime.optimizer import create_optimizer
+    >>> from electra_tf.pretraining.config import PretrainingConfig
     >>> from electra_tf.pretraining.synthetic import masked_batch
-    >>> config = ElectraConfig.load("electra_tiny", {"num_layers": 1, "vocab_size": 50})
-    >>> pretrainer = ElectraPretrainer.from_electra_config(config)
-    >>> pretrainer.compile(optimizer=create_optimizer(config))
+    >>> config = PretrainingConfig.load("electra_tiny", {"num_layers": 1, "vocab_size": 50})
+    >>> pretrainer = ElectraPretrainer.from_pretraining_config(config)
+    >>> pretrainer.compile(optimizer=pretraining_optimizer(config))
     >>> logs = pretrainer.train_on_batch(masked_batch(config, batch_size=2), return_dict=True)
     >>> sorted(logs)
     ['disc_accuracy', 'disc_auc', 'disc_loss', 'disc_precision', 'disc_recall', 'loss', \
@@ -81,25 +81,23 @@ class ElectraPretrainer(BuiltModelsSkipSymbolicBuild, CompiledGradients, keras.M
         self.built = True
 
     @classmethod
-    def from_electra_config(cls, config: ElectraConfig) -> "ElectraPretrainer":
+    def from_pretraining_config(cls, config: PretrainingConfig) -> "ElectraPretrainer":
         """Builds both networks with one shared embedding layer (or untied, as configured)."""
-        embeddings = ElectraEmbeddings.from_electra_config(config)
-        if config.objective == "mlm":
-            generator = Generator.from_electra_config(config, embeddings, full_size=True)
-            discriminator = None
-        else:
-            discriminator = Discriminator.from_electra_config(config, embeddings)
-            generator_embeddings = embeddings
-            if config.untied_generator_embeddings:
+        objective = config.objective
+        embeddings = ElectraEmbeddings.from_model_config(config.model)
+        generator_model = config.generator_model
+        discriminator = None
+        generator_embeddings = embeddings
+        if objective.objective == "electra":
+            discriminator = Discriminator.from_model_config(config.model, embeddings)
+            if objective.untied_generator_embeddings:
                 # Official: an untied generator gets its own embeddings, as wide as its hidden size.
-                generator_embeddings = ElectraEmbeddings.from_electra_config(
-                    config, embedding_size=config.generator_hidden_size,
-                    name="generator_embeddings")
-            generator = Generator.from_electra_config(config, generator_embeddings)
-        return cls(generator, discriminator, objective=config.objective,
-                   gen_weight=config.gen_weight, disc_weight=config.disc_weight,
-                   temperature=config.temperature, disallow_correct=config.disallow_correct,
-                   seed=config.seed)
+                generator_embeddings = ElectraEmbeddings.from_model_config(
+                    config.model, embedding_size=generator_model.hidden_size, name="generator_embeddings")
+        generator = Generator.from_model_config(generator_model, generator_embeddings)
+        return cls(generator, discriminator, objective=objective.objective, gen_weight=objective.gen_weight,
+                   disc_weight=objective.disc_weight, temperature=objective.temperature,
+                   disallow_correct=objective.disallow_correct, seed=config.run.seed)
 
     # --- the step -------------------------------------------------------------------------------
     def compute_pretraining_outputs(self, batch, seed, training=False, global_counts=None):
@@ -253,6 +251,12 @@ class ElectraPretrainer(BuiltModelsSkipSymbolicBuild, CompiledGradients, keras.M
             generator_config["config"] = inner
         generator = keras.saving.deserialize_keras_object(generator_config)
         return cls(generator, discriminator, **config)
+
+
+def pretraining_optimizer(config: PretrainingConfig):
+    """The optimizer of a pre-training run of `config`: its schedule ends at the run's last
+    step and warms up from its phase's first."""
+    return create_optimizer(config.optimizer, config.run.num_train_steps, config.run.phase_start_step)
 
 
 def _make_trackers(objective):

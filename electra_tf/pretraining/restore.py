@@ -10,28 +10,21 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from electra_tf.data.tokenization import ElectraTokenizer, VocabularyError
-from electra_tf.models.config import ConfigError, ElectraConfig
+from electra_tf.models.backbone import read_tokenizer
 from electra_tf.models.encoders import model_weights
+from electra_tf.pretraining.config import PretrainingConfig
 from electra_tf.utils.errors import PretrainedError
 from electra_tf.utils.run_dir import ModelDir, read_provenance
+from electra_tf.utils.sections import ConfigError
 
 
-def read_config(path: Path) -> ElectraConfig:
+def read_config(path: Path) -> PretrainingConfig:
+    """A run's config.json (every version's), or a PretrainedError naming it."""
     try:
-        return ElectraConfig.load(str(path))
+        return PretrainingConfig.load(str(path))
     except OSError as error:
         raise PretrainedError(f"{path}: cannot read the model config ({error}).") from None
     except ConfigError as error:
-        raise PretrainedError(str(error)) from None
-
-
-def read_tokenizer(path: Path) -> ElectraTokenizer:
-    if not path.is_file():
-        raise PretrainedError(f"{path} is missing: the vocabulary the model was trained with is needed.")
-    try:
-        return ElectraTokenizer(path)
-    except VocabularyError as error:
         raise PretrainedError(str(error)) from None
 
 
@@ -55,10 +48,10 @@ def restore_pretrainer(model_dir, checkpoint: str | None = None, allow_mlm: bool
         found = checkpoint if Path(checkpoint).is_absolute() else str(checkpoints / checkpoint)
         if not tf.io.gfile.exists(found + ".index"):
             raise PretrainedError(f"checkpoint {found} does not exist.")
-    if config.objective == "mlm" and not allow_mlm:
+    if config.objective.objective == "mlm" and not allow_mlm:
         raise PretrainedError(f"{model_dir.path} was trained with objective='mlm' (BERT-style baseline): "
                               "it has no discriminator to export or convert; fine-tune it instead.")
-    from electra_tf.pretraining.checkpointing import checkpoint_damage
+    from electra_tf.training.checkpointing import checkpoint_damage
 
     problem = checkpoint_damage(found)
     if problem is not None:
@@ -69,7 +62,7 @@ def restore_pretrainer(model_dir, checkpoint: str | None = None, allow_mlm: bool
                               f"{found}.data-* cannot be read in full. "
                               + (f"Intact: {', '.join(Path(p).name for p in intact)}; pass one with --checkpoint."
                                  if intact else "No other intact checkpoint is listed."))
-    pretrainer = ElectraPretrainer.from_electra_config(config)
+    pretrainer = ElectraPretrainer.from_pretraining_config(config)
     # Same variable list as RunCheckpoint; the optimizer and input state are not needed here.
     tf.train.Checkpoint(model_variables=list(pretrainer.variables)).restore(found).expect_partial()
     return pretrainer, tokenizer, config, found

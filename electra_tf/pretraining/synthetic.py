@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from electra_tf.models.config import ElectraConfig
+from electra_tf.pretraining.config import PretrainingConfig
 from electra_tf.pretraining.masking import mask_tokens
 
 PAD, UNK, CLS, SEP, MASK = 0, 1, 2, 3, 4
@@ -43,27 +43,27 @@ def markov_sequences(num_sequences: int, seq_length: int, vocab_size: int, seed:
             "segment_ids": np.zeros_like(token_ids)}
 
 
-def mask_with(config: ElectraConfig, features, seed) -> dict:
+def mask_with(config: PretrainingConfig, features, seed) -> dict:
     """`features` plus the masking fields, masked as `config` says (usable in tf.data)."""
     return {**features, **mask_tokens(
         features["token_ids"], features["padding_mask"], seed,
-        mask_prob=config.mask_prob, max_predictions=config.num_masked_predictions,
+        mask_prob=config.objective.mask_prob, max_predictions=config.num_masked_predictions,
         mask_token_id=MASK, special_token_ids=SPECIAL_TOKEN_IDS,
-        mask_token_rate=config.mask_token_rate, random_token_rate=config.random_token_rate,
-        vocab_size=config.vocab_size)}
+        mask_token_rate=config.objective.mask_token_rate, random_token_rate=config.objective.random_token_rate,
+        vocab_size=config.model.vocab_size)}
 
 
-def remasked_each_step(config: ElectraConfig, batches: tf.data.Dataset, seed: int) -> tf.data.Dataset:
+def remasked_each_step(config: PretrainingConfig, batches: tf.data.Dataset, seed: int) -> tf.data.Dataset:
     """Masks every batch of `batches` afresh, as the pre-training input pipeline does."""
     seeds = tf.data.Dataset.random(seed=seed).batch(2)
     return tf.data.Dataset.zip(batches, seeds).map(
         tf.autograph.experimental.do_not_convert(lambda f, s: mask_with(config, f, s)))
 
 
-def masked_batch(config: ElectraConfig, batch_size: int, seq_length: int | None = None,
+def masked_batch(config: PretrainingConfig, batch_size: int, seq_length: int | None = None,
                  seed: int = 0) -> dict[str, np.ndarray]:
     """One pre-training batch (masking applied) from the synthetic language."""
-    seq_length = seq_length or config.max_seq_length
-    sequences = markov_sequences(batch_size, seq_length, config.vocab_size, seed)
+    seq_length = seq_length or config.run.max_seq_length
+    sequences = markov_sequences(batch_size, seq_length, config.model.vocab_size, seed)
     masked = mask_with(config, sequences, tf.constant([seed, 1], tf.int64))
     return {key: np.asarray(value) for key, value in masked.items()}

@@ -5,16 +5,15 @@ from __future__ import annotations
 
 import os
 
-from electra_tf.models.config import ElectraConfig
 from electra_tf.runtime.devices import resolve_runtime
 from electra_tf.runtime.xla import COMPILE_CACHE_VARIABLE, compile_cache_usage, use_compile_cache
 from electra_tf.utils.logs import start_tensorflow
 
 
-def check(preset: str = "electra_small") -> int:
-    """Prints the TensorFlow build, the GPUs, what `pretrain --config PRESET` would run with,
-    the compile cache and the XLA flags, then runs the matmuls. Returns an exit status (1 when
-    a device or XLA fails)."""
+def check(preset: str = "electra_small", hidden_size: int = 256) -> int:
+    """Prints the TensorFlow build, the GPUs, what `pretrain --config PRESET` (an encoder of
+    `hidden_size`) would run with, the compile cache and the XLA flags, then runs the matmuls.
+    Returns an exit status (1 when a device or XLA fails)."""
     cache = use_compile_cache()  # with the XLA flags a run sets, before TensorFlow starts
     tf = start_tensorflow()
 
@@ -31,8 +30,7 @@ def check(preset: str = "electra_small") -> int:
         print("  no GPU visible. For one: pip install -e \".[gpu]\" (TensorFlow's CUDA 12 libraries from PyPI) "
               "and an NVIDIA driver; if one is installed and still unseen, rerun with TF_CPP_MIN_LOG_LEVEL=0 "
               "TF_CPP_VMODULE=dso_loader=2 to see which library failed to load.")
-    config = ElectraConfig.load(preset)
-    runtime = resolve_runtime(hidden_size=config.hidden_size)
+    runtime = resolve_runtime(hidden_size=hidden_size)
     print(f"pretrain --config {preset} with the defaults would run: {runtime.describe()}")
     if cache:
         held = f"holds {compile_cache_usage(cache)}; delete the folder to clear it; "

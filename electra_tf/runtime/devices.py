@@ -23,6 +23,7 @@ import dataclasses
 import json
 import os
 
+from electra_tf.runtime.config import PRECISIONS, STRATEGIES
 from electra_tf.runtime.xla import use_float16_safe_gemms
 from electra_tf.utils.errors import RunError
 
@@ -32,8 +33,6 @@ COLLECTIVE_TIMEOUT_SECONDS = 600.0  # ELECTRA_TF_COLLECTIVE_TIMEOUT overrides it
 CPU_BFLOAT16_MIN_HIDDEN_SIZE = 256
 # /proc/cpuinfo flags of the instructions oneDNN uses for bfloat16 matmuls.
 NATIVE_BFLOAT16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")
-STRATEGIES = ("auto", "one_device", "mirrored", "multi_worker", "tpu")
-PRECISIONS = ("auto", "float32", "mixed_float16", "mixed_bfloat16")
 
 
 @dataclasses.dataclass

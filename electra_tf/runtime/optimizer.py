@@ -31,6 +31,7 @@ Official behaviour (`optimization.py` of google-research/electra) and where we d
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import re
@@ -38,12 +39,9 @@ import re
 import keras
 import tensorflow as tf
 
-from electra_tf.models.config import ElectraConfig
+from electra_tf.runtime.config import LAYER_DECAY_SCHEDULES, OptimizerConfig
 
 NO_DECAY_PATTERNS = ("LayerNorm", "layer_norm", "bias")
-LAYER_DECAY_SCHEDULES = ("official", "corrected")
-
-
 def layer_depth(path: str, num_layers: int) -> int | None:
     """0 for embedding variables, i + 1 for transformer layer i, None for anything else
     (the task head)."""
@@ -361,27 +359,37 @@ def clip_flat_gradient(gradient, clip_norm: float):
         return gradient * scale
 
 
-def create_optimizer(config: ElectraConfig) -> FlatMomentsOptimizer:
-    """The pre-training optimizer for `config`: AdamW with the official hyperparameters by
-    default, or LAMB (`optimizer: lamb`)."""
-    schedule = WarmupLinearDecay(config.learning_rate, config.num_train_steps, config.num_warmup_steps,
-                                 power=config.lr_decay_power, start_step=config.phase_start_step)
+def create_optimizer(config: OptimizerConfig, total_steps: int, start_step: int = 0) -> FlatMomentsOptimizer:
+    """The pre-training optimizer: AdamW with the official hyperparameters by default, or LAMB
+    (`optimizer: lamb`), its schedule ending at `total_steps` (warming up from `start_step`,
+    a phase's first step)."""
+    schedule = WarmupLinearDecay(config.learning_rate, total_steps, config.num_warmup_steps,
+                                 power=config.lr_decay_power, start_step=start_step)
     optimizer = ElectraLamb if config.optimizer == "lamb" else ElectraAdamW
     return optimizer(learning_rate=schedule, weight_decay=config.weight_decay, beta_1=config.adam_beta_1,
                      beta_2=config.adam_beta_2, epsilon=config.adam_epsilon, clip_global_norm=config.clip_global_norm)
 
 
-def create_finetuning_optimizer(learning_rate: float, total_steps: int, num_layers: int,
-                                warmup_proportion: float = 0.1, layerwise_lr_decay: float | None = 0.8,
-                                layer_decay_schedule: str = "official", weight_decay: float = 0.01,
+@dataclasses.dataclass(frozen=True)
+class LayerwiseDecay:
+    """Fine-tuning's layer-wise learning-rate decay (`layerwise_lr_multiplier`): `decay` per
+    layer below the head over `num_layers` layers; decay 1 is none."""
+
+    decay: float
+    num_layers: int
+    schedule: str = "official"
+
+
+def create_finetuning_optimizer(learning_rate: float, total_steps: int, layers: LayerwiseDecay,
+                                warmup_proportion: float = 0.1, weight_decay: float = 0.01,
                                 adam_epsilon: float = 1e-6, clip_global_norm: float | None = 1.0) -> ElectraAdamW:
     """The official fine-tuning optimizer: AdamW, warmup over the first `warmup_proportion`
     of the steps then linear decay to 0, layer-wise learning-rate decay."""
     schedule = WarmupLinearDecay(learning_rate, total_steps, int(round(warmup_proportion * total_steps)))
     return ElectraAdamW(learning_rate=schedule, weight_decay=weight_decay, beta_1=0.9, beta_2=0.999,
                         epsilon=adam_epsilon, clip_global_norm=clip_global_norm,
-                        layerwise_lr_decay=layerwise_lr_decay, num_layers=num_layers,
-                        layer_decay_schedule=layer_decay_schedule)
+                        layerwise_lr_decay=layers.decay if layers.decay < 1 else None, num_layers=layers.num_layers,
+                        layer_decay_schedule=layers.schedule)
 
 
 def optimizer_step(model) -> int:

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from electra_tf.utils.files import atomic_write_text
 from electra_tf.utils.run_dir import ExportMetadata
-from electra_tf.serving.signatures import TEXT_SIGNATURE, discriminator_endpoints
+from electra_tf.models.signatures import TEXT_SIGNATURE, discriminator_endpoints
 
 WARMUP_TEXTS = ("ELECTRA detects replaced tokens.", "", "A longer sentence to warm up the model "
                 "server, so that the first real request does not pay for graph initialisation.")

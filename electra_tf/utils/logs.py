@@ -5,9 +5,13 @@ unless it is set: gRPC servers, record readers, XLA's service). It cannot silenc
 libraries print while they load, before logging is set up (tensorflow/tensorflow#100442): the
 absl warning, the oneDNN and CUDA-stub notes, printed once per library, and on a machine
 without an NVIDIA driver the failed `cuInit` when the devices are first listed (an error only
-where a driver exists). `start_tensorflow` imports TensorFlow and lists its devices with file
-descriptor 2 pointed at a temporary file, then writes back everything that is not one of those
-lines: nothing but the start-up is held, and an import that fails prints all it said.
+where a driver exists). One more comes at the first int64 transpose (every tokenizer's ragged
+ops make one): oneDNN's once-per-process notice that its int64 kernels are not used on this
+CPU, logged as an error although nothing fails. `start_tensorflow` imports TensorFlow and lists
+its devices with file descriptor 2 pointed at a temporary file, then writes back everything
+that is not one of those lines: nothing but the start-up is held, and an import that fails
+prints all it said; `int64_notice_left_out` makes the transpose the same way, once TensorFlow's
+runtime may start (a strategy's devices configured).
 `ELECTRA_TF_TF_LOGS=1` keeps every line.
 
 >>> [is_start_up_noise(line) for line in (
@@ -34,6 +38,7 @@ START_UP_NOISE = [
     _PREFIX + r"cudart_stub\.cc:\d+\] Could not find cuda drivers on your machine, GPU will not be used",
     _PREFIX + r"cpu_feature_guard\.cc:\d+\] This TensorFlow binary is optimized",
     r"^To enable the following instructions: .* rebuild TensorFlow with the appropriate compiler flags\.$",
+    _PREFIX + r"util\.cc:\d+\] oneDNN supports DT_INT64 only on platforms with AVX-512",
 ]
 # cuInit fails on every host without an NVIDIA driver; on a host with one it is a real error.
 CUDA_WITHOUT_DRIVER = _PREFIX + r"cuda_platform\.cc:\d+\] failed call to cuInit"
@@ -86,3 +91,15 @@ def start_tensorflow():
 
             tf.config.list_physical_devices("GPU")
     return tf
+
+
+def int64_notice_left_out() -> None:
+    """Makes the process's first int64 transpose with the start-up lines left out (module
+    docstring). It runs an op, so it starts TensorFlow's runtime: call it after the devices (and
+    a multi-worker strategy's collectives) are configured."""
+    import tensorflow as tf
+
+    if os.environ.get(KEEP_ALL_VARIABLE) == "1":
+        return
+    with start_up_lines_left_out():
+        tf.transpose(tf.zeros([1, 1], tf.int64))

@@ -3,23 +3,26 @@ and an export's metadata is spelled here once, and used by the writer and every 
 
 A pre-training model_dir (`python -m electra_tf.pretrain --model_dir DIR`)::
 
-    DIR/config.json         the resolved ElectraConfig
-    DIR/config_history.json what later runs changed (a longer --steps), and when
+    DIR/config.json         the resolved PretrainingConfig, by section (model, objective, optimizer, run)
+    DIR/config_history.json what later runs changed (a longer --steps, a new phase), and when
     DIR/vocab.txt           the vocabulary the run tokenizes with
     DIR/checkpoints/        ckpt-<step>.{index,data-*} and the `checkpoint` index
+    DIR/backbone/           the discriminator on its own (models/backbone.py), when the run finished
     DIR/logs/train/         TensorBoard events (step-keyed scalars, samples, run config)
     DIR/logs/profile/       profiler traces (--profile_steps)
     DIR/export/NAME/<n>/    the discriminator for TF Serving (NAME: the run's folder name)
-    DIR/metrics.json        the last finished run: steps, examples seen, minutes, final metrics
+    DIR/processes.json      each process that trained the run: its steps, time and evaluations
+    DIR/metrics.json        the finished run: steps, examples seen, time, final metrics
     DIR/imported_from.json  a converted release only: its source and which parts it held
     DIR/.electra_tf.lock    while a run writes it (also in fine-tuning and data folders)
 
 A fine-tuning output folder (`python -m electra_tf.finetune --output_dir DIR`)::
 
     DIR/metrics.json        the best epoch's metrics, every epoch, the settings
-    DIR/config.json         the model's config, which best.keras is read with
+    DIR/config.json         the backbone's config (BackboneConfig), which best.keras is read with
     DIR/best.keras          the best epoch's classifier, preprocessor included
-    DIR/logs/               TensorBoard events
+    DIR/logs/train/         TensorBoard events
+    DIR/processes.json      the process that trained it
     DIR/export/NAME/<n>/    the TF Serving SavedModel
 
 An export version folder (`EXPORT_DIR/NAME/<n>/`) keeps beside the SavedModel, in the folder TF
@@ -71,19 +74,26 @@ class _Folder:
         return self.path.name
 
 
-class ModelDir(_Folder):
+class TrainingDir(_Folder):
+    """What the trainer (training/trainer.py) writes in any run's folder."""
+
+    checkpoints = _Entry("checkpoints")  # runs that resume
+    logs = _Entry("logs")
+    train_logs = _Entry("logs", "train")
+    profile_logs = _Entry("logs", "profile")
+    processes = _Entry("processes.json")  # training/history.py
+    metrics = _Entry("metrics.json")  # written when a run finishes
+
+
+class ModelDir(TrainingDir):
     """A pre-training run's folder."""
 
     config = _Entry(CONFIG_FILE)
     config_history = _Entry("config_history.json")
     vocab = _Entry(VOCAB_FILE)
-    checkpoints = _Entry("checkpoints")
-    logs = _Entry("logs")
-    train_logs = _Entry("logs", "train")
-    profile_logs = _Entry("logs", "profile")
+    backbone = _Entry("backbone")
     exports = _Entry("export")  # as FinetuneDir's: each run keeps its own exports
     provenance = _Entry("imported_from.json")
-    metrics = _Entry("metrics.json")  # written when a run finishes (pretraining/run.py)
 
     @classmethod
     def default_for(cls, config_name: str) -> "ModelDir":
@@ -100,14 +110,12 @@ def read_provenance(model_dir: str | Path) -> dict:
     return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
 
 
-class FinetuneDir(_Folder):
+class FinetuneDir(TrainingDir):
     """A fine-tuning run's output folder."""
 
-    metrics = _Entry("metrics.json")
-    config = _Entry(CONFIG_FILE)  # the fine-tuned model's ElectraConfig (its max_seq_length)
+    config = _Entry(CONFIG_FILE)  # the fine-tuned model's BackboneConfig (its max_seq_length)
     vocab = _Entry(VOCAB_FILE)  # for task models that keep no preprocessor (question answering)
     best_model = _Entry("best.keras")
-    logs = _Entry("logs")
     exports = _Entry("export")
 
 

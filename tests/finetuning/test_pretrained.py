@@ -5,7 +5,8 @@ import json
 import numpy as np
 import pytest
 
-from electra_tf.models.config import ElectraConfig
+from electra_tf.models.backbone import BackboneConfig
+from electra_tf.pretraining.config import PretrainingConfig
 from electra_tf.utils.errors import PretrainedError
 from electra_tf.models.encoders import build_discriminator, model_weights
 from electra_tf.finetuning.pretrained import load_pretrained, pretrained_hidden_size
@@ -14,13 +15,13 @@ VOCABULARY = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "river", "bees", "li
 
 
 def tiny_config():
-    return ElectraConfig.load("electra_tiny").replace(vocab_size=len(VOCABULARY), num_layers=1, hidden_size=32,
+    return PretrainingConfig.load("electra_tiny").replace(vocab_size=len(VOCABULARY), num_layers=1, hidden_size=32,
                                                       num_heads=1, intermediate_size=64, embedding_size=32)
 
 
 def test_a_bare_discriminator_keras_file_with_its_config_and_vocabulary(tmp_path):
     config = tiny_config()
-    discriminator = build_discriminator(config)
+    discriminator = build_discriminator(config.model)
     discriminator.save(tmp_path / "discriminator.keras")
     with pytest.raises(PretrainedError, match="bare Discriminator: put the config.json and vocab.txt"):
         load_pretrained(tmp_path / "discriminator.keras")
@@ -29,7 +30,8 @@ def test_a_bare_discriminator_keras_file_with_its_config_and_vocabulary(tmp_path
         load_pretrained(tmp_path / "discriminator.keras")
     (tmp_path / "vocab.txt").write_text("\n".join(VOCABULARY) + "\n")
     loaded = load_pretrained(tmp_path / "discriminator.keras")
-    assert loaded.config == config and loaded.tokenizer.vocabulary == VOCABULARY
+    assert loaded.config == BackboneConfig(config.model, config.run.max_seq_length)
+    assert loaded.tokenizer.vocabulary == VOCABULARY
     for mine, theirs in zip(model_weights(loaded.discriminator), model_weights(discriminator)):
         np.testing.assert_array_equal(mine.numpy(), theirs.numpy())
 
@@ -66,7 +68,7 @@ def test_an_mlm_baseline_run_is_fine_tuned_through_its_encoder(tmp_path):
     from electra_tf.pretraining.pretrainer import ElectraPretrainer
 
     config = tiny_config().replace(objective="mlm", dropout=0.0)
-    pretrainer = ElectraPretrainer.from_electra_config(config)
+    pretrainer = ElectraPretrainer.from_pretraining_config(config)
     for variable in model_weights(pretrainer):  # away from the fresh init a copy would also have
         variable.assign(variable + tf.random.stateless_normal(variable.shape, (1, 2), dtype=variable.dtype) * 0.1)
     (tmp_path / "checkpoints").mkdir()
@@ -114,7 +116,7 @@ def test_a_question_answering_keras_file_gives_its_encoder_in_a_fresh_process(tm
     from electra_tf.finetuning.question_answering.model import ElectraQuestionAnswerer
 
     config = tiny_config()
-    model = ElectraQuestionAnswerer(build_discriminator(config), beam_size=4)
+    model = ElectraQuestionAnswerer(build_discriminator(config.model), beam_size=4)
     length = 8
     model.predict({"token_ids": np.zeros((1, length), "int32"), "segment_ids": np.zeros((1, length), "int32"),
                    "padding_mask": np.ones((1, length), "int32")}, verbose=0)

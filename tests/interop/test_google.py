@@ -12,7 +12,7 @@ import pytest
 import tensorflow as tf
 from safetensors.numpy import load_file
 
-from electra_tf.models.config import ElectraConfig
+from electra_tf.pretraining.config import PretrainingConfig
 from electra_tf.interop.convert import import_google
 from electra_tf.utils.run_dir import read_provenance
 from electra_tf.interop.huggingface import ConversionError
@@ -69,11 +69,12 @@ def official(tmp_path_factory):
 
 def test_official_checkpoint_gives_the_reference_outputs(official, tmp_path):
     # Shapes cannot tell the head count (official sizes use 64 units a head); say it with --config.
-    base = ElectraConfig(num_heads=2, hidden_size=32, embedding_size=16, num_layers=2, intermediate_size=64,
-                         vocab_size=55, max_position_embeddings=64, max_seq_length=64)
+    base = PretrainingConfig.from_dict(dict(num_heads=2, hidden_size=32, embedding_size=16, num_layers=2,
+                                            intermediate_size=64, vocab_size=55, max_position_embeddings=64,
+                                            max_seq_length=64))
     output = import_google(official, tmp_path / "model", config=base).path
     pretrainer, _, config, _ = restore_pretrainer(output)
-    assert (config.generator_hidden_size, config.generator_num_layers) == (16, 2)
+    assert (config.generator_model.hidden_size, config.generator_model.num_layers) == (16, 2)
     inputs = {"token_ids": REFERENCE["input_ids"].astype("int32"),
               "segment_ids": REFERENCE["token_type_ids"].astype("int32"),
               "padding_mask": REFERENCE["attention_mask"].astype("int32")}
@@ -83,20 +84,20 @@ def test_official_checkpoint_gives_the_reference_outputs(official, tmp_path):
     gen = pretrainer.generator({**inputs, "mask_positions": REFERENCE["masked_positions"].astype("int32")},
                                training=False)
     np.testing.assert_allclose(gen["logits"].numpy(), REFERENCE["gen_logits_at_masked"], atol=1e-4)
-    assert read_provenance(output)["format"] == "google" and load_pretrained(output).config.num_heads == 2
+    assert read_provenance(output)["format"] == "google" and load_pretrained(output).config.model.num_heads == 2
 
 
 def test_sizes_are_inferred_from_the_shapes(official, tmp_path):
     config = load_pretrained(import_google(official / "model.ckpt-1000000", tmp_path / "m").path).config
-    assert (config.vocab_size, config.embedding_size, config.hidden_size, config.num_layers) == (55, 16, 32, 2)
-    assert config.num_heads == 1  # 32 // 64 rounds up to one head: hence --config for non-official sizes
+    assert (config.model.vocab_size, config.model.embedding_size, config.model.hidden_size, config.model.num_layers) == (55, 16, 32, 2)
+    assert config.model.num_heads == 1  # 32 // 64 rounds up to one head: hence --config for non-official sizes
 
 
 def test_bad_checkpoints_are_refused(official, tmp_path):
     with pytest.raises(ConversionError, match="holds no TF1 checkpoint"):
         import_google(tmp_path, tmp_path / "out")
     with pytest.raises(ConversionError, match="does not match the checkpoint .*hidden_size: config 64, checkpoint 32"):
-        import_google(official, tmp_path / "out", config=ElectraConfig(hidden_size=64, num_heads=1))
+        import_google(official, tmp_path / "out", config=PretrainingConfig.from_dict(dict(hidden_size=64, num_heads=1)))
     bert = tmp_path / "bert"
     bert.mkdir()
     tf.raw_ops.SaveV2(prefix=str(bert / "bert_model.ckpt"), tensor_names=["bert/embeddings/word_embeddings"],

@@ -34,7 +34,7 @@ def inputs():
 
 def test_outputs_equal_transformers_with_padding_and_two_segments(imported):
     pretrainer, tokenizer, config, _ = restore_pretrainer(imported)
-    assert (config.hidden_size, config.num_layers, config.generator_hidden_size) == (32, 2, 16)
+    assert (config.model.hidden_size, config.model.num_layers, config.generator_model.hidden_size) == (32, 2, 16)
     disc = pretrainer.discriminator(inputs(), training=False)
     real = REFERENCE["attention_mask"] > 0  # HF computes padding rows too; they are not outputs
     np.testing.assert_allclose(disc["logits"].numpy()[real], REFERENCE["disc_logits"][real], atol=1e-4)
@@ -42,7 +42,7 @@ def test_outputs_equal_transformers_with_padding_and_two_segments(imported):
     gen = pretrainer.generator({**inputs(), "mask_positions": REFERENCE["masked_positions"].astype("int32")},
                                training=False)
     np.testing.assert_allclose(gen["logits"].numpy(), REFERENCE["gen_logits_at_masked"], atol=1e-4)
-    assert tokenizer.vocabulary_size == config.vocab_size
+    assert tokenizer.vocabulary_size == config.model.vocab_size
     assert read_provenance(imported) == {
         "format": "huggingface", "discriminator": str(FIXTURE / "discriminator"),
         "generator": str(FIXTURE / "generator"), "rtd_head": True, "generator_weights": True}
@@ -157,10 +157,10 @@ def test_a_sentencepiece_run_is_refused_before_anything_is_written(sentencepiece
 
     from electra_tf.data.tokenization import ElectraTokenizer
     from electra_tf.interop.convert import write_huggingface_folders
-    from electra_tf.models.config import ElectraConfig
+    from electra_tf.pretraining.config import PretrainingConfig
 
     tokenizer = ElectraTokenizer(sentencepiece_vocab)
-    config = ElectraConfig.load("electra_tiny").replace(vocab_size=tokenizer.vocabulary_size)
+    config = PretrainingConfig.load("electra_tiny").replace(vocab_size=tokenizer.vocabulary_size)
     with pytest.raises(ConversionError, match="vocabulary is SentencePiece.*no HuggingFace folder was written"):
         write_huggingface_folders(keras.Model(), config, tokenizer, tmp_path / "out")
     assert list(tmp_path.iterdir()) == []

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from electra_tf.models.config import ElectraConfig
+from electra_tf.pretraining.config import PretrainingConfig
 from electra_tf.models.embeddings import ElectraEmbeddings
 from electra_tf.models.encoders import Discriminator, Generator
 from electra_tf.pretraining.pretrainer import ElectraPretrainer
@@ -12,12 +12,12 @@ from electra_tf.pretraining.synthetic import masked_batch
 
 @pytest.fixture
 def config():
-    return ElectraConfig.load("electra_tiny", {"vocab_size": 120, "num_layers": 2, "dropout": 0.0})
+    return PretrainingConfig.load("electra_tiny", {"vocab_size": 120, "num_layers": 2, "dropout": 0.0})
 
 
 @pytest.fixture
 def pretrainer(config):
-    return ElectraPretrainer.from_electra_config(config)
+    return ElectraPretrainer.from_pretraining_config(config)
 
 
 def _batch(config, size=3):
@@ -36,7 +36,7 @@ def test_embeddings_are_the_same_variables_in_both_models(pretrainer):
 
 def test_each_model_has_its_own_projection_and_paths(pretrainer, config):
     generator, discriminator = pretrainer.generator, pretrainer.discriminator
-    assert generator.embeddings_project.kernel.shape == (config.embedding_size, config.generator_hidden_size)
+    assert generator.embeddings_project.kernel.shape == (config.model.embedding_size, config.generator_model.hidden_size)
     assert discriminator.embeddings_project is None  # tiny: embedding size == hidden size
     paths = [v.path for v in generator.weights if v.path.startswith("generator/")]
     assert "generator/transformer_layer_0/self_attention_layer/query/kernel" in paths
@@ -45,13 +45,13 @@ def test_each_model_has_its_own_projection_and_paths(pretrainer, config):
 
 
 def test_untied_generator_embeddings(config):
-    untied = ElectraPretrainer.from_electra_config(config.replace(untied_generator_embeddings=True))
+    untied = ElectraPretrainer.from_pretraining_config(config.replace(untied_generator_embeddings=True))
     assert untied.generator.embeddings is not untied.discriminator.embeddings
-    assert untied.generator.embeddings.embedding_size == config.generator_hidden_size
+    assert untied.generator.embeddings.embedding_size == config.generator_model.hidden_size
 
 
 def test_architecture_details(config):
-    discriminator = ElectraPretrainer.from_electra_config(config).discriminator
+    discriminator = ElectraPretrainer.from_pretraining_config(config).discriminator
     block = discriminator.transformer_layers[0]
     # Post-LayerNorm and exact GELU are the block's only form (transformer.post_ln_block), checked
     # against keras-hub's TransformerEncoder(normalize_first=False, activation="gelu") in
@@ -64,7 +64,7 @@ def test_architecture_details(config):
 def test_generator_head_runs_at_masked_positions_only(pretrainer, config):
     batch = _batch(config)
     out = pretrainer.generator(batch)
-    assert out["logits"].shape == (3, config.num_masked_predictions, config.vocab_size)
+    assert out["logits"].shape == (3, config.num_masked_predictions, config.model.vocab_size)
     # The logits of slot n are the head applied to the hidden state at mask_positions[n].
     hidden = out["sequence_output"]
     gathered = np.take_along_axis(np.asarray(hidden), batch["mask_positions"][..., None], axis=1)
@@ -78,7 +78,7 @@ def test_generator_head_runs_at_masked_positions_only(pretrainer, config):
 def test_discriminator_outputs(pretrainer, config):
     out = pretrainer.discriminator(_batch(config))
     assert out["logits"].shape == (3, 24) and out["logits"].dtype == "float32"
-    assert out["sequence_output"].shape == (3, 24, config.hidden_size)
+    assert out["sequence_output"].shape == (3, 24, config.model.hidden_size)
 
 
 @pytest.mark.parametrize("which", ["discriminator", "generator"])
@@ -112,10 +112,10 @@ def test_bad_embeddings_argument_is_explained(config):
 
 
 def test_docstring_sizes(config):
-    small = ElectraConfig.load("electra_small")
-    discriminator = Discriminator.from_electra_config(small, ElectraEmbeddings.from_electra_config(small))
+    small = PretrainingConfig.load("electra_small")
+    discriminator = Discriminator.from_model_config(small.model, ElectraEmbeddings.from_model_config(small.model))
     assert 13_000_000 < discriminator.count_params() < 14_500_000  # paper: 14M
-    assert isinstance(Generator.from_electra_config(config, ElectraEmbeddings.from_electra_config(config)),
+    assert isinstance(Generator.from_model_config(config.model, ElectraEmbeddings.from_model_config(config.model)),
                       Generator)
 
 
@@ -127,7 +127,7 @@ def test_initializers_follow_the_official_code(config):
     # create_initializer(0.02) where the official code passes it; TF1's Glorot-uniform default
     # where it does not (the RTD output layer and embeddings_project).
     wide = config.replace(hidden_size=256, intermediate_size=1024, num_heads=4)  # 128 -> 256 projection
-    discriminator = ElectraPretrainer.from_electra_config(wide).discriminator
+    discriminator = ElectraPretrainer.from_pretraining_config(wide).discriminator
     truncated_std = 0.02 * 0.88  # a normal cut at 2 standard deviations keeps 88% of its spread
     assert _std(discriminator.transformer_layers[0].query_dense.kernel) == \
         pytest.approx(truncated_std, rel=0.1)
@@ -143,7 +143,7 @@ def test_discriminator_learns_a_task_that_needs_attention_by_position(config):
     init, the loss stays at the base rate (about 0.43) for hundreds of steps."""
     keras.utils.set_random_seed(0)
     length = 16
-    discriminator = ElectraPretrainer.from_electra_config(
+    discriminator = ElectraPretrainer.from_pretraining_config(
         config.replace(max_position_embeddings=length, max_seq_length=length)).discriminator
     optimizer = keras.optimizers.Adam(1e-3)
     rng = np.random.default_rng(0)
@@ -160,7 +160,7 @@ def test_discriminator_learns_a_task_that_needs_attention_by_position(config):
 
     losses = []
     for _ in range(250):
-        token_ids = rng.integers(5, config.vocab_size, size=(32, length)).astype("int32")
+        token_ids = rng.integers(5, config.model.vocab_size, size=(32, length)).astype("int32")
         labels = np.zeros((32, length), "float32")
         labels[:, 1:] = token_ids[:, :-1] < 20
         losses.append(float(train_step(token_ids, labels)))

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from electra_tf.models.config import ElectraConfig
+from electra_tf.pretraining.config import PretrainingConfig
 from electra_tf.data.shards import DataError, explain_read_error, resolve_data
 from electra_tf.data.tokenization import ElectraTokenizer
 from electra_tf.pretraining.input_pipeline import files_for_pipeline, pretraining_dataset, raw_text_dataset
@@ -20,7 +20,7 @@ def tokenizer(small_vocab):
 
 @pytest.fixture(scope="module")
 def config(tokenizer):
-    return ElectraConfig.load("electra_tiny", {"vocab_size": tokenizer.vocabulary_size, "max_seq_length": SEQ})
+    return PretrainingConfig.load("electra_tiny", {"vocab_size": tokenizer.vocabulary_size, "max_seq_length": SEQ})
 
 
 @pytest.fixture(scope="module")

@@ -176,11 +176,11 @@ def test_whole_word_masking_masks_every_piece_of_a_chosen_word_and_keeps_the_rat
 
 def test_whole_word_masking_runs_in_the_input_pipeline(small_vocab):
     from electra_tf.data.tokenization import ElectraTokenizer
-    from electra_tf.models.config import ElectraConfig
+    from electra_tf.pretraining.config import PretrainingConfig
     from electra_tf.pretraining.input_pipeline import masking_function
 
     tokenizer = ElectraTokenizer(small_vocab)
-    config = ElectraConfig.load("electra_tiny", {"max_seq_length": 32, "whole_word_masking": True})
+    config = PretrainingConfig.load("electra_tiny", {"max_seq_length": 32, "whole_word_masking": True})
     ids = tokenizer.tokenize(["the unbelievably fast river flows south to the sea"]).to_list()[0]
     row = ([tokenizer.cls_id] + ids + [tokenizer.sep_id] + [0] * 32)[:32]
     batch = {"token_ids": tf.constant([row] * 4), "padding_mask": tf.constant([[int(i > 0) for i in row]] * 4)}

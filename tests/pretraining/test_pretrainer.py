@@ -3,8 +3,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from electra_tf.models.config import ElectraConfig
-from electra_tf.runtime.optimizer import create_optimizer
+from electra_tf.pretraining.config import PretrainingConfig
+from electra_tf.pretraining.pretrainer import pretraining_optimizer
 from electra_tf.pretraining.pretrainer import ElectraPretrainer
 from electra_tf.pretraining.synthetic import markov_sequences, masked_batch, remasked_each_step
 
@@ -18,7 +18,7 @@ def tiny(**overrides):
     values = {"vocab_size": 100, "num_layers": 1, "num_train_steps": 400, "num_warmup_steps": 20,
               "max_seq_length": SEQ}
     values.update(overrides)
-    return ElectraConfig.load("electra_tiny", values)
+    return PretrainingConfig.load("electra_tiny", values)
 
 
 def dataset(batch, repeat=1):
@@ -27,7 +27,7 @@ def dataset(batch, repeat=1):
 
 def test_rtd_loss_alone_sends_no_gradient_into_generator_weights():
     config = tiny(dropout=0.0)
-    pretrainer = ElectraPretrainer.from_electra_config(config)
+    pretrainer = ElectraPretrainer.from_pretraining_config(config)
     batch = masked_batch(config, 4, seed=3)
     shared = {id(v) for v in pretrainer.discriminator.embeddings.trainable_variables}
     generator_own = [v for v in pretrainer.generator.trainable_variables if id(v) not in shared]
@@ -48,9 +48,9 @@ def test_tiny_model_reports_every_metric_and_drives_both_losses_down_on_a_fixed_
     # which positions were replaced.
     config = tiny(dropout=0.0, num_layers=2)
     keras.utils.set_random_seed(0)
-    pretrainer = ElectraPretrainer.from_electra_config(config)
-    pretrainer.compile(optimizer=create_optimizer(config))
-    fixed = tf.data.Dataset.from_tensors(markov_sequences(16, SEQ, config.vocab_size, seed=4))
+    pretrainer = ElectraPretrainer.from_pretraining_config(config)
+    pretrainer.compile(optimizer=pretraining_optimizer(config))
+    fixed = tf.data.Dataset.from_tensors(markov_sequences(16, SEQ, config.model.vocab_size, seed=4))
     held_out = remasked_each_step(config, fixed.repeat(4), seed=99).cache()
     before = pretrainer.evaluate(held_out, return_dict=True, verbose=0)
     logs = pretrainer.fit(remasked_each_step(config, fixed.repeat(400), seed=1), verbose=0).history
@@ -71,7 +71,7 @@ def test_one_and_two_replicas_give_the_same_losses_gradients_and_update(two_repl
     seed = tf.constant([3, 4], tf.int64)
 
     keras.utils.set_random_seed(1)
-    single = ElectraPretrainer.from_electra_config(config)
+    single = ElectraPretrainer.from_pretraining_config(config)
     initial = [v.numpy() for v in single.weights]
     variables = single.trainable_variables
     with tf.GradientTape() as tape:
@@ -80,9 +80,9 @@ def test_one_and_two_replicas_give_the_same_losses_gradients_and_update(two_repl
 
     strategy = two_replicas
     with strategy.scope():
-        mirrored = ElectraPretrainer.from_electra_config(config)
+        mirrored = ElectraPretrainer.from_pretraining_config(config)
         mirrored.set_weights(initial)
-        mirrored.compile(optimizer=create_optimizer(config))
+        mirrored.compile(optimizer=pretraining_optimizer(config))
     distributed = strategy.experimental_distribute_dataset(dataset(batch))
     shard = next(iter(distributed))
 
@@ -106,7 +106,7 @@ def test_one_and_two_replicas_give_the_same_losses_gradients_and_update(two_repl
                                    rtol=2e-4, atol=1e-6, err_msg=variable.path)
 
     # The same update through fit: one step on each, same metrics and same weights after.
-    single.compile(optimizer=create_optimizer(config))
+    single.compile(optimizer=pretraining_optimizer(config))
     single_logs = single.fit(dataset(batch), verbose=0).history
     mirrored_logs = mirrored.fit(dataset(batch), verbose=0).history
     for name in sorted(REQUIRED_METRICS):
@@ -119,7 +119,7 @@ def test_each_replica_draws_its_own_samples(two_replicas):
     config = tiny()
     strategy = two_replicas
     with strategy.scope():
-        pretrainer = ElectraPretrainer.from_electra_config(config)
+        pretrainer = ElectraPretrainer.from_pretraining_config(config)
     batch = masked_batch(config, 4, seed=7)
     # Both replicas get the same examples; only their random streams differ.
     same_twice = {k: np.concatenate([v, v]) for k, v in batch.items()}
@@ -136,32 +136,32 @@ def test_a_step_xla_compiles_samples_with_the_categorical_sampler(two_replicas):
     """XLA compiles TensorFlow's categorical sampler as one Gumbel-max kernel; TensorFlow's own
     kernels run the inverse-CDF search, which costs a CPU less (`losses.sample_replacements`)."""
     config = tiny()
-    pretrainer = ElectraPretrainer.from_electra_config(config)
-    pretrainer.compile(optimizer=create_optimizer(config), jit_compile=False)
+    pretrainer = ElectraPretrainer.from_pretraining_config(config)
+    pretrainer.compile(optimizer=pretraining_optimizer(config), jit_compile=False)
     assert pretrainer.sampling_method() == "inverse_cdf"
-    pretrainer.compile(optimizer=create_optimizer(config), jit_compile=True)
+    pretrainer.compile(optimizer=pretraining_optimizer(config), jit_compile=True)
     assert pretrainer.sampling_method() == "categorical"
     with two_replicas.scope():  # XLA compiles the gradients' function only
-        mirrored = ElectraPretrainer.from_electra_config(config)
-        mirrored.compile(optimizer=create_optimizer(config), jit_compile=True)
+        mirrored = ElectraPretrainer.from_pretraining_config(config)
+        mirrored.compile(optimizer=pretraining_optimizer(config), jit_compile=True)
     assert mirrored.compiles_gradients_only and mirrored.compiles_with_xla
     assert mirrored.sampling_method() == "categorical"
 
 
 def test_disallow_correct_means_every_slot_is_replaced():
     config = tiny(disallow_correct=True)
-    pretrainer = ElectraPretrainer.from_electra_config(config)
-    pretrainer.compile(optimizer=create_optimizer(config))
+    pretrainer = ElectraPretrainer.from_pretraining_config(config)
+    pretrainer.compile(optimizer=pretraining_optimizer(config))
     logs = pretrainer.evaluate(dataset(masked_batch(config, 8, seed=8)), return_dict=True, verbose=0)
     assert logs["sampled_masked_lm_accuracy"] == 0.0
 
 
 def test_mlm_only_baseline_trains_a_full_size_generator():
     config = tiny(objective="mlm", dropout=0.0)
-    pretrainer = ElectraPretrainer.from_electra_config(config)
+    pretrainer = ElectraPretrainer.from_pretraining_config(config)
     assert pretrainer.discriminator is None
-    assert pretrainer.generator.hidden_size == config.hidden_size
-    pretrainer.compile(optimizer=create_optimizer(config))
+    assert pretrainer.generator.hidden_size == config.model.hidden_size
+    pretrainer.compile(optimizer=pretraining_optimizer(config))
     batch = masked_batch(config, 8, seed=9)
     history = pretrainer.fit(dataset(batch, 60), verbose=0).history
     logs = pretrainer.evaluate(dataset(batch), return_dict=True, verbose=0)
@@ -173,8 +173,8 @@ def test_mlm_only_baseline_trains_a_full_size_generator():
 def test_mixed_precision_keeps_sampling_and_losses_in_float32(policy):
     keras.config.set_dtype_policy(policy)
     config = tiny()
-    pretrainer = ElectraPretrainer.from_electra_config(config)
-    pretrainer.compile(optimizer=create_optimizer(config))
+    pretrainer = ElectraPretrainer.from_pretraining_config(config)
+    pretrainer.compile(optimizer=pretraining_optimizer(config))
     if policy == "mixed_float16":
         assert isinstance(pretrainer.optimizer, keras.optimizers.LossScaleOptimizer)
     batch = masked_batch(config, 4, seed=10)
@@ -187,7 +187,7 @@ def test_mixed_precision_keeps_sampling_and_losses_in_float32(policy):
 
 def test_a_batch_without_masking_fields_is_explained():
     config = tiny()
-    pretrainer = ElectraPretrainer.from_electra_config(config)
+    pretrainer = ElectraPretrainer.from_pretraining_config(config)
     batch = masked_batch(config, 2, seed=11)
     del batch["mask_positions"]
     with pytest.raises(KeyError, match="missing \\['mask_positions'\\].*mask_tokens"):
@@ -197,9 +197,9 @@ def test_a_batch_without_masking_fields_is_explained():
 def test_float16_loss_scaling_skips_a_non_finite_step_and_recovers():
     keras.config.set_dtype_policy("mixed_float16")
     config = tiny(dropout=0.0)
-    pretrainer = ElectraPretrainer.from_electra_config(config)
+    pretrainer = ElectraPretrainer.from_pretraining_config(config)
     # A loss scale far beyond float16's range: the first steps' gradients overflow to inf.
-    optimizer = keras.optimizers.LossScaleOptimizer(create_optimizer(config), initial_scale=2.0 ** 40)
+    optimizer = keras.optimizers.LossScaleOptimizer(pretraining_optimizer(config), initial_scale=2.0 ** 40)
     pretrainer.compile(optimizer=optimizer)
     batch = masked_batch(config, 4, seed=12)
     before = [w.numpy().copy() for w in pretrainer.trainable_weights]

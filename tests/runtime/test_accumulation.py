@@ -5,17 +5,18 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from electra_tf.models.config import ElectraConfig
+from electra_tf.pretraining.config import PretrainingConfig
 from electra_tf.pretraining.pretrainer import ElectraPretrainer
 from electra_tf.pretraining.synthetic import masked_batch
 from electra_tf.runtime.accumulation import accumulate_gradients, pad_batch
-from electra_tf.runtime.optimizer import create_finetuning_optimizer, create_optimizer
+from electra_tf.pretraining.pretrainer import pretraining_optimizer
+from electra_tf.runtime.optimizer import LayerwiseDecay, create_finetuning_optimizer
 
 
 def exact_config(objective="electra"):
     # No dropout, and a temperature so low that sampling is the generator's argmax: the update
     # then depends on the batch alone, not on how it is split into micro-batches.
-    return ElectraConfig.load("electra_tiny", {
+    return PretrainingConfig.load("electra_tiny", {
         "vocab_size": 60, "num_layers": 1, "hidden_size": 32, "embedding_size": 32, "num_heads": 2,
         "intermediate_size": 64, "max_seq_length": 24, "max_position_embeddings": 24, "dropout": 0.0,
         "temperature": 1e-7, "objective": objective, "num_train_steps": 10, "num_warmup_steps": 1})
@@ -23,9 +24,9 @@ def exact_config(objective="electra"):
 
 def train(config, batches, steps, xla=False):
     keras.utils.set_random_seed(0)
-    pretrainer = ElectraPretrainer.from_electra_config(config)
-    pretrainer.compile(optimizer=create_optimizer(config), jit_compile=xla,
-                       gradient_accumulation_steps=config.gradient_accumulation_steps)
+    pretrainer = ElectraPretrainer.from_pretraining_config(config)
+    pretrainer.compile(optimizer=pretraining_optimizer(config), jit_compile=xla,
+                       gradient_accumulation_steps=config.run.gradient_accumulation_steps)
     logs = [pretrainer.train_on_batch(batch, return_dict=True) for batch in batches[:steps]]
     return [v.numpy() for v in pretrainer.trainable_variables], logs
 
@@ -64,8 +65,8 @@ def test_two_replicas_with_accumulation_update_as_one_device(two_replicas):
     single, _ = train(config, batches, 2)
     with two_replicas.scope():
         keras.utils.set_random_seed(0)
-        pretrainer = ElectraPretrainer.from_electra_config(config)
-        pretrainer.compile(optimizer=create_optimizer(config), gradient_accumulation_steps=2)
+        pretrainer = ElectraPretrainer.from_pretraining_config(config)
+        pretrainer.compile(optimizer=pretraining_optimizer(config), gradient_accumulation_steps=2)
     pretrainer.fit(tf.data.Dataset.from_tensor_slices({k: np.stack([b[k] for b in batches]) for k in batches[0]}),
                    verbose=0)
     for a, b in zip(single, pretrainer.trainable_variables):
@@ -84,9 +85,9 @@ def test_finetuning_accumulates_a_last_short_batch_exactly():
 
     def fit(steps):
         keras.utils.set_random_seed(0)
-        backbone = Discriminator.from_electra_config(config, ElectraEmbeddings.from_electra_config(config))
+        backbone = Discriminator.from_model_config(config.model, ElectraEmbeddings.from_model_config(config.model))
         classifier = ElectraClassifier(backbone, num_classes=3, dropout=0.0)
-        classifier.compile(optimizer=create_finetuning_optimizer(1e-3, 10, config.num_layers),
+        classifier.compile(optimizer=create_finetuning_optimizer(1e-3, 10, LayerwiseDecay(0.8, config.model.num_layers)),
                            gradient_accumulation_steps=steps)
         logs = classifier.fit(inputs, labels, batch_size=11, epochs=2, verbose=0).history
         return [v.numpy() for v in classifier.trainable_variables], logs

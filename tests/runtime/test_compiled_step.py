@@ -24,13 +24,13 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from electra_tf.models.config import ElectraConfig
-from electra_tf.finetuning.callbacks import EpochEvaluator, FinetuningProgress
-from electra_tf.runtime.optimizer import create_finetuning_optimizer, create_optimizer
-from electra_tf.pretraining.callbacks import TrainingMonitor
-from electra_tf.pretraining.resumable_input import ResumableInput
-from electra_tf.pretraining.pretrainer import ElectraPretrainer
+from electra_tf.pretraining.config import PretrainingConfig
+from electra_tf.pretraining.pretrainer import ElectraPretrainer, pretraining_optimizer
 from electra_tf.pretraining.synthetic import masked_batch
+from electra_tf.runtime.optimizer import LayerwiseDecay, create_finetuning_optimizer
+from electra_tf.training.callbacks import ProgressPlan, TrainingMonitor
+from electra_tf.training.evaluation import PeriodicEvaluation, numbers
+from electra_tf.training.resumable_input import ResumableInput
 
 PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
 # One replica, as on a GPU, with XLA: float32 (the collective in the compiled program) and
@@ -40,6 +40,7 @@ CELLS = (list(itertools.product(("one_device", "mirrored"), PRECISIONS, (False, 
          + [("mirrored_one_replica", "float32", True), ("mirrored_one_replica", "mixed_float16", True)])
 IDS = [f"{strategy}-{precision}-{'xla' if xla else 'no_xla'}" for strategy, precision, xla in CELLS]
 BATCHES = 4
+UPDATES = 4  # at least, in every cell
 # float16 starts at Keras' loss scale 2**15, at which the first steps' gradients overflow and are
 # skipped (each halves the scale): enough batches that updates follow.
 FLOAT16_BATCHES = 16
@@ -50,7 +51,7 @@ def batches_for(precision):
 
 
 def small_config():
-    return ElectraConfig.load("electra_tiny", {
+    return PretrainingConfig.load("electra_tiny", {
         "vocab_size": 60, "num_layers": 1, "hidden_size": 32, "embedding_size": 32, "num_heads": 2,
         "intermediate_size": 64, "max_seq_length": 16, "max_position_embeddings": 16,
         "num_train_steps": 40, "num_warmup_steps": 2})
@@ -85,22 +86,28 @@ def check_compiled_as_asked(model, strategy, xla):
 @pytest.mark.parametrize("strategy_name,precision,xla", CELLS, ids=IDS)
 def test_pretraining_trains_in_every_cell(strategy_name, precision, xla, strategy_for):
     keras.config.set_dtype_policy(precision)
+    keras.utils.set_random_seed(0)  # the initial weights: each cell's losses are then the same every run
     strategy = strategy_for(strategy_name)
     config = small_config()
     with strategy.scope():
-        pretrainer = ElectraPretrainer.from_electra_config(config)
-        pretrainer.compile(optimizer=create_optimizer(config), jit_compile=xla, gradient_accumulation_steps=2)
+        pretrainer = ElectraPretrainer.from_pretraining_config(config)
+        pretrainer.compile(optimizer=pretraining_optimizer(config), jit_compile=xla, gradient_accumulation_steps=2)
     before = [w.numpy().copy() for w in pretrainer.discriminator.trainable_weights]
     resumable = ResumableInput(tf.data.Dataset.from_tensors(masked_batch(config, 8, seed=1)).repeat())
-    # The run's own monitor reads the loss scale and step from (mirrored) variables.
-    batches = batches_for(precision)
-    monitor = TrainingMonitor(tf.summary.create_noop_writer(), batches, 8, resumable, log_every=1, quiet=True)
+    # The run's own monitor reads the loss scale and step from (mirrored) variables; every
+    # update's loss is one window's.
+    batches, losses = batches_for(precision), []
+    monitor = TrainingMonitor(tf.summary.create_noop_writer(), ProgressPlan(batches, 8, 1, quiet=True),
+                              tokens_through=resumable.tokens_through,
+                              observers=[lambda step, metrics: losses.append(metrics["masked_lm_loss"])])
     pretrainer.fit(resumable.dataset(), steps_per_epoch=batches, verbose=0, callbacks=[monitor])
     steps = int(pretrainer.optimizer.iterations.numpy())
     skipped = int(monitor.skipped_steps.numpy())
-    assert steps + skipped == batches and steps >= 1
-    assert skipped == 0 or precision == "mixed_float16"  # only float16 loss scaling skips
-    assert np.isfinite(monitor.last_logs["loss"])
+    assert steps + skipped == batches and steps >= UPDATES
+    # Only float16 loss scaling skips, and it does at Keras' initial scale: the monitor counts them.
+    assert (skipped > 0) == (precision == "mixed_float16")
+    # The same batch again and again: the generator's loss on it falls.
+    assert len(losses) == steps and np.isfinite(losses).all() and losses[-1] < losses[0] - 0.01, losses
     after = [w.numpy() for w in pretrainer.discriminator.trainable_weights]
     assert any(not np.array_equal(a, b) for a, b in zip(after, before))
     check_compiled_as_asked(pretrainer, strategy, xla)
@@ -113,26 +120,38 @@ def test_finetuning_trains_in_every_cell(strategy_name, precision, xla, strategy
     from electra_tf.models.encoders import Discriminator
 
     keras.config.set_dtype_policy(precision)
+    keras.utils.set_random_seed(0)  # the initial weights: each cell's losses are then the same every run
     strategy = strategy_for(strategy_name)
     config = small_config()
     batch = masked_batch(config, 8, seed=2)
     inputs = {key: batch[key] for key in ("token_ids", "segment_ids", "padding_mask")}
-    labels = np.arange(8) % 2
+    # One class for the whole batch: what a few steps surely learn (the head's bias), so the
+    # loss falling is a check of the update, not of how fast a random encoder tells texts apart.
+    labels = np.ones(8, "int32")
     with strategy.scope():
-        backbone = Discriminator.from_electra_config(config, ElectraEmbeddings.from_electra_config(config))
+        backbone = Discriminator.from_model_config(config.model, ElectraEmbeddings.from_model_config(config.model))
         classifier = ElectraClassifier(backbone, num_classes=2)
-        classifier.compile(optimizer=create_finetuning_optimizer(1e-3, 10, config.num_layers), jit_compile=xla)
+        classifier.compile(optimizer=create_finetuning_optimizer(
+            2e-3, 2 * batches_for(precision), LayerwiseDecay(0.8, config.model.num_layers)), jit_compile=xla)
     before = classifier.head.kernel.numpy().copy()
+    batch = tf.data.Dataset.from_tensors((inputs, labels))
+    loss_before = classifier.evaluate(batch, verbose=0, return_dict=True)["loss"]
     batches = batches_for(precision)
     # The run's own callbacks read the step and learning rate from (mirrored) variables: under
     # MirroredStrategy `int(optimizer.iterations)` failed at the first batch of `finetune`.
-    progress = FinetuningProgress(tf.summary.create_noop_writer(), batches, 8, log_every=1, stream=io.StringIO())
-    evaluator = EpochEvaluator(tf.summary.create_noop_writer(), lambda model: ({"score": 0.0}, {}),
-                               stream=io.StringIO())
-    history = classifier.fit(tf.data.Dataset.from_tensors((inputs, labels)).repeat(batches), verbose=0,
-                             callbacks=[progress, evaluator]).history
+    monitor = TrainingMonitor(tf.summary.create_noop_writer(), ProgressPlan(2 * batches, 8, 1, quiet=True,
+                                                                            window_metrics=False))
+    evaluation = PeriodicEvaluation(lambda: ({"score": 0.0}, {}), tf.summary.create_noop_writer(), numbers,
+                                    keep_best=True, stream=io.StringIO())
+    history = classifier.fit(batch.repeat(batches), epochs=2, verbose=0, callbacks=[monitor, evaluation]).history
     assert np.isfinite(history["loss"]).all()
-    assert int(classifier.optimizer.iterations.numpy()) >= (1 if precision == "mixed_float16" else batches)
+    # Trained on the same batch: its loss (dropout off) is lower after.
+    loss_after = classifier.evaluate(batch, verbose=0, return_dict=True)["loss"]
+    assert loss_after < loss_before - 0.01, (loss_before, loss_after)
+    steps = int(classifier.optimizer.iterations.numpy())
+    assert steps + int(monitor.skipped_steps.numpy()) == 2 * batches and steps >= UPDATES
+    assert (int(monitor.skipped_steps.numpy()) > 0) == (precision == "mixed_float16")
+    assert [record["epoch"] for record in evaluation.history] == [1, 2]
     assert not np.array_equal(classifier.head.kernel.numpy(), before)
     check_compiled_as_asked(classifier, strategy, xla)
 
@@ -153,9 +172,9 @@ def test_question_answering_trains_under_mirrored_xla_float16(one_replica_as_on_
                "is_impossible": np.zeros([8], np.float32)}
     inputs["start_positions"] = targets["start_positions"]  # the official head conditions the end on it
     with one_replica_as_on_a_gpu.scope():
-        backbone = Discriminator.from_electra_config(config, ElectraEmbeddings.from_electra_config(config))
+        backbone = Discriminator.from_model_config(config.model, ElectraEmbeddings.from_model_config(config.model))
         model = ElectraQuestionAnswerer(backbone, answerable=False)
-        model.compile(optimizer=create_finetuning_optimizer(1e-3, 10, config.num_layers), jit_compile=True)
+        model.compile(optimizer=create_finetuning_optimizer(1e-3, 10, LayerwiseDecay(0.8, config.model.num_layers)), jit_compile=True)
     history = model.fit(tf.data.Dataset.from_tensors((inputs, targets)).repeat(FLOAT16_BATCHES), verbose=0).history
     assert np.isfinite(history["loss"]).all() and int(model.optimizer.iterations.numpy()) >= 1
     check_compiled_as_asked(model, one_replica_as_on_a_gpu, True)
@@ -173,8 +192,8 @@ def test_the_gpu_failure_reproduces_when_the_whole_step_is_compiled(one_replica_
     keras.config.set_dtype_policy(precision)
     config = small_config()
     with one_replica_as_on_a_gpu.scope():
-        pretrainer = ElectraPretrainer.from_electra_config(config)
-        pretrainer.compile(optimizer=create_optimizer(config), jit_compile=True)
+        pretrainer = ElectraPretrainer.from_pretraining_config(config)
+        pretrainer.compile(optimizer=pretraining_optimizer(config), jit_compile=True)
     assert pretrainer.jit_compile and not pretrainer.compiles_gradients_only  # the whole step, compiled
     batches = tf.data.Dataset.from_tensors(masked_batch(config, 8, seed=1)).repeat()
     with pytest.raises((tf.errors.InvalidArgumentError, RuntimeError), match=error):
@@ -195,8 +214,8 @@ def test_several_steps_a_call_train_as_one_a_call(xla):
     weights = []
     for steps_per_execution in (1, 3):
         keras.utils.set_random_seed(0)
-        pretrainer = ElectraPretrainer.from_electra_config(config)
-        pretrainer.compile(optimizer=create_optimizer(config), jit_compile=xla,
+        pretrainer = ElectraPretrainer.from_pretraining_config(config)
+        pretrainer.compile(optimizer=pretraining_optimizer(config), jit_compile=xla,
                            steps_per_execution=steps_per_execution)
         calls = []
 
@@ -231,9 +250,9 @@ def test_evaluate_under_xla_reads_every_batch_once():
     losses = []
     for xla in (False, True):
         keras.utils.set_random_seed(0)
-        backbone = Discriminator.from_electra_config(config, ElectraEmbeddings.from_electra_config(config))
+        backbone = Discriminator.from_model_config(config.model, ElectraEmbeddings.from_model_config(config.model))
         classifier = ElectraClassifier(backbone, num_classes=2)
-        classifier.compile(optimizer=create_finetuning_optimizer(1e-3, 10, config.num_layers), jit_compile=xla)
+        classifier.compile(optimizer=create_finetuning_optimizer(1e-3, 10, LayerwiseDecay(0.8, config.model.num_layers)), jit_compile=xla)
         losses.append([classifier.evaluate(data, verbose=0, return_dict=True)["loss"] for data in datasets])
         assert isinstance(classifier.test_function, XlaStepLoop) == xla
     assert len(classifier.test_function._traces) == 2  # [None, 16] and [2, 16] batches
@@ -244,8 +263,8 @@ def test_compile_builds_the_optimizer_so_the_step_is_traced_once():
     """A tf.function that creates variables is traced twice; without a strategy Keras would build
     the optimizer (its moments) inside the first trace of the step, so `compile` builds it."""
     config = small_config()
-    pretrainer = ElectraPretrainer.from_electra_config(config)
-    pretrainer.compile(optimizer=create_optimizer(config))
+    pretrainer = ElectraPretrainer.from_pretraining_config(config)
+    pretrainer.compile(optimizer=pretraining_optimizer(config))
     assert pretrainer.optimizer.built
     traces = []
     step = pretrainer.train_step

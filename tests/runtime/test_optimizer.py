@@ -3,8 +3,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from electra_tf.models.config import ElectraConfig
-from electra_tf.runtime.optimizer import ElectraAdamW, WarmupLinearDecay, create_optimizer, current_learning_rate
+from electra_tf.pretraining.config import PretrainingConfig
+from electra_tf.pretraining.pretrainer import pretraining_optimizer
+from electra_tf.runtime.optimizer import ElectraAdamW, WarmupLinearDecay, current_learning_rate
 from electra_tf.pretraining.pretrainer import ElectraPretrainer
 
 
@@ -16,10 +17,10 @@ def test_schedule_is_linear_decay_times_warmup():
 
 
 def test_the_logged_learning_rate_is_the_schedules_at_the_optimizers_step(two_replicas):
-    config = ElectraConfig.load("electra_tiny")
+    config = PretrainingConfig.load("electra_tiny")
     for strategy in (None, two_replicas):  # a MirroredVariable step counter under a strategy
         with strategy.scope() if strategy else tf.init_scope():
-            optimizer = create_optimizer(config)
+            optimizer = pretraining_optimizer(config)
             optimizer.build([keras.Variable(tf.zeros([2]))])
         optimizer.iterations.assign(37)
         expected = float(optimizer.learning_rate)
@@ -31,15 +32,15 @@ def test_schedule_serializes():
     restored = keras.optimizers.schedules.deserialize(keras.optimizers.schedules.serialize(schedule))
     assert isinstance(restored, WarmupLinearDecay)
     assert restored.get_config() == schedule.get_config()
-    optimizer = create_optimizer(ElectraConfig.load("electra_tiny"))
+    optimizer = pretraining_optimizer(PretrainingConfig.load("electra_tiny"))
     clone = keras.optimizers.deserialize(keras.optimizers.serialize(optimizer))
     assert isinstance(clone, ElectraAdamW) and clone.clip_global_norm == 1.0
 
 
 def test_weight_decay_goes_to_exactly_kernels_and_embedding_tables():
-    config = ElectraConfig.load("electra_tiny", {"vocab_size": 60, "num_layers": 1})
-    pretrainer = ElectraPretrainer.from_electra_config(config)
-    optimizer = create_optimizer(config)
+    config = PretrainingConfig.load("electra_tiny", {"vocab_size": 60, "num_layers": 1})
+    pretrainer = ElectraPretrainer.from_pretraining_config(config)
+    optimizer = pretraining_optimizer(config)
     variables = pretrainer.trainable_variables
     optimizer.build(variables)
     decayed = optimizer.decayed_paths()
@@ -301,24 +302,24 @@ def test_lamb_without_decay_matches_keras_lamb():
 def test_config_chooses_lamb_with_its_betas_and_decay_power():
     from electra_tf.runtime.optimizer import ElectraLamb
 
-    config = ElectraConfig.load("electra_tiny", {"optimizer": "lamb", "adam_beta_1": 0.878, "adam_beta_2": 0.974,
+    config = PretrainingConfig.load("electra_tiny", {"optimizer": "lamb", "adam_beta_1": 0.878, "adam_beta_2": 0.974,
                                                  "lr_decay_power": 0.5, "num_train_steps": 100,
                                                  "num_warmup_steps": 0})
-    optimizer = create_optimizer(config)
+    optimizer = pretraining_optimizer(config)
     assert isinstance(optimizer, ElectraLamb) and (optimizer.beta_1, optimizer.beta_2) == (0.878, 0.974)
     optimizer.build([keras.Variable(tf.zeros([2]))])
     optimizer.iterations.assign(75)  # a quarter of the way left: 0.25 ** 0.5 of the peak
-    assert current_learning_rate(optimizer) == pytest.approx(config.learning_rate * 0.25 ** 0.5, rel=1e-5)
+    assert current_learning_rate(optimizer) == pytest.approx(config.optimizer.learning_rate * 0.25 ** 0.5, rel=1e-5)
 
 
 def test_lamb_trains_the_pretrainer():
     from electra_tf.pretraining.synthetic import masked_batch
 
-    config = ElectraConfig.load("electra_tiny", {"vocab_size": 60, "num_layers": 1, "optimizer": "lamb",
+    config = PretrainingConfig.load("electra_tiny", {"vocab_size": 60, "num_layers": 1, "optimizer": "lamb",
                                                  "learning_rate": 1e-2, "num_train_steps": 20, "num_warmup_steps": 2})
     keras.utils.set_random_seed(0)
-    pretrainer = ElectraPretrainer.from_electra_config(config)
-    pretrainer.compile(optimizer=create_optimizer(config))
+    pretrainer = ElectraPretrainer.from_pretraining_config(config)
+    pretrainer.compile(optimizer=pretraining_optimizer(config))
     batch = masked_batch(config, 8, seq_length=32)
     losses = [pretrainer.train_on_batch(batch, return_dict=True)["masked_lm_loss"] for _ in range(12)]
     assert np.isfinite(losses).all() and losses[-1] < losses[0] - 0.5

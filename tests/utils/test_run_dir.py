@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from electra_tf.models.config import ElectraConfig
+from electra_tf.pretraining.config import PretrainingConfig
 from electra_tf.data.tokenization import ElectraTokenizer
 from electra_tf.finetuning.pretrained import load_pretrained
 from electra_tf.utils.run_dir import ExportMetadata, FinetuneDir, ModelDir, bundled_data_dir
@@ -30,12 +30,12 @@ def test_finetune_dir_and_data_cache(tmp_path):
 
 
 def test_export_metadata_written_and_read_through_one_layout(tmp_path, small_vocab):
-    config = ElectraConfig.load("electra_tiny", {"vocab_size": 400})
+    config = PretrainingConfig.load("electra_tiny", {"vocab_size": 400})
     version = tmp_path / "model" / "1"
     write_export_metadata(version, config, ElectraTokenizer(small_vocab), {"text_pair": False})
     metadata = ExportMetadata.of(version)
     assert metadata.path == version / "assets.extra"
-    assert ElectraConfig.load(str(metadata.config)) == config
+    assert PretrainingConfig.load(str(metadata.config)) == config
     assert metadata.vocab.read_text() == small_vocab.read_text()
     assert json.loads(metadata.task.read_text()) == {"text_pair": False}
 

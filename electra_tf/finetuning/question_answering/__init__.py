@@ -4,5 +4,5 @@
 - `model`: `ElectraQuestionAnswerer`, the official and the plain span heads
 - `answers`: the official post-processing, from each window's outputs to one answer per question
 - `metrics`: the official SQuAD scores (exact match, F1; for 2.0 the no-answer threshold)
-- `kind`: `QuestionAnsweringKind`, what the run asks of question answering
+- `task`: `QuestionAnsweringTask`, the trainer's task
 """

@@ -25,9 +25,9 @@ for the electra head, the gold `start_positions`, which conditions the end in tr
 
 Example:
 >>> import numpy as np
->>> from electra_tf.models.config import ElectraConfig
+>>> from electra_tf.models.config import ModelConfig
 >>> from electra_tf.models.encoders import build_discriminator
->>> config = ElectraConfig.load("electra_tiny").replace(vocab_size=16, num_layers=1)
+>>> config = ModelConfig(vocab_size=16, hidden_size=128, num_layers=1, num_heads=2, intermediate_size=512)
 >>> model = ElectraQuestionAnswerer(build_discriminator(config), beam_size=3)
 >>> inputs = {"token_ids": np.array([[2, 7, 3, 9, 10, 11, 3]]), "segment_ids": np.array([[0, 0, 0, 1, 1, 1, 1]]),
 ...           "padding_mask": np.ones((1, 7), "int32")}

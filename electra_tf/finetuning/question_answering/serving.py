@@ -39,7 +39,7 @@ def question_answerer_endpoints(model, tokenizer, max_seq_length: int, doc_strid
     import tensorflow as tf
 
     from electra_tf.data.token_offsets import repair_utf8, tokenize_with_offsets, whole_word_spans
-    from electra_tf.serving.signatures import TEXT_SIGNATURE
+    from electra_tf.models.signatures import TEXT_SIGNATURE
 
     if max_seq_length - max_query_length - 3 < 1:
         raise ValueError(f"max_seq_length {max_seq_length} leaves no room for a context after a "

@@ -1,6 +1,6 @@
 """Labelled text: a class or score per text or pair, or a tag per word.
 
-- `tasks`: CSV/TSV/JSONL, GLUE and tagging (CoNLL, JSONL) files -> examples and labels, with
+- `task_data`: CSV/TSV/JSONL, GLUE and tagging (CoNLL, JSONL) files -> examples and labels, with
   file/line errors
 - `inputs`: what the task models' `fit`/`evaluate`/`predict` accept, as one dataset of strings
 - `classifiers`: `ElectraClassifier` (classification, pairs, regression), `ElectraTokenClassifier`
@@ -8,5 +8,5 @@
 - `metrics`: accuracy, F1, Matthews correlation, Pearson, Spearman (the official GLUE metrics);
   per-word accuracy for tagging
 - `entities`: entity chunks from tags and entity-level scores (CoNLL-2003)
-- `kinds`: `ClassificationKind` and `TaggingKind`, what the run asks of each
+- `classification`, `tagging`: `ClassificationTask` and `TaggingTask`, the trainer's tasks
 """

@@ -34,7 +34,7 @@ from electra_tf.finetuning.text.losses import token_classification_loss
 from electra_tf.finetuning.text.serving import classifier_endpoints, tagger_endpoints
 from electra_tf.models.dropout import Dropout
 from electra_tf.models.encoders import Discriminator, deserialize_as
-from electra_tf.finetuning.text.tasks import from_unit_interval
+from electra_tf.finetuning.text.task_data import from_unit_interval
 from electra_tf.models.preprocessing import IGNORE_LABEL, ElectraTextPreprocessor, pack_words_with_starts
 
 HEAD_NAME = "task_specific"  # the official variable scope; optimization.py keys on it
@@ -151,11 +151,11 @@ class ElectraClassifier(_TaskModel):
     `best.keras` keeps all three.
 
     Example:
-    >>> from electra_tf.models.config import ElectraConfig
-    >>> from electra_tf.models.embeddings import ElectraEmbeddings
+    >>> from electra_tf.models.config import ModelConfig
+    >>> from electra_tf.models.encoders import build_discriminator
     >>> from electra_tf.models.preprocessing import ElectraTextPreprocessor
-    >>> config = ElectraConfig.load("electra_tiny").replace(vocab_size=8, num_layers=1)
-    >>> backbone = Discriminator.from_electra_config(config, ElectraEmbeddings.from_electra_config(config))
+    >>> config = ModelConfig(vocab_size=8, hidden_size=128, num_layers=1, num_heads=2, intermediate_size=512)
+    >>> backbone = build_discriminator(config)
     >>> vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "good", "bad", "movie"]
     >>> classifier = ElectraClassifier(backbone, num_classes=2,
     ...                                preprocessor=ElectraTextPreprocessor(vocabulary, 16))
@@ -259,11 +259,11 @@ class ElectraTokenClassifier(_TaskModel):
     look at the first word piece of each word.
 
     Example:
-    >>> from electra_tf.models.config import ElectraConfig
-    >>> from electra_tf.models.embeddings import ElectraEmbeddings
+    >>> from electra_tf.models.config import ModelConfig
+    >>> from electra_tf.models.encoders import build_discriminator
     >>> from electra_tf.models.preprocessing import ElectraWordPreprocessor
-    >>> config = ElectraConfig.load("electra_tiny").replace(vocab_size=9, num_layers=1)
-    >>> backbone = Discriminator.from_electra_config(config, ElectraEmbeddings.from_electra_config(config))
+    >>> config = ModelConfig(vocab_size=9, hidden_size=128, num_layers=1, num_heads=2, intermediate_size=512)
+    >>> backbone = build_discriminator(config)
     >>> vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "##s", "sat"]
     >>> tagger = ElectraTokenClassifier(backbone, num_classes=3,
     ...                                 preprocessor=ElectraWordPreprocessor(vocabulary, 8))

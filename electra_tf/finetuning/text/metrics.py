@@ -97,3 +97,9 @@ def compute(names, outputs, labels, num_classes: int) -> dict:
         values = {name: CLASSIFICATION_METRICS[name](predictions, labels, num_classes) for name in names}
     values["score"] = float(np.mean([values[name] for name in names]))
     return values
+
+
+def predicted_metrics(model, eval_inputs, eval_labels, names, num_classes: int) -> dict:
+    """`compute` on the model's predictions for `eval_inputs` (classification, regression and
+    tagging)."""
+    return compute(names, model.predict(eval_inputs, verbose=0), np.asarray(eval_labels), num_classes)

@@ -8,12 +8,12 @@ sentence's end or for words cut off by max_seq_length) plus `tag_names`; a tagge
 tags (B-/I-/E-/S-) also returns the entities, by conlleval's chunk rules: `entity_text`,
 `entity_type`, `entity_start`, `entity_end` (characters of the text; "" and -1 past a text's
 last entity). Its ids signature returns `tags` and `tag_probabilities` per word piece. The
-text and ids endpoints, and what bad input gives, are the ones of `serving/signatures.py`.
+text and ids endpoints, and what bad input gives, are the ones of `models/signatures.py`.
 """
 
 from __future__ import annotations
 
-from electra_tf.serving.signatures import (ID_INPUTS, IDS_SIGNATURE, TEXT_INPUT, TEXT_PAIR_INPUTS, TEXT_SIGNATURE,
+from electra_tf.models.signatures import (ID_INPUTS, IDS_SIGNATURE, TEXT_INPUT, TEXT_PAIR_INPUTS, TEXT_SIGNATURE,
                                           ids_endpoint, text_endpoint)
 
 
@@ -29,7 +29,7 @@ def classifier_endpoints(classifier, tokenizer, max_seq_length: int, label_names
     """
     import tensorflow as tf
 
-    from electra_tf.finetuning.text.tasks import from_unit_interval
+    from electra_tf.finetuning.text.task_data import from_unit_interval
 
     if (label_names is None) == (score_range is None):
         raise ValueError("give exactly one of label_names (classification) or score_range (regression).")

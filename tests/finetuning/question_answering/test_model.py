@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from electra_tf.models.config import ElectraConfig
+from electra_tf.pretraining.config import PretrainingConfig
 from electra_tf.finetuning.question_answering.model import ElectraQuestionAnswerer
 from electra_tf.models.encoders import build_discriminator
 
@@ -30,10 +30,10 @@ def toy_windows(count, seed=0):
 
 
 def small_model(head):
-    config = ElectraConfig.load("electra_tiny").replace(
+    config = PretrainingConfig.load("electra_tiny").replace(
         vocab_size=20, num_layers=2, hidden_size=32, num_heads=2, intermediate_size=64, embedding_size=32,
         max_position_embeddings=LENGTH, max_seq_length=LENGTH)
-    return ElectraQuestionAnswerer(build_discriminator(config), head=head, beam_size=4)
+    return ElectraQuestionAnswerer(build_discriminator(config.model), head=head, beam_size=4)
 
 
 @pytest.mark.parametrize("head", ["electra", "plain"])

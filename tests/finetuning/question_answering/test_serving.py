@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from electra_tf.models.config import ElectraConfig
+from electra_tf.models.backbone import BackboneConfig
+from electra_tf.pretraining.config import PretrainingConfig
 from electra_tf.data.tokenization import ElectraTokenizer
 from electra_tf.finetuning.question_answering.answers import WindowBeam, best_answers
 from electra_tf.finetuning.question_answering.model import ElectraQuestionAnswerer
@@ -43,11 +44,12 @@ def _export(head, answerable, tmp_path_factory):
     tokenizer = sentencepiece_tokenizer() if kind == "sentencepiece" else ElectraTokenizer(
         ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS])
     keras.utils.set_random_seed(0)
-    config = ElectraConfig.load("electra_tiny").replace(vocab_size=tokenizer.vocabulary_size, num_layers=1,
+    config = PretrainingConfig.load("electra_tiny").replace(vocab_size=tokenizer.vocabulary_size, num_layers=1,
                                                         max_seq_length=SEQ)
-    model = ElectraQuestionAnswerer(build_discriminator(config), head=head, answerable=answerable, beam_size=BEAM,
+    model = ElectraQuestionAnswerer(build_discriminator(config.model), head=head, answerable=answerable, beam_size=BEAM,
                                     max_query_length=QUERY, doc_stride=STRIDE, max_answer_length=LONGEST)
-    path = export_task_model(model, tokenizer, config, tmp_path_factory.mktemp("qa_export"), "qa")
+    path = export_task_model(model, tokenizer, BackboneConfig(config.model, SEQ), tmp_path_factory.mktemp("qa_export"),
+                             "qa")
     return model, tokenizer, tf.saved_model.load(str(path)).signatures["serving_default"]
 
 

@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from electra_tf.models.config import ElectraConfig
+from electra_tf.models.config import ModelConfig
 from electra_tf.finetuning.text.classifiers import ElectraClassifier, ElectraTokenClassifier
 from electra_tf.models.encoders import build_discriminator
 from electra_tf.models.preprocessing import ElectraTextPreprocessor, ElectraWordPreprocessor
-from electra_tf.runtime.optimizer import create_finetuning_optimizer, layerwise_lr_multiplier
+from electra_tf.runtime.optimizer import LayerwiseDecay, create_finetuning_optimizer, layerwise_lr_multiplier
 
 WORDS = ["red", "blue", "green", "cat", "dog", "fish", "runs", "sits", "jumps", "the", "a", "big"]
 VOCABULARY = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + WORDS
@@ -19,8 +19,8 @@ COLOURS = {"red", "blue", "green"}
 
 def small_config(**overrides):
     values = dict(vocab_size=len(VOCABULARY), num_layers=2, hidden_size=32, num_heads=2,
-                  intermediate_size=64, embedding_size=32, max_position_embeddings=16, max_seq_length=16)
-    return ElectraConfig.load("electra_tiny").replace(**{**values, **overrides})
+                  intermediate_size=64, embedding_size=32, max_position_embeddings=16)
+    return ModelConfig(**{**values, **overrides})
 
 
 def sentences(count, seed=0):
@@ -41,7 +41,7 @@ def test_classifier_learns_a_keyword_task():
                                    preprocessor=ElectraTextPreprocessor(VOCABULARY, 16))
     texts, labels = keyword_task(512)
     steps = 16 * 8
-    classifier.compile(optimizer=create_finetuning_optimizer(3e-3, steps, config.num_layers))
+    classifier.compile(optimizer=create_finetuning_optimizer(3e-3, steps, LayerwiseDecay(0.8, config.num_layers)))
     train = tf.data.Dataset.from_tensor_slices((texts, labels)).shuffle(512, seed=0).batch(32)
     classifier.fit(train, epochs=8, verbose=0)
     test_texts, test_labels = keyword_task(200, seed=1)
@@ -58,7 +58,7 @@ def test_token_classifier_learns_word_tags_on_first_pieces():
     tag = {w: (0 if w in COLOURS else 1 if w in ("cat", "dog", "fish") else 2) for w in WORDS}
     tags = [[tag[w] for w in sentence] for sentence in words]
     data = tf.data.Dataset.from_tensor_slices((tf.ragged.constant(words), tf.ragged.constant(tags)))
-    tagger.compile(optimizer=create_finetuning_optimizer(3e-3, 12 * 6, config.num_layers))
+    tagger.compile(optimizer=create_finetuning_optimizer(3e-3, 12 * 6, LayerwiseDecay(0.8, config.num_layers)))
     history = tagger.fit(data.batch(32), epochs=6, verbose=0)
     assert history.history["accuracy"][-1] > 0.9
 
@@ -81,7 +81,7 @@ def test_keras_file_round_trip(tmp_path, model_class, preprocessor_class):
     config = small_config(num_layers=1)
     model = model_class(build_discriminator(config), num_classes=3,
                         preprocessor=preprocessor_class(VOCABULARY, 16))
-    model.compile(optimizer=create_finetuning_optimizer(1e-3, 10, config.num_layers))
+    model.compile(optimizer=create_finetuning_optimizer(1e-3, 10, LayerwiseDecay(0.8, config.num_layers)))
     inputs = ElectraTextPreprocessor(VOCABULARY, 16)(["red cat sits", "the big dog"])
     labels = np.zeros((2,) if model_class is ElectraClassifier else (2, 16), "int32")
     model.fit(inputs, labels, epochs=1, verbose=0)
@@ -106,7 +106,7 @@ def test_layerwise_multipliers_cover_every_trainable_variable(tmp_path):
     assert any("discriminator_predictions" in v.path for v in classifier.variables)
     classifier.save(tmp_path / "c.keras")
     for model in (classifier, keras.saving.load_model(tmp_path / "c.keras")):
-        optimizer = create_finetuning_optimizer(1e-3, 10, config.num_layers, layerwise_lr_decay=0.8)
+        optimizer = create_finetuning_optimizer(1e-3, 10, LayerwiseDecay(0.8, config.num_layers))
         optimizer.build(model.trainable_variables)
         by_path = dict(zip((v.path for v in model.trainable_variables), optimizer.lr_multipliers))
         assert by_path["embeddings/word_embeddings/embeddings"] == pytest.approx(0.8 ** 4)
@@ -125,7 +125,7 @@ def test_fine_tuning_under_two_replicas(two_replicas):
     with two_replicas.scope():
         classifier = ElectraClassifier(build_discriminator(config), num_classes=2,
                                        preprocessor=ElectraTextPreprocessor(VOCABULARY, 16))
-        classifier.compile(optimizer=create_finetuning_optimizer(1e-3, 4, config.num_layers))
+        classifier.compile(optimizer=create_finetuning_optimizer(1e-3, 4, LayerwiseDecay(0.8, config.num_layers)))
     texts, labels = keyword_task(64)
     history = classifier.fit(tf.data.Dataset.from_tensor_slices((texts, labels)).batch(16), epochs=1, verbose=0)
     assert np.isfinite(history.history["loss"][0]) and int(classifier.optimizer.iterations.numpy()) == 4

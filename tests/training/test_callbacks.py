@@ -1,5 +1,5 @@
-"""The pre-training callbacks only observe (the InputTracker advances the input), stop on a
-non-finite loss, and save on schedule and on a signal."""
+"""The trainer's callbacks only observe (the InputTracker advances the input), stop on a
+non-finite loss and on a signal, and save on schedule and after a signal."""
 
 import io
 import signal
@@ -9,14 +9,12 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from electra_tf.models.config import ElectraConfig
-from electra_tf.pretraining.callbacks import CheckpointSaver, ReplacementSamples, TrainingMonitor, render_replacements
-from electra_tf.pretraining.resumable_input import InputTracker, ResumableInput
-from electra_tf.pretraining.pretrainer import ElectraPretrainer
-from electra_tf.pretraining.synthetic import masked_batch
+from electra_tf.training.callbacks import (MAX_CONSECUTIVE_SKIPS, CheckpointSaver, ProgressPlan, StopOnSignal,
+                                           TrainingMonitor, passed_a_multiple)
+from electra_tf.training.resumable_input import InputTracker, ResumableInput
 
 
-class FakePretrainer:
+class FakeModel:
     def __init__(self):
         self.optimizer = keras.optimizers.SGD(learning_rate=0.5)
         self.metrics = []
@@ -41,15 +39,20 @@ def run_steps(callbacks, model, steps, losses=None):
             break
 
 
+def monitor_of(resumable, total, log_every, stream, **plan):
+    return TrainingMonitor(tf.summary.create_noop_writer(), ProgressPlan(total, 2, log_every, **plan),
+                           tokens_through=resumable.tokens_through if resumable else None, stream=stream)
+
+
 def test_monitor_logs_rates_whatever_the_callback_order():
     lines = {}
     for order in ("tracker_first", "monitor_first"):
         resumable = ResumableInput(padded_batches())
         reader = iter(resumable.dataset())
         stream = io.StringIO()
-        monitor = TrainingMonitor(tf.summary.create_noop_writer(), 4, 2, resumable, log_every=2, stream=stream)
+        monitor = monitor_of(resumable, 4, 2, stream)
         tracker = InputTracker(resumable)
-        model = FakePretrainer()
+        model = FakeModel()
         callbacks = [tracker, monitor] if order == "tracker_first" else [monitor, tracker]
         for callback in callbacks:
             callback.set_model(model)
@@ -70,20 +73,28 @@ def test_monitor_logs_rates_whatever_the_callback_order():
         assert tokens_per_second > 0
 
 
+def test_monitor_without_a_token_count_and_with_its_observers():
+    """A finite dataset (fine-tuning): examples/s and ETA, no tokens/s; the observers see every window."""
+    stream, seen = io.StringIO(), []
+    monitor = TrainingMonitor(tf.summary.create_noop_writer(), ProgressPlan(5, 4, 2, console_metrics=("loss",)),
+                              observers=[lambda step, metrics: seen.append((step, metrics["loss"]))], stream=stream)
+    run_steps([monitor], FakeModel(), 5, losses={2: 0.5, 4: 0.25, 5: 0.125})
+    printed = stream.getvalue().splitlines()
+    assert [line.split(" (")[0] for line in printed] == ["step 2/5", "step 4/5", "step 5/5"]
+    assert all("examples/s" in line and "tokens/s" not in line and "loss" in line for line in printed)
+    assert seen == [(2, 0.5), (4, 0.25), (5, 0.125)]
+
+
 def test_monitor_stops_on_a_non_finite_loss_naming_the_step():
-    resumable = ResumableInput(padded_batches())
-    monitor = TrainingMonitor(tf.summary.create_noop_writer(), 10, 2, resumable, log_every=5, stream=io.StringIO())
-    model = FakePretrainer()
+    monitor = monitor_of(ResumableInput(padded_batches()), 10, 5, io.StringIO())
+    model = FakeModel()
     run_steps([monitor], model, 10, losses={3: float("nan")})
     assert monitor.diverged_at == 3 and model.stop_training
 
 
 def test_monitor_counts_float16_skips_and_stops_when_every_batch_overflows():
-    from electra_tf.pretraining.callbacks import MAX_CONSECUTIVE_SKIPS
-
-    resumable = ResumableInput(padded_batches())
-    monitor = TrainingMonitor(tf.summary.create_noop_writer(), 100, 2, resumable, log_every=50, stream=io.StringIO())
-    model = FakePretrainer()
+    monitor = monitor_of(ResumableInput(padded_batches()), 100, 50, io.StringIO())
+    model = FakeModel()
     monitor.set_model(model)
     monitor.on_train_begin()
 
@@ -111,72 +122,43 @@ def test_saver_saves_on_schedule_and_after_a_signal_then_restores_handlers():
     saved = []
     fake_checkpoint = types.SimpleNamespace(
         step=0, save=lambda steps_done=None: saved.append(steps_done) or f"ckpt-{fake_checkpoint.step}")
-    saver = CheckpointSaver(fake_checkpoint, every=2, signals=(signal.SIGUSR1,))
+    stop = StopOnSignal(signals=(signal.SIGUSR1,))
+    noted = []
+    saver = CheckpointSaver(fake_checkpoint, every=2, stop=stop, on_save=noted.append)
     previous = signal.getsignal(signal.SIGUSR1)
-    model = FakePretrainer()
-    saver.set_model(model)
-    saver.on_train_begin()
+    model = FakeModel()
+    for callback in (stop, saver):
+        callback.set_model(model)
+        callback.on_train_begin()
     for batch in range(5):
         fake_checkpoint.step = batch + 1
         if batch == 2:
             signal.raise_signal(signal.SIGUSR1)  # arrives during step 3
-        saver.on_train_batch_end(batch, {"loss": 1.0})
+        for callback in (stop, saver):
+            callback.on_train_batch_end(batch, {"loss": 1.0})
         if model.stop_training:
             break
-    saver.on_train_end()
+    for callback in (stop, saver):
+        callback.on_train_end()
     # Step 2 on schedule, step 3 because of the signal, each with its input count.
     assert saved == [2, 3]
-    assert saver.received == signal.SIGUSR1 and model.stop_training
-    assert saver.saved_paths == ["ckpt-2", "ckpt-3"]
+    assert stop.received == signal.SIGUSR1 and model.stop_training
+    assert saver.saved_paths == noted == ["ckpt-2", "ckpt-3"]
     assert signal.getsignal(signal.SIGUSR1) == previous
-
-
-class TokenNames:
-    def id_to_token(self, token_id):
-        return f"t{token_id}"
-
-
-def test_replacement_panels_start_after_the_first_step_traced_once(tmp_path):
-    config = ElectraConfig.load("electra_tiny", {"vocab_size": 100, "num_layers": 1, "max_seq_length": 16})
-    pretrainer = ElectraPretrainer.from_electra_config(config)
-    model = FakePretrainer()
-    model.compute_pretraining_outputs = pretrainer.compute_pretraining_outputs
-    panels = ReplacementSamples(tf.summary.create_file_writer(str(tmp_path)), masked_batch(config, 2, seed=3),
-                                TokenNames(), every=2)
-    panels.set_model(model)
-    panels.on_train_begin()
-    assert panels.pause.count == 0  # nothing before the first step: a rerun's first step waits for no panel
-    model.optimizer.iterations.assign_add(1)
-    panels.on_train_batch_end(0)
-    assert panels.pause.count == 1 and panels._outputs_of.experimental_get_tracing_count() == 1  # at step 1
-    for batch in range(1, 6):
-        model.optimizer.iterations.assign_add(1)
-        panels.on_train_batch_end(batch)
-    assert panels.pause.count == 4  # steps 1, 2, 4, 6
-    panels.on_train_begin()  # the next fit of the run (after float16 skips): no extra panel
-    model.optimizer.iterations.assign_add(1)
-    panels.on_train_batch_end(0)
-    assert panels.pause.count == 4 and panels._outputs_of.experimental_get_tracing_count() == 1
-    eager = render_replacements(pretrainer.compute_pretraining_outputs, panels.probe, TokenNames())
-    assert "~~" in eager and render_replacements(panels._outputs_of, panels.probe, TokenNames()) == eager
 
 
 def test_callbacks_follow_calls_of_several_steps():
     """With --steps_per_loop the callbacks see one batch end per call of several steps: the monitor
     logs, and the saver saves, at the first call's end on or after each multiple of their period,
     and a call with an overflowing batch counts it as skipped."""
-    from electra_tf.pretraining.callbacks import passed_a_multiple
-
     assert passed_a_multiple(4, 7, 5) and not passed_a_multiple(5, 9, 5) and passed_a_multiple(9, 10, 5)
-    resumable = ResumableInput(padded_batches())
     stream = io.StringIO()
-    monitor = TrainingMonitor(tf.summary.create_noop_writer(), 12, 2, resumable, log_every=5, stream=stream)
+    monitor = monitor_of(ResumableInput(padded_batches()), 12, 5, stream)
     saved = []
     fake_checkpoint = types.SimpleNamespace(
-        step=0, save=lambda steps_done=None, wait=True: saved.append((fake_checkpoint.step, steps_done)) or "ckpt",
-        wait=lambda: None)
-    saver = CheckpointSaver(fake_checkpoint, every=5, signals=())
-    model = FakePretrainer()
+        step=0, save=lambda steps_done=None: saved.append((fake_checkpoint.step, steps_done)) or "ckpt")
+    saver = CheckpointSaver(fake_checkpoint, every=5, stop=StopOnSignal(signals=()))
+    model = FakeModel()
     for callback in (monitor, saver):
         callback.set_model(model)
         callback.on_train_begin()

@@ -25,6 +25,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from electra_tf.finetuning.config import Columns
 from electra_tf.utils.errors import ElectraError
 
 
@@ -64,13 +65,6 @@ def glue_task(name: str) -> GlueTask:
         raise TaskDataError(f"--task {name!r} is not a GLUE task; choose one of "
                             f"{', '.join(t.name for t in GLUE_TASKS.values())}.")
     return GLUE_TASKS[key]
-
-
-@dataclass(frozen=True)
-class Columns:
-    text: str
-    text_pair: str | None
-    label: str
 
 
 @dataclass

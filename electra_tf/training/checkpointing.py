@@ -24,14 +24,14 @@ from pathlib import Path
 
 import tensorflow as tf
 
-from electra_tf.pretraining.resumable_input import ResumableInput
+from electra_tf.training.resumable_input import ResumableInput
 from electra_tf.runtime.optimizer import optimizer_step
 from electra_tf.utils.errors import RunError
 from electra_tf.utils.files import atomic_write_text
 
 
 class RunCheckpoint:
-    """Checkpoint + CheckpointManager over the pretrainer, its optimizer and the input.
+    """Checkpoint + CheckpointManager over a model, its optimizer and the input.
 
     In a multi-worker run the chief writes the run's checkpoints (model, optimizer and its own
     input position) to `directory`; every other worker writes only its input position, to
@@ -41,16 +41,16 @@ class RunCheckpoint:
     The checkpoint folder must be one all workers see (shared storage across machines).
     """
 
-    def __init__(self, directory, pretrainer, resumable_input: ResumableInput, keep: int = 3,
+    def __init__(self, directory, model, resumable_input: ResumableInput, keep: int = 3,
                  worker_index: int = 0, num_workers: int = 1):
-        self.pretrainer = pretrainer
+        self.model = model
         self.input = resumable_input
         self.worker_index, self.num_workers = worker_index, num_workers
         # Batches float16 loss scaling skipped (no update), over the whole run (callbacks.py).
         self.skipped_steps = tf.Variable(0, dtype=tf.int64, trainable=False, name="skipped_steps")
         # The model's variables are listed explicitly: tf.train.Checkpoint(model=...) misses a
         # Keras 3 model's layer lists and its seed-generator states (sampling and dropout).
-        model_state = {"model_variables": list(pretrainer.variables), "optimizer": pretrainer.optimizer}
+        model_state = {"model_variables": list(model.variables), "optimizer": model.optimizer}
         input_state = {"in_flight": resumable_input.in_flight}
         if resumable_input.checkpointable:
             input_state["data_iterator"] = resumable_input.iterator
@@ -70,7 +70,7 @@ class RunCheckpoint:
 
     @property
     def step(self) -> int:
-        return optimizer_step(self.pretrainer)
+        return optimizer_step(self.model)
 
     def restore_latest(self, input_position: bool = True) -> int | None:
         """Restores the newest intact checkpoint, if any; returns its step. Damaged ones (a
@@ -90,7 +90,7 @@ class RunCheckpoint:
         for path in reversed(complete):
             problem = checkpoint_damage(path)
             if problem is None:
-                check_architecture(path, self.pretrainer.variables)
+                check_architecture(path, self.model.variables)
                 own = path if self.worker_index == 0 else self._own_input_path(path)
                 if input_position:
                     check_input_batch(own, self.input, self.num_workers)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from electra_tf import finetune
-from electra_tf.finetuning.question_answering.kind import METRICS_V1, METRICS_V2
+from electra_tf.finetuning.question_answering.task import METRICS_V1, METRICS_V2
 
 # (question, answer) per test document; the answer is found in the document's text.
 QUESTIONS = [
@@ -122,13 +122,15 @@ def test_answerability_labels_are_the_questions_not_the_windows(small_vocab, cor
     import numpy as np
 
     from electra_tf.data.tokenization import ElectraTokenizer
-    from electra_tf.finetuning.question_answering.kind import QuestionAnsweringKind
-    from electra_tf.finetuning.run import FinetuningOptions
+    from electra_tf.finetuning.config import FinetuningRunConfig, PretrainedSource, QuestionAnsweringConfig, TaskFiles
+    from electra_tf.finetuning.question_answering.task import QuestionAnsweringTask
 
     data = squad_file(tmp_path / "train-v2.0.json", corpus.DOCUMENTS, version="v2.0", impossible=True)
-    kind = QuestionAnsweringKind(FinetuningOptions("x", str(data), str(data), tmp_path / "out", doc_stride=8,
-                                                   max_query_length=16))
-    _, labels = next(iter(kind.datasets(ElectraTokenizer(small_vocab), 40, 1000, 0).take(1)))
+    task = QuestionAnsweringTask(PretrainedSource("x"), TaskFiles(str(data), str(data)),
+                                 run=FinetuningRunConfig(batch_size=1000),
+                                 kind_config=QuestionAnsweringConfig(doc_stride=8, max_query_length=16))
+    train, _ = task.prepare(task.read_files(), ElectraTokenizer(small_vocab), 40, seed=0)
+    _, labels = next(iter(train.take(1)))
     starts, impossible = labels["start_positions"].numpy(), labels["is_impossible"].numpy()
     assert ((starts == 0) & (impossible == 0)).sum() > 0  # answerable questions' windows without the answer
     assert impossible.sum() > 0 and np.all(starts[impossible == 1] == 0)

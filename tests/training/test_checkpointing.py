@@ -5,14 +5,14 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from electra_tf.pretraining.checkpointing import RunCheckpoint
-from electra_tf.pretraining.resumable_input import ResumableInput
-from tests.pretraining.test_resumable_input import indices, numbered_batches
+from electra_tf.training.checkpointing import RunCheckpoint
+from electra_tf.training.resumable_input import ResumableInput
+from tests.training.test_resumable_input import indices, numbered_batches
 
 
 def test_checkpoint_after_a_step_is_the_same_whichever_callback_runs_first(tmp_path):
     """The saver settles the input itself, so it may run before the InputTracker."""
-    from electra_tf.pretraining.resumable_input import InputTracker
+    from electra_tf.training.resumable_input import InputTracker
 
     def model():  # what RunCheckpoint needs of a pretrainer: variables and an optimizer
         return types.SimpleNamespace(variables=[tf.Variable(1.0)], optimizer=keras.optimizers.SGD())
@@ -48,8 +48,8 @@ def test_sigkill_while_writing_a_checkpoint_leaves_the_previous_one_latest_and_i
     code = f"""
 import os, signal, types, keras, tensorflow as tf
 from tensorflow.python.checkpoint import checkpoint_management
-from electra_tf.pretraining.checkpointing import RunCheckpoint
-from electra_tf.pretraining.resumable_input import ResumableInput
+from electra_tf.training.checkpointing import RunCheckpoint
+from electra_tf.training.resumable_input import ResumableInput
 model = types.SimpleNamespace(variables=[tf.Variable(1.0)], optimizer=keras.optimizers.SGD())
 data = ResumableInput(tf.data.Dataset.range(1000).map(lambda i: {{"index": tf.fill([2], tf.cast(i, tf.int32))}}).prefetch(4))
 checkpoint = RunCheckpoint({str(tmp_path)!r}, model, data)

@@ -5,7 +5,7 @@ consumed. (Checkpoints of the whole run: test_checkpointing.py.)"""
 import numpy as np
 import tensorflow as tf
 
-from electra_tf.pretraining.resumable_input import ResumableInput
+from electra_tf.training.resumable_input import ResumableInput
 
 
 def numbered_batches():

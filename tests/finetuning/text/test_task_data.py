@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from electra_tf.finetuning.text.tasks import (
+from electra_tf.finetuning.text.task_data import (
     GLUE_TASKS,
     Columns,
     TaskDataError,
