@@ -47,24 +47,24 @@ def main(argv=None) -> int:
             runners.remove("beam")
     print(common.host())
 
-    from electra_tf.data.builder import build_shards
+    from electra_tf.data.builder import BuildRunner, ShardSpec, build_shards
     from electra_tf.data.corpus import embedded_sample_path
-    from electra_tf.data.vocabulary import DEFAULT_VOCAB_SIZE, build_vocabulary
+    from electra_tf.data.vocabulary import build_vocabulary
 
     inputs = args.input or [str(embedded_sample_path())]
     with tempfile.TemporaryDirectory() as scratch:
         vocab = args.vocab
         if vocab is None:
             vocab = str(Path(scratch) / "vocab.txt")
-            build_vocabulary(inputs, DEFAULT_VOCAB_SIZE, Path(vocab))
+            build_vocabulary(inputs, Path(vocab))
         rates = {}
-        every = {"local": {"num_workers": args.workers},
-                 "beam": {"runner": "beam", "pipeline_args": ["--direct_num_workers", str(args.workers),
-                                                              "--direct_running_mode", "multi_processing"]}}
-        for name, options in ((runner, every[runner]) for runner in runners):
+        every = {"local": BuildRunner(num_workers=args.workers),
+                 "beam": BuildRunner("beam", pipeline_args=("--direct_num_workers", str(args.workers),
+                                                            "--direct_running_mode", "multi_processing"))}
+        for name, runner in ((runner, every[runner]) for runner in runners):
             started = time.monotonic()
-            metadata = build_shards(Path(scratch) / name, inputs, vocab=vocab, max_seq_length=args.max_seq_length,
-                                    num_shards=8, **options)
+            metadata = build_shards(Path(scratch) / name, inputs, ShardSpec(args.max_seq_length, 8), vocab=vocab,
+                                    runner=runner)
             seconds = time.monotonic() - started
             rates[name] = metadata["examples"] / seconds
             print(f"{name:6s} {args.workers} worker(s): {metadata['examples']:,} examples in {seconds:.1f} s = "

@@ -1,6 +1,9 @@
 """What the benchmarks share: the host they run on, its matrix-multiply peak, the synthetic
 pre-training batch, the step's FLOPs, and transformers' PyTorch ELECTRA wired as the official
-pre-training wires it (`TorchElectra`, the peer of the speed and parity benchmarks).
+pre-training wires it (`TorchElectra`, the peer of the speed and parity benchmarks), which runs
+in a process of its own (`TorchPeer`, or transformers_step.py): torch and TensorFlow loaded in
+one process can crash it (with torch 2.14's CUDA wheels, building a transformers model after
+`import tensorflow` is a segmentation fault, in triton's libraries).
 
 The scripts beside this module are run as `python benchmarks/<name>.py` with electra_tf installed
 (`pip install -e .`); Python puts this folder on the path, so they import it as `common`.
@@ -8,8 +11,10 @@ The scripts beside this module are run as `python benchmarks/<name>.py` with ele
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import time
+import traceback
 
 import numpy as np
 
@@ -137,9 +142,10 @@ def auc(scores: np.ndarray, labels: np.ndarray) -> float:
 class TorchElectra:
     """The reference: transformers' classes wired as the official pre-training wires them."""
 
-    def __init__(self, config, values_by_ours=None, device="cpu"):
-        """`values_by_ours`: our initial weights by variable path, copied in (parity); None keeps
-        transformers' own initialisation (speed: benchmarks/transformers_step.py)."""
+    def __init__(self, config, state_dicts=None, device="cpu"):
+        """`state_dicts`: {"discriminator": ..., "generator": ...} of numpy arrays by
+        transformers' names (`reference_state_dicts`: our initial weights), copied in (parity);
+        None keeps transformers' own initialisation (speed: benchmarks/transformers_step.py)."""
         import torch
         import transformers
 
@@ -159,8 +165,8 @@ class TorchElectra:
             hidden_size=config.generator_model.hidden_size, num_hidden_layers=config.generator_model.num_layers,
             num_attention_heads=config.generator_model.num_heads,
             intermediate_size=config.generator_model.intermediate_size, **common))
-        if values_by_ours is not None:
-            self._load(config, values_by_ours)
+        if state_dicts is not None:
+            self._load(state_dicts)
         # One embedding module for both networks; the generator's output layer is its table.
         self.generator.electra.embeddings = self.discriminator.electra.embeddings
         self.generator.generator_lm_head.weight = self.discriminator.electra.embeddings.word_embeddings.weight
@@ -170,15 +176,9 @@ class TorchElectra:
         self.named = {id(p): name for model in (self.generator, self.discriminator)
                       for name, p in model.named_parameters()}
 
-    def _load(self, config, values_by_ours):
-        from electra_tf.interop.huggingface import tensors_for
-        from electra_tf.interop.names import DISCRIMINATOR, GENERATOR, embedding_names, weight_table
-
-        names = weight_table(config)
-        for model, which in ((self.discriminator, DISCRIMINATOR), (self.generator, GENERATOR)):
-            extra = embedding_names(GENERATOR) if which == GENERATOR else []
-            tensors = tensors_for(names + extra, which, values_by_ours)
-            state = {key: self.torch.from_numpy(np.array(value)) for key, value in tensors.items()}
+    def _load(self, state_dicts):
+        for name, model in (("discriminator", self.discriminator), ("generator", self.generator)):
+            state = {key: self.torch.from_numpy(np.array(value)) for key, value in state_dicts[name].items()}
             missing, unexpected = model.load_state_dict(state, strict=False)
             assert not unexpected and set(missing) <= {"generator_lm_head.weight"}, (missing, unexpected)
 
@@ -271,3 +271,97 @@ class TorchElectra:
         self.generator.train(), self.discriminator.train()
         return {"masked_lm_accuracy": correct / slots, "disc_auc": auc(np.concatenate(scores), np.concatenate(labels)),
                 "disc_loss": float(np.mean(losses))}
+
+
+def reference_state_dicts(config, values_by_ours: dict) -> dict:
+    """Our weights (by variable path) as the two transformers models' state dicts, through the
+    interop name table."""
+    from electra_tf.interop.huggingface import tensors_for
+    from electra_tf.interop.names import DISCRIMINATOR, GENERATOR, embedding_names, weight_table
+
+    names = weight_table(config.model, config.generator_model)
+    return {"discriminator": tensors_for(names, DISCRIMINATOR, values_by_ours),
+            "generator": tensors_for(names + embedding_names(GENERATOR), GENERATOR, values_by_ours)}
+
+
+class TorchPeer:
+    """A `TorchElectra` in a spawned process that never imports TensorFlow, trained and asked
+    through a pipe: `first_step`, `train`, `evaluate`, `save` (`_PeerSide`'s methods)."""
+
+    def __init__(self, config, state_dicts: dict, seed: int):
+        context = multiprocessing.get_context("spawn")
+        self.connection, theirs = context.Pipe()
+        self.process = context.Process(target=_serve, args=(theirs, config, state_dicts, seed), daemon=True)
+        self.process.start()
+        self._reply()
+
+    def __getattr__(self, method):
+        def call(*args):
+            self.connection.send((method, args))
+            return self._reply()
+        return call
+
+    def _reply(self):
+        if not self.connection.poll(3600):
+            raise SystemExit("the PyTorch peer did not answer within an hour")
+        kind, value = self.connection.recv()
+        if kind == "error":
+            raise SystemExit(f"the PyTorch peer failed:\n{value}")
+        return value
+
+    def close(self) -> None:
+        self.connection.send(("stop", ()))
+        self.process.join(timeout=30)
+
+
+class _PeerSide:
+    """What a `TorchPeer` does in its own process."""
+
+    def __init__(self, config, state_dicts, seed):
+        import torch
+
+        torch.manual_seed(seed)
+        self.config = config
+        self.reference = TorchElectra(config, state_dicts)
+        self.optimizer, self.schedule = self.reference.optimizer(config)
+        self.rng = torch.Generator().manual_seed(seed + 7)
+        self.eval_rng = torch.Generator().manual_seed(seed + 11)
+
+    def first_step(self, batch, sampled_ids):
+        """(MLM loss, RTD loss, gradient norm) of one step, dropout off, with our samples."""
+        reference, torch = self.reference, self.reference.torch
+        reference.generator.eval(), reference.discriminator.eval()
+        mlm, disc, total, _, _, _ = reference.losses(batch, sampled_ids=sampled_ids)
+        for p in reference.parameters:
+            p.grad = None
+        total.backward()
+        norm = float(torch.sqrt(sum((p.grad.double() ** 2).sum() for p in reference.parameters if p.grad is not None)))
+        reference.generator.train(), reference.discriminator.train()
+        for p in reference.parameters:
+            p.grad = None
+        return {"mlm loss": float(mlm.detach()), "rtd loss": float(disc.detach()), "gradient norm": norm}
+
+    def train(self, batches):
+        for batch in batches:
+            self.reference.train_step(batch, self.optimizer, self.schedule, self.config.optimizer.clip_global_norm,
+                                      rng=self.rng)
+
+    def evaluate(self, batches):
+        return self.reference.evaluate(batches, self.eval_rng)
+
+    def save(self, folders: dict):
+        for name, folder in folders.items():
+            getattr(self.reference, name).save_pretrained(folder)
+
+
+def _serve(connection, config, state_dicts, seed) -> None:
+    try:
+        side = _PeerSide(config, state_dicts, seed)
+        connection.send(("ok", None))
+        while True:
+            method, args = connection.recv()
+            if method == "stop":
+                return
+            connection.send(("ok", getattr(side, method)(*args)))
+    except Exception:
+        connection.send(("error", traceback.format_exc()))

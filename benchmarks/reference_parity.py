@@ -10,7 +10,9 @@ hyper-parameters. Needs the optional extra: pip install -e ".[reference]" (torch
    held-out batches.
 2. The PyTorch side is `ElectraForMaskedLM` (generator) + `ElectraForPreTraining`
    (discriminator) sharing one embedding module, the output layer tied to it, as the official
-   code. Its initial weights are ours, copied through the interop name table.
+   code. Its initial weights are ours, copied through the interop name table. It runs in a
+   process of its own that never imports TensorFlow (`common.TorchPeer`): the batches and
+   weights travel to it as numpy arrays.
 3. First step, dropout off, the discriminator fed OUR replacement samples: the MLM loss, RTD
    loss and gradient norm must agree within 1e-4.
 4. Learning curves with dropout on, each sampling its own replacements (Gumbel-max on their own
@@ -34,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
-from common import KEYS, TorchElectra
+from common import KEYS, TorchPeer, reference_state_dicts
 
 
 def dump_batches(config, tokenizer, data_dir, count, seed):
@@ -54,18 +56,7 @@ def first_step_parity(pretrainer, reference, batch, seed):
     ours = {"mlm loss": float(outputs["masked_lm_loss"]), "rtd loss": float(outputs["disc_loss"]),
             "gradient norm": float(tf.linalg.global_norm([tf.convert_to_tensor(g) for g in gradients
                                                           if g is not None]))}
-    reference.generator.eval(), reference.discriminator.eval()
-    mlm, disc, total, _, _, _ = reference.losses(batch, sampled_ids=outputs["sampled_ids"].numpy())
-    for p in reference.parameters:
-        p.grad = None
-    total.backward()
-    norm = float(reference.torch.sqrt(sum((p.grad.double() ** 2).sum() for p in reference.parameters
-                                          if p.grad is not None)))
-    theirs = {"mlm loss": float(mlm.detach()), "rtd loss": float(disc.detach()), "gradient norm": norm}
-    reference.generator.train(), reference.discriminator.train()
-    for p in reference.parameters:
-        p.grad = None
-    return ours, theirs
+    return ours, reference.first_step(batch, outputs["sampled_ids"].numpy())
 
 
 def main(argv=None) -> int:
@@ -80,9 +71,9 @@ def main(argv=None) -> int:
                         "DIR/electra_tf and DIR/transformers (each through a HuggingFace folder and "
                         "`electra_tf.convert`), to fine-tune them the same way")
     args = parser.parse_args(argv)
-    try:
-        import torch
-    except ImportError:
+    import importlib.util
+
+    if not (importlib.util.find_spec("torch") and importlib.util.find_spec("transformers")):
         print("error: needs torch and transformers: pip install -e \".[reference]\"", file=sys.stderr)
         return 2
 
@@ -90,7 +81,7 @@ def main(argv=None) -> int:
     import tensorflow as tf
 
     from electra_tf.pretraining.config import PretrainingConfig
-    from electra_tf.data.builder import build_shards
+    from electra_tf.data.builder import BuildRunner, ShardSpec, build_shards
     from electra_tf.data.tokenization import ElectraTokenizer
     from electra_tf.pretraining.pretrainer import pretraining_optimizer
     from electra_tf.pretraining.pretrainer import ElectraPretrainer
@@ -99,13 +90,13 @@ def main(argv=None) -> int:
     config = PretrainingConfig.load(args.config).with_overrides(args.set)
     unsupported = {"objective": "electra", "disallow_correct": False, "untied_generator_embeddings": False}
     for key, supported in unsupported.items():
-        if getattr(config, key) != supported:
-            raise SystemExit(f"error: --set {key}={getattr(config, key)}: the reference side here implements only "
+        if config.flat()[key] != supported:
+            raise SystemExit(f"error: --set {key}={config.flat()[key]}: the reference side here implements only "
                              f"{key}={supported}; the comparison would not be like for like.")
     config = config.replace(num_train_steps=args.steps, num_warmup_steps=min(config.optimizer.num_warmup_steps, args.steps // 10))
     data_dir = bundled_data_dir(config.run.max_seq_length)
     if not (data_dir / "metadata.json").is_file():
-        build_shards(data_dir, max_seq_length=config.run.max_seq_length, num_workers=2, overwrite=True)
+        build_shards(data_dir, spec=ShardSpec(config.run.max_seq_length), runner=BuildRunner(num_workers=2), overwrite=True)
     tokenizer = ElectraTokenizer(data_dir / "vocab.txt")
     config = config.replace(vocab_size=tokenizer.vocabulary_size)
     print(f"config {args.config} {' '.join(args.set)}: {args.steps} steps of {config.run.train_batch_size} x "
@@ -118,8 +109,8 @@ def main(argv=None) -> int:
     pretrainer.compile(optimizer=pretraining_optimizer(config))
     pretrainer.compute_pretraining_outputs({k: tf.constant(v) for k, v in train[0].items()},
                                            tf.constant([0, 0], tf.int64))
-    torch.manual_seed(config.run.seed)
-    reference = TorchElectra(config, {v.path: v.numpy() for v in pretrainer.variables})
+    reference = TorchPeer(config, reference_state_dicts(config, {v.path: v.numpy() for v in pretrainer.variables}),
+                          config.run.seed)
 
     ours, theirs = first_step_parity(pretrainer, reference, train[0], [config.run.seed, 1])
     print("\nFirst step, dropout off, the same replacement samples:")
@@ -129,23 +120,20 @@ def main(argv=None) -> int:
     worst = max(abs(ours[k] - theirs[k]) for k in ours)
     print(f"largest difference {worst:.2e} ({'within' if worst <= 1e-4 else 'OUTSIDE'} 1e-4)", flush=True)
     if args.skip_training:
+        reference.close()
         return 0 if worst <= 1e-4 else 1
 
     eval_at = sorted({int(s) for s in args.eval_at.split(",") if int(s) <= args.steps})
     held_out_tf = tf.data.Dataset.from_tensor_slices({k: np.stack([b[k] for b in held_out]) for k in KEYS})
     train_tf = tf.data.Dataset.from_tensor_slices({k: np.stack([b[k] for b in train]) for k in KEYS})
-    optimizer, schedule = reference.optimizer(config)
-    rng = torch.Generator().manual_seed(config.run.seed + 7)
-    eval_rng = torch.Generator().manual_seed(config.run.seed + 11)
     rows, done, started = [], 0, time.monotonic()
     for target in eval_at:
         if target > done:
             pretrainer.fit(train_tf.skip(done).take(target - done), epochs=1, verbose=0)
-            for batch in train[done:target]:
-                reference.train_step(batch, optimizer, schedule, config.optimizer.clip_global_norm, rng=rng)
+            reference.train(train[done:target])
             done = target
         ours_eval = pretrainer.evaluate(held_out_tf, return_dict=True, verbose=0)
-        theirs_eval = reference.evaluate(held_out, eval_rng)
+        theirs_eval = reference.evaluate(held_out)
         rows.append((target, ours_eval, theirs_eval))
         print(f"step {target}: ours MLM acc {ours_eval['masked_lm_accuracy']:.3f} AUC {ours_eval['disc_auc']:.3f} "
               f"loss {ours_eval['disc_loss']:.4f} | transformers MLM acc {theirs_eval['masked_lm_accuracy']:.3f} "
@@ -159,6 +147,7 @@ def main(argv=None) -> int:
     if args.save:
         for folder in save_model_dirs(Path(args.save), config, pretrainer, reference, tokenizer):
             print(f"wrote {folder}")
+    reference.close()
     return 0
 
 
@@ -174,9 +163,10 @@ def save_model_dirs(output: Path, config, pretrainer, reference, tokenizer) -> l
     for folder in folders.values():
         shutil.rmtree(folder, ignore_errors=True)
     write_huggingface_folders(pretrainer, config, tokenizer, folders["electra_tf"])
-    for model, network in ((DISCRIMINATOR, reference.discriminator), (GENERATOR, reference.generator)):
-        network.save_pretrained(folders["transformers"] / model)
-        write_tokenizer_files(folders["transformers"] / model, tokenizer, config)
+    reference.save({"discriminator": str(folders["transformers"] / DISCRIMINATOR),
+                    "generator": str(folders["transformers"] / GENERATOR)})
+    for model in (DISCRIMINATOR, GENERATOR):
+        write_tokenizer_files(folders["transformers"] / model, tokenizer, config.model.max_position_embeddings)
     return [import_huggingface(folder / DISCRIMINATOR, output / name, generator=folder / GENERATOR,
                                max_seq_length=config.run.max_seq_length, overwrite=True).path
             for name, folder in folders.items()]

@@ -109,15 +109,16 @@ def main(argv=None) -> int:
     if args.pipeline_args and args.runner != "beam":
         from electra_tf.utils.errors import RunError
         raise RunError(f"{' '.join(args.pipeline_args)}: options after -- are Beam's; they need --runner beam.")
-    from electra_tf.data.builder import build_shards  # heavy (TensorFlow): after the arguments
+    from electra_tf.data.builder import BuildRunner, ShardSpec, build_shards  # heavy (TensorFlow): after the arguments
+    from electra_tf.data.vocabulary import VocabularySpec
 
     started = time.monotonic()
-    metadata = build_shards(args.output_dir, args.input, vocab=args.vocab, vocab_size=args.vocab_size,
-                            max_seq_length=args.max_seq_length, num_shards=args.num_shards,
-                            num_workers=args.num_workers, seed=args.seed, overwrite=args.overwrite,
-                            cased=args.cased, runner=args.runner, pipeline_args=args.pipeline_args,
-                            vocab_sample_sentences=args.vocab_sample_sentences, held_out=args.held_out,
-                            text_field=args.text_field, vocab_model=args.vocab_model)
+    spec = ShardSpec(args.max_seq_length, args.num_shards, args.seed, args.held_out, args.text_field)
+    vocabulary = VocabularySpec.of(args.vocab_model, args.cased, size=args.vocab_size,
+                                   sample_sentences=args.vocab_sample_sentences)
+    metadata = build_shards(args.output_dir, args.input, spec, vocab=args.vocab, vocabulary=vocabulary,
+                            runner=BuildRunner(args.runner, args.num_workers, tuple(args.pipeline_args)),
+                            overwrite=args.overwrite)
     print_summary(metadata, args.output_dir, time.monotonic() - started)
     return 0
 

@@ -30,7 +30,7 @@ from pathlib import Path
 from electra_tf.data.corpus import embedded_sample_path
 from electra_tf.data.tokenization import tokenizer_settings_path, vocabulary_files
 from electra_tf.data.vocabulary import (DEFAULT_VOCAB_SAMPLE_SENTENCES, DEFAULT_VOCAB_SIZE, VOCAB_MODELS,
-                                        build_vocabulary, vocabulary_kind)
+                                        VocabularySpec, build_vocabulary)
 from electra_tf.utils.errors import ElectraError, command
 from electra_tf.utils.logs import start_tensorflow
 
@@ -83,10 +83,9 @@ def main(argv=None) -> int:
         raise ElectraError(f"--vocab_size must be at least {MIN_VOCAB_SIZE}.")
     if args.vocab_sample_sentences < 1:
         raise ElectraError("--vocab_sample_sentences must be at least 1.")
-    settings, sentencepiece_type = vocabulary_kind(args.vocab_model, args.cased)
-    build_vocabulary(args.input or [str(embedded_sample_path())], args.vocab_size, output, args.max_documents,
-                     settings=settings, sample_sentences=args.vocab_sample_sentences, seed=args.seed,
-                     text_field=args.text_field, sentencepiece_type=sentencepiece_type or "unigram")
+    spec = VocabularySpec.of(args.vocab_model, args.cased, size=args.vocab_size, max_documents=args.max_documents,
+                             sample_sentences=args.vocab_sample_sentences, seed=args.seed, text_field=args.text_field)
+    build_vocabulary(args.input or [str(embedded_sample_path())], output, spec)
     return 0
 
 

@@ -76,8 +76,8 @@ def main(argv=None) -> int:
     else:
         if args.generator:
             raise ConversionError("--generator is for --from huggingface; a TF1 checkpoint holds both networks.")
-        from electra_tf.models.config import ElectraConfig
-        base = ElectraConfig.load(args.config) if args.config else None
+        from electra_tf.pretraining.config import PretrainingConfig
+        base = PretrainingConfig.load(args.config) if args.config else None
         model_dir = import_google(args.input, args.output, base, args.max_seq_length, args.overwrite,
                                   tokenizer_overrides(args))
     provenance = read_provenance(model_dir.path)

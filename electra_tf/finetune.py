@@ -38,7 +38,7 @@ OUTPUT_DIR receives
   best.keras     the best epoch's model: an ElectraClassifier (classes, pairs, regression, GLUE),
                  an ElectraTokenClassifier (--tagging, conll2003) or an ElectraQuestionAnswerer
                  (squad); preprocessor, label names and settings included
-  config.json    the model's ElectraConfig (read with best.keras)
+  config.json    the backbone's config (model sizes, max_seq_length), read with best.keras
   vocab.txt      its vocabulary (read with best.keras)
   logs/train/    TensorBoard: train/loss, train/learning_rate, speed, eval/<metric> per epoch
   processes.json the process that trained it (steps, time)

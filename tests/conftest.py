@@ -104,12 +104,12 @@ ONLY_MARKUP = """{{Infobox|a=b}}
 def build_test_shards(folder: Path, vocab: Path, max_seq_length: int, num_shards: int, repeat: int,
                       held_out: float = 0.0) -> Path:
     """Shards of the test corpus (and its held-out split, with `held_out`), built in one worker process."""
-    from electra_tf.data.builder import build_shards
+    from electra_tf.data.builder import BuildRunner, ShardSpec, build_shards
 
     text = write_sentence_file(folder / "corpus.txt", repeat=repeat)
     output = folder / "data"
-    build_shards(output, [str(text)], vocab=vocab, max_seq_length=max_seq_length, num_shards=num_shards,
-                 num_workers=1, held_out=held_out)
+    build_shards(output, [str(text)], ShardSpec(max_seq_length, num_shards, held_out=held_out), vocab=vocab,
+                 runner=BuildRunner(num_workers=1))
     return output
 
 
@@ -177,12 +177,12 @@ def sentencepiece_vocab(tmp_path_factory):
     """A SentencePiece (unigram, uncased) vocabulary folder learned from the test corpus in three
     languages: vocab.txt, spm.model and tokenizer_config.json."""
     from electra_tf.data.tokenization import TokenizerSettings
-    from electra_tf.data.vocabulary import build_vocabulary
+    from electra_tf.data.vocabulary import VocabularySpec, build_vocabulary
 
     folder = tmp_path_factory.mktemp("sentencepiece")
     text = folder / "corpus.txt"
     write_sentence_file(text, DOCUMENTS + DOCUMENTS_ZH + DOCUMENTS_KO, repeat=20)
-    build_vocabulary([str(text)], 300, folder / "vocab.txt", settings=TokenizerSettings.sentencepiece())
+    build_vocabulary([str(text)], folder / "vocab.txt", VocabularySpec(size=300, settings=TokenizerSettings.sentencepiece()))
     text.unlink()
     return folder / "vocab.txt"
 

@@ -34,41 +34,43 @@ INSTALL_HINT = ('--runner beam needs Apache Beam: pip install -e ".[beam]" (or p
 
 
 def beam_shard_writer(pipeline_args: list[str]):
-    """The shard-producing step of `builder._build`, run as a Beam pipeline with `pipeline_args`."""
+    """The shard-producing step of `builder.build_shards` (`produce(job)`), run as a Beam pipeline
+    with `pipeline_args`."""
     if beam is None:
         from electra_tf.data.shards import DataError
         raise DataError(INSTALL_HINT)
 
-    def produce(files, vocab_path, work_dir, skips, skipped_files, max_seq_length, num_shards, seed, held_out=0.0,
-                text_field="text"):
-        return run_pipeline([str(f) for f in files], str(vocab_path), Path(work_dir), skips, skipped_files,
-                            max_seq_length, num_shards, seed, pipeline_args, held_out, text_field)
+    def produce(job):
+        return run_pipeline(job, pipeline_args)
 
     return produce
 
 
-def run_pipeline(files, vocab_path, work_dir: Path, skips, skipped_files, max_seq_length, num_shards, seed,
-                 pipeline_args, held_out=0.0, text_field="text"):
-    from apache_beam.options.pipeline_options import PipelineOptions
-
-    from electra_tf.data.shards import HELD_OUT_FILE, shard_name
-
+def run_pipeline(job, pipeline_args: list[str]):
+    """(stats, examples per shard) of a `builder.ShardJob` packed by a Beam pipeline."""
+    spec, files, work_dir = job.spec, [str(f) for f in job.files], Path(job.work_dir)
     beam_dir = work_dir / "beam"
     beam_dir.mkdir()
-    options = PipelineOptions(pipeline_args)
     print(f"build_data: Beam pipeline over {len(files)} file(s), options: {' '.join(pipeline_args) or '(DirectRunner)'}",
           flush=True)
-    with beam.Pipeline(options=options) as pipeline:
+    _pipeline(files, str(job.vocab_path), spec, beam_dir, pipeline_args)
+    return _results(job, beam_dir)
+
+
+def _pipeline(files: list[str], vocab_path: str, spec, beam_dir: Path, pipeline_args: list[str]) -> None:
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    with beam.Pipeline(options=PipelineOptions(pipeline_args)) as pipeline:
         read = (pipeline
                 | "Files" >> beam.Create(files)
-                | "Documents" >> beam.ParDo(ReadDocuments(text_field)).with_outputs(COUNTS, main="documents"))
+                | "Documents" >> beam.ParDo(ReadDocuments(spec.text_field)).with_outputs(COUNTS, main="documents"))
         packed = (read.documents
                   | "Spread" >> beam.Reshuffle()
-                  | "Pack" >> beam.ParDo(PackDocuments(vocab_path, max_seq_length, seed, held_out)).with_outputs(
-                      COUNTS, HELD_OUT, main="examples"))
+                  | "Pack" >> beam.ParDo(PackDocuments(vocab_path, spec.max_seq_length, spec.seed,
+                                                       spec.held_out)).with_outputs(COUNTS, HELD_OUT, main="examples"))
         _ = packed.examples | "Write" >> beam.io.WriteToTFRecord(
-            str(beam_dir / "shard"), num_shards=num_shards, shard_name_template="-SSSSS-of-NNNNN")
-        if held_out > 0:
+            str(beam_dir / "shard"), num_shards=spec.num_shards, shard_name_template="-SSSSS-of-NNNNN")
+        if spec.held_out > 0:
             _ = packed[HELD_OUT] | "WriteHeldOut" >> beam.io.WriteToTFRecord(
                 str(beam_dir / "held_out"), num_shards=1, shard_name_template="")
         _ = ((read[COUNTS], packed[COUNTS])
@@ -78,8 +80,14 @@ def run_pipeline(files, vocab_path, work_dir: Path, skips, skipped_files, max_se
              | "WriteCounts" >> beam.io.WriteToText(str(beam_dir / "counts"), shard_name_template="",
                                                     file_name_suffix=".jsonl"))
 
+
+def _results(job, beam_dir: Path):
+    """The pipeline's counts into the job (skips, skipped files), and its shards into the work folder."""
+    from electra_tf.data.shards import HELD_OUT_FILE, shard_name
+
+    skips, skipped_files, work_dir, num_shards = job.skips, job.skipped_files, Path(job.work_dir), job.spec.num_shards
     stats = {"documents": 0, "sentences": 0, "examples": 0, "tokens": 0}
-    if held_out > 0 and (beam_dir / "held_out").exists():
+    if job.spec.held_out > 0 and (beam_dir / "held_out").exists():
         (beam_dir / "held_out").replace(work_dir / HELD_OUT_FILE)
     for line in (beam_dir / "counts.jsonl").read_text(encoding="utf-8").splitlines():
         key, count = json.loads(line)

@@ -12,6 +12,7 @@ the inputs, its size and the seed. Below the sample size every sentence is used.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import sys
 import time
@@ -30,6 +31,34 @@ MIN_PIECE_COUNT = 10
 DEFAULT_VOCAB_SAMPLE_SENTENCES = 5_000_000
 # build_vocab / build_data --vocab_model: the kind of vocabulary, and for SentencePiece its algorithm.
 VOCAB_MODELS = {"wordpiece": None, "sentencepiece": "unigram", "sentencepiece-bpe": "bpe"}
+
+
+@dataclasses.dataclass(frozen=True)
+class VocabularySpec:
+    """A vocabulary to learn: its size and kind (`settings`, a `TokenizerSettings`: uncased
+    WordPiece when None; for SentencePiece, `sentencepiece_type` unigram or bpe), and the text
+    it is learned from: at most `max_documents` documents, a uniform sample of at most
+    `sample_sentences` sentences (seeded by `seed`), records' text in `text_field`."""
+
+    size: int = DEFAULT_VOCAB_SIZE
+    settings: object = None
+    sentencepiece_type: str = "unigram"
+    sample_sentences: int | None = DEFAULT_VOCAB_SAMPLE_SENTENCES
+    max_documents: int | None = None
+    seed: int = 0
+    text_field: str = "text"
+
+    @classmethod
+    def of(cls, vocab_model: str = "wordpiece", cased: bool = False, **values) -> "VocabularySpec":
+        """The spec of a --vocab_model and --cased (the commands' flags)."""
+        settings, sentencepiece_type = vocabulary_kind(vocab_model, cased)
+        return cls(settings=settings, sentencepiece_type=sentencepiece_type or "unigram", **values)
+
+    @property
+    def tokenizer_settings(self):
+        from electra_tf.data.tokenization import TokenizerSettings
+
+        return self.settings or TokenizerSettings()
 
 
 def vocabulary_kind(vocab_model: str, cased: bool):
@@ -81,27 +110,25 @@ def collect_sentences(inputs: list[str], skips: Skips, max_documents: int | None
     return sentences
 
 
-def build_vocabulary(inputs: list[str], vocab_size: int, output: Path,
-                     max_documents: int | None = None, settings=None, final_path: Path | None = None,
-                     sample_sentences: int | None = DEFAULT_VOCAB_SAMPLE_SENTENCES, seed: int = 0,
-                     sample: dict | None = None, text_field: str = "text",
-                     sentencepiece_type: str = "unigram") -> list[str]:
-    """Learns a vocabulary from `inputs` and writes it to `output` (atomically), with the
-    `TokenizerSettings` (default: uncased WordPiece) in a tokenizer_config.json beside it, and
-    for a SentencePiece kind (`sentencepiece_type` unigram or bpe) its spm.model. `final_path`:
-    where the file will end up when `output` is a temporary folder's (the message names it)."""
+def build_vocabulary(inputs: list[str], output: Path, spec: VocabularySpec = VocabularySpec(),
+                     final_path: Path | None = None, sample: dict | None = None) -> list[str]:
+    """Learns a vocabulary as `spec` says from `inputs` and writes it to `output` (atomically),
+    with its `TokenizerSettings` in a tokenizer_config.json beside it, and for a SentencePiece
+    kind its spm.model. `final_path`: where the file will end up when `output` is a temporary
+    folder's (the message names it); `sample` receives the sentences' count, of how many, and
+    the seed."""
     import tensorflow as tf
 
-    from electra_tf.data.tokenization import SENTENCEPIECE, TokenizerSettings, learn_vocabulary, write_vocabulary
+    from electra_tf.data.tokenization import SENTENCEPIECE, learn_vocabulary, write_vocabulary
 
-    settings = settings or TokenizerSettings()
+    settings, vocab_size, seed = spec.tokenizer_settings, spec.size, spec.seed
     skips = Skips()
     sample = {} if sample is None else sample
-    sentences = collect_sentences(inputs, skips, max_documents, sample_sentences=sample_sentences, seed=seed,
-                                  sample=sample, text_field=text_field)
+    sentences = collect_sentences(inputs, skips, spec.max_documents, sample_sentences=spec.sample_sentences, seed=seed,
+                                  sample=sample, text_field=spec.text_field)
     which = (f"a uniform sample of {len(sentences):,} of {sample['of']:,} sentences (seed {seed})"
              if sample["of"] > len(sentences) else f"{len(sentences):,} sentences")
-    kind = (f"{settings.describe()} ({sentencepiece_type})" if settings.kind == SENTENCEPIECE
+    kind = (f"{settings.describe()} ({spec.sentencepiece_type})" if settings.kind == SENTENCEPIECE
             else f"{settings.describe()} WordPiece")
     print(f"Learning a {vocab_size}-entry {kind} vocabulary from {which} "
           f"(skipped or repaired input: {skips.describe()}) ...", file=sys.stderr)
@@ -112,7 +139,7 @@ def build_vocabulary(inputs: list[str], vocab_size: int, output: Path,
             from electra_tf.data.sentence_pieces import learn_sentencepiece
             from electra_tf.data.tokenization import model_pieces
 
-            model = learn_sentencepiece(sentences, vocab_size, settings.lowercase, sentencepiece_type)
+            model = learn_sentencepiece(sentences, vocab_size, settings.lowercase, spec.sentencepiece_type)
             vocabulary = model_pieces(model)
         else:
             vocabulary = learn_vocabulary(tf.data.Dataset.from_tensor_slices(sentences).batch(1000), vocab_size,

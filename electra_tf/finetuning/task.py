@@ -22,11 +22,15 @@ import math
 import os
 import shutil
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from electra_tf.finetuning.config import FinetuningOptimizerConfig, FinetuningRunConfig, PretrainedSource, TaskFiles
 from electra_tf.training.task import RunContext, ServedModel, Task, TrainingPlan
 from electra_tf.utils.errors import RunError
 from electra_tf.utils.run_dir import LOCK_FILE, FinetuneDir, task_export_name
+
+if TYPE_CHECKING:
+    from electra_tf.models.backbone import Backbone, BackboneConfig
 
 # Defaults by model size (by the discriminator's hidden size): the official fine-tuning learning
 # rates (the paper's 3e-4 for Small; 1e-4 Base; 5e-5 and layer decay 0.9 for Large) and, for the
@@ -73,10 +77,10 @@ class Settings:
 
 @dataclasses.dataclass
 class FinetuningInputs:
-    backbone: object  # models.backbone.Backbone: the pre-trained discriminator (or fresh weights)
-    config: object  # models.backbone.BackboneConfig at the run's sequence length
-    data: object  # the kind's files and features (its `read_files`, then `prepare`)
-    train: object  # tf.data.Dataset of (inputs, labels) batches, shuffled each epoch
+    backbone: Backbone  # the pre-trained discriminator (or fresh weights)
+    config: BackboneConfig  # at the run's sequence length
+    data: Any  # the kind's files and features (its `read_files`, then `prepare`)
+    train: Any  # a tf.data.Dataset of (inputs, labels) batches, shuffled each epoch
     settings: Settings
     name: str  # the task's name: metrics.json's, and the export's
     output: FinetuneDir

@@ -11,6 +11,7 @@ temporary folder and renamed, so a failed conversion leaves nothing behind.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -53,8 +54,8 @@ def import_huggingface(discriminator: str | Path, output: str | Path, generator:
                   "generator": str(gen.path) if gen is not None else None,
                   "rtd_head": disc.has_rtd_head, "generator_weights": gen is not None,
                   **({"question_answering_head": True} if has_qa_head(disc) else {})}
-    model_dir = _write_model_dir(config, vocabulary, settings, names, read, "huggingface", output, provenance,
-                                 overwrite)
+    model_dir = _write_model_dir(config, (vocabulary, settings), _Weights(names, read, "huggingface", provenance),
+                                 output, overwrite)
     if has_qa_head(disc):  # ElectraForQuestionAnswering: the whole model, head included, beside it
         write_question_answerer(model_dir, disc)
     return model_dir
@@ -80,7 +81,8 @@ def import_google(checkpoint: str | Path, output: str | Path, config: Pretrainin
     def read(name: WeightName):
         return source.tensor(name.google), f"{source.prefix}: variable {name.google!r}"
 
-    return _write_model_dir(resolved, vocabulary, settings, names, read, "google", output, provenance, overwrite)
+    return _write_model_dir(resolved, (vocabulary, settings), _Weights(names, read, "google", provenance), output,
+                            overwrite)
 
 
 def export_huggingface(model_dir: str | Path, output: str | Path, checkpoint: str | None = None) -> list[Path]:
@@ -156,8 +158,19 @@ def _check_shared_embeddings(disc: HuggingFaceFolder, gen: HuggingFaceFolder) ->
                 "discriminator share their embeddings; these two folders were not trained together.")
 
 
-def _write_model_dir(config, vocabulary, settings, names, read, source_format, output, provenance,
-                     overwrite) -> ModelDir:
+@dataclasses.dataclass(frozen=True)
+class _Weights:
+    """A source's weights: the tensors to read (`names`, each `read(name)` -> (value, where)),
+    the layout they are in (`format`: huggingface or google) and the provenance to record."""
+
+    names: list
+    read: object
+    format: str
+    provenance: dict
+
+
+def _write_model_dir(config, vocabulary, weights: _Weights, output, overwrite) -> ModelDir:
+    """A model_dir of `weights`, `vocabulary` (tokens, TokenizerSettings), written whole."""
     import keras
     import tensorflow as tf
 
@@ -171,11 +184,11 @@ def _write_model_dir(config, vocabulary, settings, names, read, source_format, o
     keras.config.set_dtype_policy("float32")
     pretrainer = ElectraPretrainer.from_pretraining_config(config)
     variables = {variable.path: variable for variable in pretrainer.variables}
-    for name in names:
+    for name in weights.names:
         variable = variables[name.ours]
-        value, where = read(name)
+        value, where = weights.read(name)
         try:
-            converted = name.to_ours(value, tuple(variable.shape), source_format)
+            converted = name.to_ours(value, tuple(variable.shape), weights.format)
         except ValueError:
             raise ConversionError(f"{where} has shape {tuple(np.shape(value))}, but the config makes {name.ours} "
                                   f"{tuple(variable.shape)}; the weights do not match the config.") from None
@@ -185,12 +198,12 @@ def _write_model_dir(config, vocabulary, settings, names, read, source_format, o
     try:
         temporary.path.mkdir(parents=True)
         config.save(temporary.config)
-        write_vocabulary(temporary.vocab, vocabulary, settings)
+        write_vocabulary(temporary.vocab, *vocabulary)
         manager = tf.train.CheckpointManager(tf.train.Checkpoint(model_variables=list(pretrainer.variables)),
                                              str(temporary.checkpoints), max_to_keep=1)
         manager.save(checkpoint_number=0)
-        _write_backbone(pretrainer, config, temporary, provenance)
-        atomic_write_text(temporary.provenance, json.dumps(provenance, indent=2) + "\n")
+        _write_backbone(pretrainer, config, temporary, weights.provenance)
+        atomic_write_text(temporary.provenance, json.dumps(weights.provenance, indent=2) + "\n")
         if output.exists():
             shutil.rmtree(output)
         output.parent.mkdir(parents=True, exist_ok=True)

@@ -61,14 +61,14 @@ def prepare_data(source: DataSource, max_seq_length: int, model_dir: ModelDir, r
                            "--num_shards N, N at least the number of workers) and pass that folder to --data.")
         vocab = source.vocab or str(model_dir.vocab)
         if not Path(vocab).is_file():
-            from electra_tf.data.vocabulary import DEFAULT_VOCAB_SIZE, build_vocabulary
-            build_vocabulary(list(location), DEFAULT_VOCAB_SIZE, Path(vocab), text_field=source.text_field)
+            from electra_tf.data.vocabulary import VocabularySpec, build_vocabulary
+            build_vocabulary(list(location), Path(vocab), VocabularySpec(text_field=source.text_field))
         description = f"raw text, packed on the fly: {' '.join(location)}"
     return PretrainingData(kind, location, ElectraTokenizer(vocab), description)
 
 
 def _bundled_sample(max_seq_length: int, role) -> Path:
-    from electra_tf.data.builder import build_shards
+    from electra_tf.data.builder import BuildRunner, ShardSpec, build_shards
     from electra_tf.training.workers import wait_for_chief
 
     data_dir = bundled_data_dir(max_seq_length)
@@ -76,8 +76,8 @@ def _bundled_sample(max_seq_length: int, role) -> Path:
         wait_for_chief(data_dir / "metadata.json", "the bundled sample's shards")
     elif not (data_dir / "metadata.json").is_file():
         print(f"Preparing the bundled Wikipedia sample in {data_dir} (once; later runs reuse it) ...", flush=True)
-        build_shards(data_dir, max_seq_length=max_seq_length, num_shards=BUNDLED_SAMPLE_SHARDS,
-                     num_workers=min(BUNDLED_SAMPLE_SHARDS, os.cpu_count() or 1), overwrite=True)
+        build_shards(data_dir, spec=ShardSpec(max_seq_length, BUNDLED_SAMPLE_SHARDS),
+                     runner=BuildRunner(num_workers=min(BUNDLED_SAMPLE_SHARDS, os.cpu_count() or 1)), overwrite=True)
     return data_dir
 
 

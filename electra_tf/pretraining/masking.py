@@ -51,25 +51,18 @@ def mask_tokens(
     vocab_size: int | None = None,
     word_continuations=None,
 ) -> dict[str, tf.Tensor]:
-    """Selects and masks positions of `token_ids` ([B, L] or [L]).
+    """Selects and masks positions of `token_ids` ([B, L] or [L] int ids of the original
+    text; `padding_mask` 1 for real tokens, 0 for padding). `seed`: a shape-[2] integer tensor,
+    the same seed gives the same masking. `mask_prob` of the non-padding tokens are predicted
+    in `max_predictions` (N) fixed slots per sequence; `special_token_ids` ([PAD], [CLS],
+    [SEP], [MASK], [UNK] ...) are never selected; selected tokens become `mask_token_id` at
+    `mask_token_rate`, a random token at `random_token_rate` (which needs `vocab_size`), else
+    stay. `word_continuations`: None (each piece on its own, the official rule), or a boolean
+    vector over the vocabulary, True for the pieces that continue a word: whole-word masking.
 
-    Args:
-      token_ids: int token ids, original text.
-      padding_mask: 1 for real tokens, 0 for padding (same shape as `token_ids`).
-      seed: shape-[2] integer tensor; the same seed gives the same masking.
-      mask_prob: fraction of non-padding tokens to predict.
-      max_predictions: N, the fixed number of prediction slots per sequence.
-      mask_token_id: id of [MASK].
-      special_token_ids: ids never selected ([PAD], [CLS], [SEP], [MASK], [UNK] ...).
-      mask_token_rate / random_token_rate: how selected tokens are replaced.
-      vocab_size: needed only when `random_token_rate > 0`.
-      word_continuations: None (each piece on its own, the official rule), or a boolean vector
-        over the vocabulary, True for the pieces that continue a word: whole-word masking.
-
-    Returns:
-      dict of int32 tensors: `token_ids` (the masked input, same shape as the input),
-      `mask_positions`, `mask_ids` (original ids there) and `mask_weights` (1 for a real
-      slot, 0 for an unused one), each [B, N] (or [N]).
+    Returns a dict of int32 tensors: `token_ids` (the masked input, the input's shape),
+    `mask_positions`, `mask_ids` (original ids there) and `mask_weights` (1 for a real slot, 0
+    for an unused one), each [B, N] (or [N]).
 
     Example:
     >>> out = mask_tokens([[2, 7, 8, 9, 3, 0]], [[1, 1, 1, 1, 1, 0]], seed=[1, 2],
@@ -88,21 +81,37 @@ def mask_tokens(
     seed = tf.cast(tf.convert_to_tensor(seed), tf.int64)
     select_seed, replace_seed, random_seed = tf.unstack(
         tf.random.experimental.stateless_split(seed, 3, alg=RNG_ALGORITHM))
+    specials = sorted(set(int(i) for i in special_token_ids))
+    mask_positions, mask_weights = prediction_slots(token_ids, padding_mask, select_seed, mask_prob, max_predictions,
+                                                    specials, word_continuations)
+    mask_ids = tf.gather(token_ids, mask_positions, batch_dims=1) * mask_weights
+    replacement = _replacements(mask_ids, mask_token_id, (replace_seed, random_seed), mask_token_rate,
+                                random_token_rate, vocab_size)
+    outputs = {
+        "token_ids": scatter_at_positions(token_ids, mask_positions, replacement, mask_weights),
+        "mask_positions": mask_positions,
+        "mask_ids": mask_ids,
+        "mask_weights": mask_weights,
+    }
+    if unbatched:
+        outputs = {key: value[0] for key, value in outputs.items()}
+    return outputs
 
+
+def prediction_slots(token_ids, padding_mask, seed, mask_prob: float, max_predictions: int,
+                     special_token_ids: Sequence[int], word_continuations=None):
+    """(mask_positions, mask_weights) [B, N]: k = max(1, min(N, round(length * p))) distinct
+    selectable positions per sequence, capped by what can be selected, in ascending order;
+    unused slots point at 0 with weight 0."""
     batch_size, seq_length = tf.shape(token_ids)[0], tf.shape(token_ids)[1]
-    specials = tf.constant(sorted(set(int(i) for i in special_token_ids)), tf.int32)
+    specials = tf.constant(special_token_ids, tf.int32)
     is_special = tf.reduce_any(token_ids[..., tf.newaxis] == specials, axis=-1)
     selectable = (padding_mask > 0) & ~is_special
-
-    # k = max(1, min(N, round(length * p))), capped by what can be selected.
     length = tf.cast(tf.reduce_sum(padding_mask, axis=-1), tf.float32)
-    num_to_predict = tf.cast(tf.round(length * mask_prob), tf.int32)
-    num_to_predict = tf.maximum(1, tf.minimum(max_predictions, num_to_predict))
-    num_selectable = tf.reduce_sum(tf.cast(selectable, tf.int32), axis=-1)
-    num_to_predict = tf.minimum(num_to_predict, num_selectable)
+    num_to_predict = tf.maximum(1, tf.minimum(max_predictions, tf.cast(tf.round(length * mask_prob), tf.int32)))
+    num_to_predict = tf.minimum(num_to_predict, tf.reduce_sum(tf.cast(selectable, tf.int32), axis=-1))
 
-    priority = tf.random.stateless_uniform(
-        [batch_size, seq_length], select_seed, alg=RNG_ALGORITHM)
+    priority = tf.random.stateless_uniform([batch_size, seq_length], seed, alg=RNG_ALGORITHM)
     if word_continuations is not None:
         chosen = whole_words_within_budget(token_ids, selectable, priority, num_to_predict, word_continuations)
         num_to_predict = tf.reduce_sum(tf.cast(chosen, tf.int32), axis=-1)
@@ -114,31 +123,24 @@ def mask_tokens(
         priority = tf.where(selectable, priority, -1.0)
     top_positions = tf.math.top_k(priority, k=max_predictions, sorted=True).indices
     mask_weights = tf.sequence_mask(num_to_predict, max_predictions, dtype=tf.int32)
-    # Ascending positions for used slots; unused slots point at 0 with weight 0.
     mask_positions = tf.sort(tf.where(mask_weights > 0, top_positions, seq_length), axis=-1)
-    mask_positions = tf.where(mask_weights > 0, mask_positions, 0)
-    mask_ids = tf.gather(token_ids, mask_positions, batch_dims=1) * mask_weights
+    return tf.where(mask_weights > 0, mask_positions, 0), mask_weights
 
-    draw = tf.random.stateless_uniform(
-        [batch_size, max_predictions], replace_seed, alg=RNG_ALGORITHM)
+
+def _replacements(mask_ids, mask_token_id: int, seeds, mask_token_rate: float, random_token_rate: float,
+                  vocab_size: int | None):
+    """What each slot's token becomes: [MASK] at `mask_token_rate`, a random token at
+    `random_token_rate`, else the original."""
+    replace_seed, random_seed = seeds
+    shape = tf.shape(mask_ids)
+    draw = tf.random.stateless_uniform(shape, replace_seed, alg=RNG_ALGORITHM)
     replacement = tf.where(draw < mask_token_rate, mask_token_id, mask_ids)
     if random_token_rate > 0:
-        random_ids = tf.random.stateless_uniform(
-            [batch_size, max_predictions], random_seed, minval=0, maxval=vocab_size,
-            dtype=tf.int32, alg=RNG_ALGORITHM)
+        random_ids = tf.random.stateless_uniform(shape, random_seed, minval=0, maxval=vocab_size, dtype=tf.int32,
+                                                 alg=RNG_ALGORITHM)
         use_random = (draw >= mask_token_rate) & (draw < mask_token_rate + random_token_rate)
         replacement = tf.where(use_random, random_ids, replacement)
-    masked_token_ids = scatter_at_positions(token_ids, mask_positions, replacement, mask_weights)
-
-    outputs = {
-        "token_ids": masked_token_ids,
-        "mask_positions": mask_positions,
-        "mask_ids": mask_ids,
-        "mask_weights": mask_weights,
-    }
-    if unbatched:
-        outputs = {key: value[0] for key, value in outputs.items()}
-    return outputs
+    return replacement
 
 
 def whole_words_within_budget(token_ids, selectable, priority, budget, word_continuations):

@@ -17,7 +17,7 @@ replicas are exactly the single-device gradients of the global batch, for any re
 Every replica folds its replica id into the sampling seed, so replicas draw different samples.
 The counts come from the batch alone (masked slots, non-padding tokens), so they are reduced
 before the forward pass: under a mirrored strategy with XLA, the forward and backward pass are
-one compiled function with no collective inside (`compiled_gradients.py`).
+one compiled function with no collective inside (`runtime/compiled_step.py`).
 """
 
 from __future__ import annotations

@@ -15,11 +15,16 @@ import contextlib
 import dataclasses
 import json
 import time
+from typing import TYPE_CHECKING
 
 from electra_tf.pretraining.config import PretrainingConfig
 from electra_tf.pretraining.data import DataSource, PretrainingData
 from electra_tf.training.task import RunContext, ServedModel, Task, TaskCallbacks, TrainingPlan, register_task
 from electra_tf.utils.run_dir import ModelDir
+
+if TYPE_CHECKING:
+    from electra_tf.pretraining.evaluation import EvaluationText, TrainingHealth
+    from electra_tf.training.resumable_input import ResumableInput
 
 FINAL_METRICS = ("masked_lm_accuracy", "masked_lm_loss", "sampled_masked_lm_accuracy", "disc_auc",
                  "disc_accuracy", "disc_precision", "disc_recall", "disc_loss", "loss")
@@ -30,11 +35,11 @@ CONSOLE_METRICS = ("loss", "masked_lm_accuracy", "disc_auc")
 class PretrainingInputs:
     config: PretrainingConfig  # what this run trains with (its phase, the data's vocabulary size)
     data: PretrainingData
-    train: object  # training.resumable_input.ResumableInput
+    train: ResumableInput
     eval_batches: list  # the evaluation's batches (eval_text says of what)
-    eval_dataset: object  # the same, as a dataset placed for the run's workers
-    eval_text: object  # evaluation.EvaluationText
-    health: object  # evaluation.TrainingHealth, which reads the progress windows
+    eval_dataset: object  # the same, as a tf.data.Dataset placed for the run's workers
+    eval_text: EvaluationText
+    health: TrainingHealth  # reads the progress windows
     starting_phase: bool = False  # a new phase's first start: its input position is not restored
     context: RunContext | None = None
 
@@ -92,8 +97,12 @@ class PretrainingTask(Task):
         if config.model.vocab_size != tokenizer.vocabulary_size:
             config = config.replace(vocab_size=tokenizer.vocabulary_size)
         saved = PretrainingConfig.load(str(model_dir.config)) if model_dir.config.is_file() else None
-        decision = continue_run(saved, config, self.phase, latest_checkpoint_step(model_dir.checkpoints),
+        latest = latest_checkpoint_step(model_dir.checkpoints)
+        decision = continue_run(saved, config, self.phase, latest,
                                 str(model_dir.path.resolve()) if saved else str(model_dir.path))
+        if latest is not None and latest >= decision.config.run.num_train_steps:
+            print(f"  {model_dir.path} holds a run finished at step {latest:,}: a larger --steps extends it; a new "
+                  "--model_dir (or removing this one) starts a run afresh")
         for line in decision.messages:
             print(line)
         for line in decision.warnings:
@@ -159,8 +168,8 @@ class PretrainingTask(Task):
                  f"  evaluation {_every(inputs.context.trainer.eval_every)}at the end: {self.source.eval_batches} "
                  f"batches of {inputs.eval_text.description}"]
         if role.is_multi_worker:
-            lines.append(f"  {role.describe()} reads {config.run.effective_batch_size // role.count} of every step's "
-                         f"{config.run.effective_batch_size} examples from its own shards")
+            lines.append(f"  this process: {role.describe()}, reading {config.run.effective_batch_size // role.count} of "
+                         f"every step's {config.run.effective_batch_size} examples from its own shards")
         if inputs.data.kind != "records" and ModelDir(inputs.context.run_dir).checkpoints.is_dir():
             lines.append("  note: raw text input restarts from the beginning of the text on resume (shards from "
                          "build_data resume at the exact batch)")

@@ -69,12 +69,7 @@ def accumulate_gradients(gradients_and_outputs, batch, num_micro_batches: int, v
     size = static_size // num_micro_batches if static_size is not None else tf.shape(first)[0] // num_micro_batches
 
     def micro_batch(index):
-        def part(t):
-            if t is None:
-                return None
-            begin = tf.concat([[index * size], tf.zeros([t.shape.rank - 1], tf.int32)], axis=0)
-            return tf.slice(t, begin, tf.concat([[size], tf.fill([t.shape.rank - 1], -1)], axis=0))
-        return tf.nest.map_structure(part, batch)
+        return _micro_batch(batch, index, size)
 
     if signature is None:
         # Traced once more in a scratch function (never run) for the outputs' structure.
@@ -94,19 +89,33 @@ def accumulate_gradients(gradients_and_outputs, batch, num_micro_batches: int, v
         arrays = [array.write(index, value) for array, value in zip(arrays, tf.nest.flatten(per_example))]
         return index + 1, sums, totals, arrays
 
-    sums = [tf.zeros(v.shape, v.dtype) for v in variables]
-    totals = [tf.zeros(spec.shape, spec.dtype) for spec in total_specs]
     micro_shape = tf.TensorShape([size if static_size is not None else None])
-    arrays = [tf.TensorArray(spec.dtype, size=num_micro_batches, element_shape=micro_shape.concatenate(spec.shape))
-              for spec in per_example_specs]
+    start = (tf.constant(0), [tf.zeros(v.shape, v.dtype) for v in variables],
+             [tf.zeros(spec.shape, spec.dtype) for spec in total_specs],
+             [tf.TensorArray(spec.dtype, size=num_micro_batches, element_shape=micro_shape.concatenate(spec.shape))
+              for spec in per_example_specs])
     _, sums, totals, arrays = tf.while_loop(
-        lambda index, *_: index < num_micro_batches, body, (tf.constant(0), sums, totals, arrays),
+        lambda index, *_: index < num_micro_batches, body, start,
         parallel_iterations=1)  # in order: the layers' dropout seeds advance once per micro-batch
     gradients = [None if none else s for none, s in zip(none_gradients, sums)]
-    per_example = []
-    for array, spec in zip(arrays, per_example_specs):
-        stacked = array.stack()  # [K, micro-batch, ...] -> [K x micro-batch, ...]
-        per_example.append(tf.ensure_shape(tf.reshape(stacked, tf.concat([[-1], tf.shape(stacked)[2:]], axis=0)),
-                                           tf.TensorShape([static_size]).concatenate(spec.shape)))
+    per_example = [_concatenated(array, static_size, spec) for array, spec in zip(arrays, per_example_specs)]
     return (gradients, tf.nest.pack_sequence_as(signature[0], per_example),
             tf.nest.pack_sequence_as(signature[1], totals))
+
+
+def _micro_batch(batch, index, size):
+    """Micro-batch `index` of `size` examples of a nest of tensors."""
+    def part(t):
+        if t is None:
+            return None
+        begin = tf.concat([[index * size], tf.zeros([t.shape.rank - 1], tf.int32)], axis=0)
+        return tf.slice(t, begin, tf.concat([[size], tf.fill([t.shape.rank - 1], -1)], axis=0))
+    return tf.nest.map_structure(part, batch)
+
+
+def _concatenated(array, static_size, spec):
+    """A TensorArray of the micro-batches' per-example outputs, [K, micro-batch, ...], as the
+    whole batch's [K x micro-batch, ...]."""
+    stacked = array.stack()
+    return tf.ensure_shape(tf.reshape(stacked, tf.concat([[-1], tf.shape(stacked)[2:]], axis=0)),
+                           tf.TensorShape([static_size]).concatenate(spec.shape))

@@ -38,7 +38,7 @@ def strategy_reduces_across_replicas() -> bool:
 def dense_gradients(gradients):
     """IndexedSlices (embedding lookups) as dense tensors, inside the compiled function: the
     all-reduce is then one dense sum (NCCL on GPUs) instead of a gather of rows and indices,
-    and the optimizer's update densifies them anyway (`optimization.ElectraAdamW`)."""
+    and the optimizer's update densifies them anyway (`optimizer.ElectraAdamW`)."""
     return [tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g for g in gradients]
 
 

@@ -10,7 +10,7 @@ deleting the folder clears it. A program is found again only when its function c
 same name, and TensorFlow numbers function names in the order a process traces them: the runs
 trace their steps before anything that differs between a fresh run and its resume (restoring a
 checkpoint, reading data), so a resume or an extension finds its program
-(`pretraining/run.py`, `tests/test_pretrain.py`).
+(`pretraining/task.py`'s `build_model`, `tests/test_pretrain.py`).
 
 The per-user folder is the default where XLA compiles whole steps: on a host with an NVIDIA
 GPU, or in a run asked for `--xla`. On a CPU host otherwise the only XLA programs are the small

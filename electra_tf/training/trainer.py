@@ -22,12 +22,21 @@ import gc
 import signal
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from electra_tf.runtime.config import RuntimeConfig
 from electra_tf.training.config import TrainerConfig, steps_per_loop_needs_one_device
 from electra_tf.training.task import RunContext, Task, TrainingPlan
 from electra_tf.utils.errors import RunError
 from electra_tf.utils.run_dir import TrainingDir
+
+if TYPE_CHECKING:  # types of the fields below, without importing TensorFlow here
+    import keras
+
+    from electra_tf.training.callbacks import CheckpointSaver, StopOnSignal, TrainingMonitor
+    from electra_tf.training.checkpointing import RunCheckpoint
+    from electra_tf.training.evaluation import PeriodicEvaluation
+    from electra_tf.training.history import RunHistory
 
 
 @dataclasses.dataclass
@@ -85,12 +94,12 @@ class _Session:
     """One process's run, once prepared: what the task built and what the trainer keeps."""
 
     context: RunContext
-    inputs: object  # the task's inputs (task.build_inputs)
+    inputs: Any  # what the task's build_inputs returned: each task its own
     plan: TrainingPlan
-    model: object  # keras.Model, compiled
-    writer: object  # tf.summary writer (a no-op one on workers that are not the chief)
-    history: object  # training.history.RunHistory
-    checkpoint: object | None  # training.checkpointing.RunCheckpoint, for resumable plans
+    model: keras.Model  # compiled
+    writer: Any  # a tf.summary writer (a no-op one on workers that are not the chief)
+    history: RunHistory
+    checkpoint: RunCheckpoint | None  # for resumable plans
     resumed_from: int | None
     initialized_from: str | None
     compile_cache: Path | None
@@ -111,10 +120,10 @@ class _Session:
 class _Loop:
     """The callbacks of the run's `fit`, and the ones the trainer reads after it."""
 
-    monitor: object
-    stop: object
-    saver: object | None
-    evaluation: object | None
+    monitor: TrainingMonitor
+    stop: StopOnSignal
+    saver: CheckpointSaver | None
+    evaluation: PeriodicEvaluation | None
     callbacks: list
     pauses: dict
 
@@ -201,8 +210,6 @@ class Trainer:
         print(f"  runtime: {runtime.describe()}")
         if session.compile_cache:
             print(f"  compiled steps cached in {session.compile_cache} (a rerun, resume or extension loads them)")
-        if session.context.role.is_multi_worker:
-            print(f"  this process: {session.context.role.describe()}")
         if session.checkpoint is not None:
             print(f"  resumed from step {session.resumed_from} ({session.latest_checkpoint()})"
                   if session.resumed_from is not None else f"  starting at step 0; checkpoints every "

@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 import tensorflow as tf
 
-from electra_tf.data.builder import build_shards
+from electra_tf.data.builder import BuildRunner, ShardSpec, build_shards
 from electra_tf.data.corpus import embedded_sample_path
 from electra_tf.data.shards import DataError
+from electra_tf.data.vocabulary import VocabularySpec
 
 
 def examples(folder):
@@ -46,10 +47,9 @@ def real_inputs(tmp_path_factory):
 
 def test_beam_builds_the_local_builders_examples_counts_and_skips(real_inputs, small_vocab, tmp_path):
     pytest.importorskip("apache_beam")
-    local = build_shards(tmp_path / "local", [str(real_inputs)], vocab=small_vocab, max_seq_length=64,
-                         num_shards=3, num_workers=2, seed=5, held_out=0.1, text_field="meta.text")
-    beam = build_shards(tmp_path / "beam", [str(real_inputs)], vocab=small_vocab, max_seq_length=64,
-                        num_shards=3, seed=5, runner="beam", held_out=0.1, text_field="meta.text")
+    spec = ShardSpec(64, 3, seed=5, held_out=0.1, text_field="meta.text")
+    local = build_shards(tmp_path / "local", [str(real_inputs)], spec, vocab=small_vocab, runner=BuildRunner(num_workers=2))
+    beam = build_shards(tmp_path / "beam", [str(real_inputs)], spec, vocab=small_vocab, runner=BuildRunner("beam"))
     assert local["skipped"]["records without the field 'meta.text'"] == 1
     assert local["examples"] > 50 and local["held_out"]["examples"] > 0
     assert examples(tmp_path / "beam") == examples(tmp_path / "local")  # example by example
@@ -68,8 +68,8 @@ def test_beam_builds_the_local_builders_examples_counts_and_skips(real_inputs, s
 
 def test_beam_tokenizes_with_a_sentencepiece_vocabulary_as_the_local_builder(real_inputs, sentencepiece_vocab, tmp_path):
     pytest.importorskip("apache_beam")
-    metadata = [build_shards(tmp_path / runner, [str(real_inputs)], vocab=sentencepiece_vocab, max_seq_length=64,
-                             num_shards=2, num_workers=1, runner=runner, text_field="meta.text")
+    metadata = [build_shards(tmp_path / runner, [str(real_inputs)], ShardSpec(64, 2, text_field="meta.text"),
+                             vocab=sentencepiece_vocab, runner=BuildRunner(runner, num_workers=1))
                 for runner in ("local", "beam")]
     assert metadata[0]["tokenizer"] == metadata[1]["tokenizer"] == "sentencepiece"
     assert examples(tmp_path / "beam") == examples(tmp_path / "local") and metadata[0]["examples"] > 50
@@ -80,8 +80,8 @@ def test_a_pipeline_that_dies_midway_leaves_the_previous_data_and_reruns(real_in
     pytest.importorskip("apache_beam")
     from electra_tf.data import packing
 
-    first = build_shards(tmp_path / "data", [str(real_inputs / "notes.txt")], vocab=small_vocab, max_seq_length=64,
-                         num_shards=1, runner="beam")
+    first = build_shards(tmp_path / "data", [str(real_inputs / "notes.txt")], ShardSpec(64, 1), vocab=small_vocab,
+                         runner=BuildRunner("beam"))
     real_pack = packing.pack_sentences
     packed = []
 
@@ -93,13 +93,13 @@ def test_a_pipeline_that_dies_midway_leaves_the_previous_data_and_reruns(real_in
 
     monkeypatch.setattr(packing, "pack_sentences", dies_on_the_third_document)
     with pytest.raises(Exception, match="worker lost"):
-        build_shards(tmp_path / "data", [str(real_inputs)], vocab=small_vocab, max_seq_length=64, num_shards=1,
-                     runner="beam", overwrite=True)
+        build_shards(tmp_path / "data", [str(real_inputs)], ShardSpec(64, 1), vocab=small_vocab,
+                     runner=BuildRunner("beam"), overwrite=True)
     assert sorted(p.name for p in (tmp_path / "data").iterdir()) == ["metadata.json", "shard-00000-of-00001.tfrecord"]
     assert sum(examples(tmp_path / "data").values()) == first["examples"]  # the previous data, intact
     monkeypatch.undo()
-    again = build_shards(tmp_path / "data", [str(real_inputs)], vocab=small_vocab, max_seq_length=64, num_shards=1,
-                         runner="beam", overwrite=True)
+    again = build_shards(tmp_path / "data", [str(real_inputs)], ShardSpec(64, 1), vocab=small_vocab,
+                         runner=BuildRunner("beam"), overwrite=True)
     assert again["examples"] > first["examples"] and sum(examples(tmp_path / "data").values()) == again["examples"]
 
 
@@ -108,7 +108,7 @@ def test_without_beam_the_runner_says_how_to_install_it(monkeypatch, small_vocab
 
     monkeypatch.setattr(beam_builder, "beam", None)
     with pytest.raises(DataError, match=r'pip install -e "\.\[beam\]"'):
-        build_shards(tmp_path / "data", vocab=small_vocab, runner="beam")
+        build_shards(tmp_path / "data", vocab=small_vocab, runner=BuildRunner("beam"))
     assert not (tmp_path / "data").exists() or not list((tmp_path / "data").iterdir())
 
 
@@ -124,8 +124,9 @@ def test_beam_options_after_the_separator_need_the_beam_runner(tmp_path, capsys)
 
 def test_a_learned_vocabulary_comes_from_the_same_seeded_sample_in_both_runners(real_inputs, tmp_path):
     pytest.importorskip("apache_beam")
-    runs = {runner: build_shards(tmp_path / runner, [str(real_inputs)], max_seq_length=64, num_shards=1,
-                                 num_workers=1, vocab_size=400, vocab_sample_sentences=300, seed=3, runner=runner)
+    runs = {runner: build_shards(tmp_path / runner, [str(real_inputs)], ShardSpec(64, 1, seed=3),
+                                 vocabulary=VocabularySpec(size=400, sample_sentences=300),
+                                 runner=BuildRunner(runner, num_workers=1))
             for runner in ("local", "beam")}
     assert runs["local"]["vocab_sample"]["sentences"] == 300 and runs["local"]["vocab_sample"]["seed"] == 3
     assert runs["local"]["vocab_sample"]["of"] > 300  # a sample, not everything

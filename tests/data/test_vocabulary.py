@@ -4,13 +4,13 @@ import pytest
 
 from electra_tf.data.corpus import InputError, Skips
 from electra_tf.data.tokenization import SPECIAL_TOKENS, ElectraTokenizer, read_vocabulary
-from electra_tf.data.vocabulary import build_vocabulary, collect_sentences
+from electra_tf.data.vocabulary import VocabularySpec, build_vocabulary, collect_sentences
 
 
 def test_learns_a_vocabulary_that_tokenizes_its_corpus(corpus, tmp_path):
     text = corpus.write_sentence_file(tmp_path / "corpus.txt", repeat=20)
     output = tmp_path / "out" / "vocab.txt"
-    vocabulary = build_vocabulary([str(text)], 300, output)
+    vocabulary = build_vocabulary([str(text)], output, VocabularySpec(size=300))
     assert read_vocabulary(output) == vocabulary
     assert tuple(vocabulary[:len(SPECIAL_TOKENS)]) == SPECIAL_TOKENS and len(vocabulary) <= 300
     tokenizer = ElectraTokenizer(output)
@@ -26,9 +26,9 @@ def test_max_documents_and_no_text(corpus, tmp_path):
     assert corpus.DOCUMENTS[1][0] not in first and corpus.DOCUMENTS[1][0] in everything
     (tmp_path / "empty.txt").write_text("")
     with pytest.raises(InputError, match="no text found"):
-        build_vocabulary([str(tmp_path / "empty.txt")], 300, tmp_path / "v.txt")
+        build_vocabulary([str(tmp_path / "empty.txt")], tmp_path / "v.txt", VocabularySpec(size=300))
     with pytest.raises(InputError, match="no input files"):
-        build_vocabulary([str(tmp_path / "missing*.txt")], 300, tmp_path / "v.txt")
+        build_vocabulary([str(tmp_path / "missing*.txt")], tmp_path / "v.txt", VocabularySpec(size=300))
     assert not (tmp_path / "v.txt").exists()
 
 

@@ -87,6 +87,18 @@ def test_official_checkpoint_gives_the_reference_outputs(official, tmp_path):
     assert read_provenance(output)["format"] == "google" and load_pretrained(output).config.model.num_heads == 2
 
 
+def test_the_command_takes_a_config_file_for_what_shapes_cannot_tell(official, tmp_path):
+    from electra_tf import convert
+
+    config = tmp_path / "sizes.json"
+    config.write_text(json.dumps({"model": {"num_heads": 2, "hidden_size": 32, "embedding_size": 16, "num_layers": 2,
+                                            "intermediate_size": 64, "vocab_size": 55, "max_position_embeddings": 64},
+                                  "run": {"max_seq_length": 64}}))
+    assert convert.main(["--from", "google", "--input", str(official), "--config", str(config), "--output",
+                         str(tmp_path / "model")]) == 0
+    assert load_pretrained(tmp_path / "model").config.model.num_heads == 2
+
+
 def test_sizes_are_inferred_from_the_shapes(official, tmp_path):
     config = load_pretrained(import_google(official / "model.ckpt-1000000", tmp_path / "m").path).config
     assert (config.model.vocab_size, config.model.embedding_size, config.model.hidden_size, config.model.num_layers) == (55, 16, 32, 2)

@@ -60,33 +60,9 @@ def question_answerer_endpoints(model, tokenizer, max_seq_length: int, doc_strid
         outputs = model({"token_ids": token_ids, "segment_ids": windows.segment_ids,
                          "padding_mask": windows.padding_mask}, training=False)
 
-        starts = outputs["start_top_index"]  # [W, beam]
-        ends = outputs["end_top_index"]  # [W, beam, beam]
-        scores = outputs["start_top_log_probs"][:, :, tf.newaxis] + outputs["end_top_log_probs"]
-        starts = tf.broadcast_to(starts[:, :, tf.newaxis], tf.shape(ends))
-        span_start = tf.gather(char_start, starts, batch_dims=1)
-        span_end = tf.gather(char_end, ends, batch_dims=1)
-        valid = ((starts > 0) & (span_start >= 0) & tf.gather(max_context, starts, batch_dims=1)
-                 & (span_end >= 0) & (ends >= starts) & (ends - starts + 1 <= max_answer_length)
-                 & (span_end > span_start))
-        scores = tf.where(valid, scores, -float("inf"))
-        flat = tf.reshape(scores, [tf.shape(scores)[0], -1])
-        best_in_window = tf.argmax(flat, axis=-1, output_type=tf.int32)  # the first of equals
-        window_score = tf.reduce_max(flat, axis=-1)
         batch = tf.shape(context)[0]
-        # unsorted_segment_max starts from the lowest float, not -inf: track "any span" apart.
-        found = tf.math.unsorted_segment_max(
-            tf.cast(tf.math.is_finite(window_score), tf.int32), windows.example, batch) > 0
-        best = tf.where(found, tf.math.unsorted_segment_max(window_score, windows.example, batch), -float("inf"))
-        window_ids = tf.range(tf.shape(window_score)[0])
-        first_best = tf.math.unsorted_segment_min(
-            tf.where(window_score >= tf.gather(best, windows.example), window_ids, tf.int32.max),
-            windows.example, batch)  # the first window holding the best score
-        chosen = tf.where(found, first_best, 0)
-        position = tf.gather(best_in_window, chosen)
-        start_char = tf.gather_nd(tf.reshape(span_start, tf.shape(flat)), tf.stack([chosen, position], -1))
-        end_char = tf.gather_nd(tf.reshape(span_end, tf.shape(flat)), tf.stack([chosen, position], -1))
-        start_char, end_char = tf.where(found, start_char, 0), tf.where(found, end_char, 0)
+        found, best, start_char, end_char = _best_spans(outputs, windows, (char_start, char_end, max_context), batch,
+                                                        max_answer_length)
         start_char, end_char = whole_word_spans(context, start_char, end_char)  # as predictions.json
         result = {
             "answer": tf.strings.substr(context, start_char, end_char - start_char, unit="UTF8_CHAR"),
@@ -100,6 +76,42 @@ def question_answerer_endpoints(model, tokenizer, max_seq_length: int, doc_strid
         return result
 
     return {TEXT_SIGNATURE: (endpoint, QUESTION_INPUTS)}
+
+
+def _best_spans(outputs, windows, positions, batch, max_answer_length: int):
+    """(found, score, start char, end char) per question: the best valid span of its windows'
+    beams (the first of equals), as the official post-processing chooses it. `positions`: per
+    window position, the piece's first and end character (-1 outside the context) and whether
+    the window is the piece's max-context one."""
+    import tensorflow as tf
+
+    char_start, char_end, max_context = positions
+    starts = outputs["start_top_index"]  # [W, beam]
+    ends = outputs["end_top_index"]  # [W, beam, beam]
+    scores = outputs["start_top_log_probs"][:, :, tf.newaxis] + outputs["end_top_log_probs"]
+    starts = tf.broadcast_to(starts[:, :, tf.newaxis], tf.shape(ends))
+    span_start = tf.gather(char_start, starts, batch_dims=1)
+    span_end = tf.gather(char_end, ends, batch_dims=1)
+    valid = ((starts > 0) & (span_start >= 0) & tf.gather(max_context, starts, batch_dims=1)
+             & (span_end >= 0) & (ends >= starts) & (ends - starts + 1 <= max_answer_length)
+             & (span_end > span_start))
+    scores = tf.where(valid, scores, -float("inf"))
+    flat = tf.reshape(scores, [tf.shape(scores)[0], -1])
+    best_in_window = tf.argmax(flat, axis=-1, output_type=tf.int32)  # the first of equals
+    window_score = tf.reduce_max(flat, axis=-1)
+    # unsorted_segment_max starts from the lowest float, not -inf: track "any span" apart.
+    found = tf.math.unsorted_segment_max(
+        tf.cast(tf.math.is_finite(window_score), tf.int32), windows.example, batch) > 0
+    best = tf.where(found, tf.math.unsorted_segment_max(window_score, windows.example, batch), -float("inf"))
+    window_ids = tf.range(tf.shape(window_score)[0])
+    first_best = tf.math.unsorted_segment_min(
+        tf.where(window_score >= tf.gather(best, windows.example), window_ids, tf.int32.max),
+        windows.example, batch)  # the first window holding the best score
+    chosen = tf.where(found, first_best, 0)
+    position = tf.gather(best_in_window, chosen)
+    start_char = tf.gather_nd(tf.reshape(span_start, tf.shape(flat)), tf.stack([chosen, position], -1))
+    end_char = tf.gather_nd(tf.reshape(span_end, tf.shape(flat)), tf.stack([chosen, position], -1))
+    return found, best, tf.where(found, start_char, 0), tf.where(found, end_char, 0)
 
 
 class _Windows:

@@ -214,60 +214,75 @@ def make_windows(example: QAExample, tokenizer, max_seq_length: int, doc_stride:
     doc_stride = doc_stride or default_doc_stride(max_seq_length)
     if context is None or context.text != example.context:
         context = tokenize_context(example.context, tokenizer)
-    words, char_to_word, pieces = context.words, context.char_to_word, context.pieces
-    piece_spans, first_piece = context.piece_spans, context.first_piece
 
     def pieces_for(text):
         return pieces_of[text] if pieces_of is not None and text in pieces_of else \
             tokenizer.tokenize([text]).to_list()[0]
 
     query = pieces_for(example.question)[:max_query_length]
-
     answer = None  # (first piece, last piece) of a training answer
     if training and not example.is_impossible:
-        text, start_char = example.answers[0]
-        end_char = start_char + len(text) - 1
-        found = 0 <= start_char <= end_char < len(example.context) and \
-            " ".join(text.split()) in " ".join(words[char_to_word[start_char]:char_to_word[end_char] + 1])
-        if not found:
+        answer = _training_answer(example, context, pieces_for)
+        if answer is None:
             if counts is not None:
                 counts["skipped"] = counts.get("skipped", 0) + 1
             return []
-        first_word, last_word = char_to_word[start_char], char_to_word[end_char]
-        last = first_piece[last_word + 1] - 1 if last_word + 1 < len(words) else len(pieces) - 1
-        answer = _tightest_span(pieces, first_piece[first_word], last, pieces_for(text))
-
     room = max_seq_length - len(query) - 3
     if room < 1:
         raise QADataError(f"max_seq_length {max_seq_length} leaves no room for the context after a "
                           f"{len(query)}-piece question; raise it or lower max_query_length.")
-    spans = []  # (first context piece, length) of each window
-    start = 0
-    while True:
-        length = min(len(pieces) - start, room)
-        spans.append((start, length))
-        if start + length >= len(pieces):
-            break
-        start += min(length, doc_stride)
-
-    windows = []
+    spans = _window_spans(len(context.pieces), room, doc_stride)
+    windows = [_window(example.id, tokenizer, query, context, spans, number) for number in range(len(spans))]
     offset = len(query) + 2  # [CLS] question [SEP]
-    for number, (start, length) in enumerate(spans):
-        window = QAWindow(example.id, [tokenizer.cls_id, *query, tokenizer.sep_id], [0] * offset,
-                          char_spans=[None] * offset, is_max_context=[False] * offset)
-        for piece in range(start, start + length):
-            window.token_ids.append(pieces[piece])
-            window.segment_ids.append(1)
-            window.char_spans.append(piece_spans[piece])
-            window.is_max_context.append(_is_max_context(spans, number, piece))
-        window.token_ids.append(tokenizer.sep_id)
-        window.segment_ids.append(1)
-        window.char_spans.append(None)
-        window.is_max_context.append(False)
+    for window, (start, length) in zip(windows, spans):
         if answer is not None and start <= answer[0] and answer[1] < start + length:
             window.start_position, window.end_position = answer[0] - start + offset, answer[1] - start + offset
-        windows.append(window)
     return windows
+
+
+def _training_answer(example: QAExample, context: TokenizedContext, pieces_for) -> tuple[int, int] | None:
+    """(first piece, last piece) of the first answer, or None when it is not where its
+    answer_start says (the official reader skips such examples)."""
+    words, char_to_word, pieces, first_piece = context.words, context.char_to_word, context.pieces, context.first_piece
+    text, start_char = example.answers[0]
+    end_char = start_char + len(text) - 1
+    found = 0 <= start_char <= end_char < len(example.context) and \
+        " ".join(text.split()) in " ".join(words[char_to_word[start_char]:char_to_word[end_char] + 1])
+    if not found:
+        return None
+    first_word, last_word = char_to_word[start_char], char_to_word[end_char]
+    last = first_piece[last_word + 1] - 1 if last_word + 1 < len(words) else len(pieces) - 1
+    return _tightest_span(pieces, first_piece[first_word], last, pieces_for(text))
+
+
+def _window_spans(num_pieces: int, room: int, doc_stride: int) -> list[tuple[int, int]]:
+    """(first context piece, length) of each window: `room` pieces, `doc_stride` apart."""
+    spans, start = [], 0
+    while True:
+        length = min(num_pieces - start, room)
+        spans.append((start, length))
+        if start + length >= num_pieces:
+            return spans
+        start += min(length, doc_stride)
+
+
+def _window(example_id, tokenizer, query: list[int], context: TokenizedContext, spans, number: int) -> QAWindow:
+    """`[CLS] question [SEP] context window [SEP]` of window `number`, with each position's
+    characters and whether it is the piece's max-context window."""
+    offset = len(query) + 2
+    window = QAWindow(example_id, [tokenizer.cls_id, *query, tokenizer.sep_id], [0] * offset,
+                      char_spans=[None] * offset, is_max_context=[False] * offset)
+    start, length = spans[number]
+    for piece in range(start, start + length):
+        window.token_ids.append(context.pieces[piece])
+        window.segment_ids.append(1)
+        window.char_spans.append(context.piece_spans[piece])
+        window.is_max_context.append(_is_max_context(spans, number, piece))
+    window.token_ids.append(tokenizer.sep_id)
+    window.segment_ids.append(1)
+    window.char_spans.append(None)
+    window.is_max_context.append(False)
+    return window
 
 
 def _tightest_span(pieces: list[int], first: int, last: int, answer_pieces: list[int]) -> tuple[int, int]:

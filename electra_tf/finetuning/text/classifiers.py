@@ -37,7 +37,7 @@ from electra_tf.models.encoders import Discriminator, deserialize_as
 from electra_tf.finetuning.text.task_data import from_unit_interval
 from electra_tf.models.preprocessing import IGNORE_LABEL, ElectraTextPreprocessor, pack_words_with_starts
 
-HEAD_NAME = "task_specific"  # the official variable scope; optimization.py keys on it
+HEAD_NAME = "task_specific"  # the official variable scope, which its layer-wise learning rates key on
 
 
 class _TaskModel(CompiledGradients, keras.Model):
