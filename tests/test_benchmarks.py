@@ -1,8 +1,10 @@
-"""benchmarks/: smoke tests. Every script's options parse, and the ones that run without a GPU,
-torch or Beam take one tiny run and print their figures, in seconds. (What the figures are
-worth is read on real sizes: docs/results.md names the command behind each.)"""
+"""benchmarks/: every script's options parse, and the ones that run without a GPU, torch or
+Beam take one tiny run and print figures that hold together: rates positive, a rate the count
+over the time it says, a p50 no slower than its p99, a projection the measured rate's. (What
+the figures are worth is read on real sizes: docs/results.md names the command behind each.)"""
 
 import csv
+import re
 import subprocess
 import sys
 
@@ -38,15 +40,23 @@ def test_the_step_prints_its_row_against_the_peak():
                         "--steps", "2", "--rounds", "1", "--accumulation", "2")
     row = next(line for line in printed.splitlines() if line.startswith("| electra_tf | tiny | float32 | off |"))
     cells = [cell.strip() for cell in row.strip("|").split("|")]
-    assert cells[5] == "2"  # the update's batch as two micro-batches
-    assert float(cells[7].replace(",", "")) > 0 and float(cells[10]) > 0  # the step, the peak beside it
-    assert cells[11].endswith("%") and cells[12] == "-" and cells[13] == "-"
+    assert cells[4] == "32 x 128" and cells[5] == "2"  # the update's batch as two micro-batches
+    step_ms, tokens_per_s, gflops, peak = (float(cells[i].replace(",", "")) for i in (7, 8, 9, 10))
+    assert step_ms > 0 and peak > 0 and float(cells[6]) > 0  # the first step, the step, the peak beside it
+    assert tokens_per_s == pytest.approx(32 * 128 / (step_ms / 1000), rel=0.01)  # the tokens of a step over its time
+    assert float(cells[11].rstrip("%")) == pytest.approx(100 * gflops / peak, rel=0.05)  # one round: its share
+    assert cells[12] == "-" and cells[13] == "-"  # no peer asked for; no GPU
 
 
 def test_the_input_pipeline_prints_what_feeds_fit(data_dir, small_vocab):
     printed = benchmark("input_pipeline", "--data_dir", str(data_dir), "--vocab", str(small_vocab), "--feed_only",
                         "--feed_steps", "4")
-    assert "the whole path that feeds fit:" in printed and "batches/s" in printed
+    rates = {name: float(value.replace(",", "")) for name, value in re.findall(
+        r"^  (tf.data pipeline alone|ResumableInput \+ distribution \+ fit loop alone|the whole path that feeds fit)"
+        r"[^:]*:\s+([\d,.]+) batches/s", printed, re.M)}
+    assert len(rates) == 3 and all(rate > 0 for rate in rates.values()), printed
+    # The whole path is no faster than either of its parts alone (a little slack for timing noise).
+    assert rates["the whole path that feeds fit"] <= 1.2 * min(rates.values()), rates
 
 
 def test_serving_latency_prints_each_signature(tmp_path, small_vocab):
@@ -63,15 +73,23 @@ def test_serving_latency_prints_each_signature(tmp_path, small_vocab):
                                   BackboneConfig(config.model, config.run.max_seq_length), tmp_path, "tiny")
     printed = benchmark("serving_latency", "--export", str(export), "--batches", "1", "2", "--calls", "2",
                         "--warmup", "1")
-    for signature in ("serving_default", "encode_ids"):
-        assert any(line.split()[1:2] == [signature] for line in printed.splitlines() if line.strip()), printed
+    rows = [line.split() for line in printed.splitlines() if line.startswith("tiny ")]
+    assert sorted((row[1], row[2]) for row in rows) == sorted(
+        (signature, batch) for signature in ("serving_default", "encode_ids") for batch in ("1", "2")), printed
+    for _, _, batch, p50, p99, sequences in rows:
+        assert 0 < float(p50) <= float(p99) and float(sequences.replace(",", "")) > 0
 
 
 def test_data_building_prints_its_rate_and_projection(corpus, small_vocab, tmp_path):
     text = corpus.write_sentence_file(tmp_path / "corpus.txt", repeat=5)
     printed = benchmark("build_data", "--input", str(text), "--vocab", str(small_vocab), "--workers", "1",
                         "--runners", "local", "--project_to", "8")
-    assert "local  1 worker(s):" in printed and "examples/s" in printed and "8 workers:" in printed
+    examples, seconds, rate = re.search(r"local  1 worker\(s\): ([\d,]+) examples in ([\d.]+) s = (\d+) examples/s",
+                                        printed).groups()
+    assert int(examples.replace(",", "")) > 0 and int(rate) == pytest.approx(
+        int(examples.replace(",", "")) / float(seconds), rel=0.1, abs=2)
+    hours = float(re.search(r"^\s+8 workers:\s+([\d.]+) h", printed, re.M).group(1))
+    assert hours == pytest.approx(26e6 / (int(rate) * 8) / 3600, rel=0.2)  # the projection is the measured rate's
 
 
 def test_the_gpu_scripts_fine_tuning_task_is_real_sentences_half_shuffled(tmp_path):

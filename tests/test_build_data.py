@@ -133,6 +133,22 @@ def test_nothing_usable_fails_clearly_and_keeps_existing_data(corpus_folder, sma
     assert sorted((p.name, p.read_bytes()) for p in output.iterdir()) == before
 
 
+def test_records_without_the_text_field_name_the_fields_they_have(corpus, small_vocab, tmp_path, capsys):
+    import json
+
+    records = tmp_path / "reviews.jsonl.gz"
+    import gzip
+
+    with gzip.open(records, "wt", encoding="utf-8") as file:
+        for document in corpus.DOCUMENTS:
+            file.write(json.dumps({"content": " ".join(document), "lang": "en"}) + "\n")
+    assert run("--input", records, "--vocab", small_vocab, "--output_dir", tmp_path / "out", "--num_workers", 1) == 2
+    error = capsys.readouterr().err
+    assert "no usable text" in error and "records without the field 'text' (their fields: 'content', 'lang')" in error
+    assert run("--input", records, "--vocab", small_vocab, "--output_dir", tmp_path / "out", "--num_workers", 1,
+               "--text_field", "content", "--num_shards", 1) == 0
+
+
 def test_only_missing_inputs(tmp_path, small_vocab, capsys):
     assert run("--input", tmp_path / "nope*.txt", "--vocab", small_vocab, "--output_dir", tmp_path / "o") == 2
     assert "glob matched nothing" in capsys.readouterr().err

@@ -598,3 +598,31 @@ def test_a_second_phase_at_a_longer_length_continues_the_run_and_resumes_exactly
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert f"resumed from step {middle}" in resumed.stdout and "starting phase" not in resumed.stdout
     assert_same_weights(tmp_path / "whole" / "checkpoints" / f"ckpt-{end}", checkpoints / f"ckpt-{end}")
+
+
+def test_a_model_dir_written_before_config_sections_resumes_fine_tunes_and_exports(corpus, tmp_path, capsys):
+    """tests/fixtures/flat_config_model_dir: a run as electra_tf wrote them with a flat config.json
+    (6 steps on the test corpus as raw text)."""
+    from electra_tf import export, finetune
+
+    model_dir = tmp_path / "model"
+    shutil.copytree(Path(__file__).parent / "fixtures" / "flat_config_model_dir", model_dir)
+    text = corpus.write_sentence_file(tmp_path / "corpus.txt", repeat=30)
+    # Extended by two steps: the flat config is the base, so nothing else is asked to change.
+    assert pretrain.main(["--data", str(text), "--model_dir", str(model_dir), "--steps", "8", "--batch_size", "2",
+                          "--log_every", "2", "--eval_batches", "1", "--no-export"]) == 0
+    printed = capsys.readouterr().out
+    assert "resumed from step 6" in printed and "extending the run from 6 to 8 steps" in printed
+    saved = json.loads((model_dir / "config.json").read_text())
+    assert saved["model"]["hidden_size"] == 16 and saved["run"]["num_train_steps"] == 8  # written by section now
+    summary = json.loads((model_dir / "metrics.json").read_text())
+    assert [p["steps"] for p in summary["processes"]] == [6, 2]  # the earlier process, read from its metrics.json
+    assert (model_dir / "backbone" / "model.safetensors").is_file()
+
+    rows = [(s, "nature" if i % 2 else "town") for i, s in enumerate(s for d in corpus.DOCUMENTS for s in d)]
+    data = tmp_path / "topics.csv"
+    data.write_text("text,label\n" + "".join(f'"{t}",{label}\n' for t, label in rows), encoding="utf-8")
+    assert finetune.main(["--pretrained", str(model_dir), "--train", str(data), "--eval", str(data), "--output_dir",
+                          str(tmp_path / "out"), "--epochs", "1", "--batch_size", "4"]) == 0
+    assert export.main(["--model_dir", str(model_dir), "--export_dir", str(tmp_path / "exports")]) == 0
+    assert (tmp_path / "exports" / "model" / "1" / "saved_model.pb").is_file()
