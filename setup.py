@@ -78,5 +78,10 @@ setup(
         # the PyTorch peer of benchmarks/pretrain_step.py); the package never imports them. Install a CPU build
         # of torch first where the default wheel would pull CUDA packages.
         "reference": ["torch>=2.4", "transformers>=5,<6"],
+        # Keras' other backends, for the keras-hub presets `export --format keras_hub` writes:
+        # tests/interop/test_keras_backends.py runs a preset under JAX and PyTorch and the JAX
+        # fine-tuning example of docs/interop.md. jax 0.10 installs beside TensorFlow 2.21
+        # (numpy and ml_dtypes as they are); the package never imports either.
+        "keras-backends": ["jax[cpu]>=0.10,<0.11", "torch>=2.4"],
     },
 )

@@ -1,8 +1,11 @@
-"""`python -m electra_tf.convert`: a released ELECTRA checkpoint -> a model_dir.
+"""`python -m electra_tf.convert`: a released ELECTRA checkpoint (HuggingFace, Google TF1) or a
+keras-hub preset -> a model_dir.
 
     python -m electra_tf.convert --from huggingface --input electra-small-discriminator \\
         --generator electra-small-generator --output runs/electra_small_hf
     python -m electra_tf.convert --from google --input electra_small --output runs/electra_small_google
+    python -m electra_tf.convert --from keras_hub --input electra_small_discriminator_uncased_en \\
+        --output runs/electra_small_keras_hub
 
 `huggingface`: folders as `save_pretrained` writes them (config.json, model.safetensors,
 vocab.txt or tokenizer.json, tokenizer_config.json): an ElectraForPreTraining (or ElectraModel)
@@ -10,6 +13,11 @@ discriminator, and with --generator its ElectraForMaskedLM, which continued pre-
 `google`: the official TF1 checkpoint folder (model.ckpt-*, vocab.txt), generator included;
 sizes are read off the variable shapes, the head count (one per 64 units, as the official
 sizes) or anything else from --config.
+`keras_hub`: a keras-hub ELECTRA preset folder (as Kaggle ships them, as `save_to_preset` writes
+them): the discriminator's encoder and its tokenizer. It holds no replaced-token head and no
+generator: both start fresh (continued pre-training trains a generator of the config's size from
+scratch), and keras-hub's untrained pooler is left out. The work is
+`electra_tf.interop.keras_hub_presets`.
 
 Cased models convert too. A HuggingFace folder says how it tokenizes (tokenizer_config.json's
 do_lower_case, strip_accents, tokenize_chinese_chars); a TF1 folder does not, so it is taken as
@@ -35,8 +43,9 @@ from electra_tf.utils.run_dir import read_provenance
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m electra_tf.convert", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--from", dest="source", required=True, choices=("huggingface", "google"))
-    parser.add_argument("--input", required=True, help="the discriminator folder, or the TF1 checkpoint folder")
+    parser.add_argument("--from", dest="source", required=True, choices=("huggingface", "google", "keras_hub"))
+    parser.add_argument("--input", required=True,
+                        help="the discriminator folder, the TF1 checkpoint folder, or the keras-hub preset folder")
     parser.add_argument("--generator", default=None, help="huggingface: the matching ElectraForMaskedLM folder")
     parser.add_argument("--output", required=True, help="the model_dir to write")
     parser.add_argument("--config", default=None,
@@ -68,7 +77,14 @@ def main(argv=None) -> int:
     from electra_tf.interop.convert import import_google, import_huggingface
     from electra_tf.interop.huggingface import ConversionError
 
-    if args.source == "huggingface":
+    if args.source == "keras_hub":
+        from electra_tf.interop.keras_hub_presets import import_keras_hub
+
+        if args.config or args.generator or tokenizer_overrides(args):
+            raise ConversionError("--config, --generator and the tokenizer flags are for the other formats; a "
+                                  "keras-hub preset's config.json and tokenizer.json say it all.")
+        model_dir = import_keras_hub(args.input, args.output, args.max_seq_length, args.overwrite)
+    elif args.source == "huggingface":
         if args.config:
             raise ConversionError("--config is for --from google; a HuggingFace folder's config.json says it all.")
         model_dir = import_huggingface(args.input, args.output, args.generator, args.max_seq_length, args.overwrite,
@@ -88,7 +104,9 @@ def main(argv=None) -> int:
     if not provenance["rtd_head"]:
         print("  no replaced-token head in the source (ElectraModel): fine for fine-tuning; the exported "
               "replaced_probability is untrained")
-    if not provenance["generator_weights"]:
+    if provenance.get("generator_initialised"):
+        print("  no generator in the source: continued pre-training starts one of the config's size from scratch")
+    elif not provenance["generator_weights"]:
         print("  no generator: fine-tuning and export work; continued pre-training needs --generator")
     if provenance.get("question_answering_head"):
         answerer = model_dir.path / "question_answerer.keras"

@@ -1,11 +1,12 @@
-"""`python -m electra_tf.export`: a model as a SavedModel for TensorFlow Serving, or as
-HuggingFace folders.
+"""`python -m electra_tf.export`: a model as a SavedModel for TensorFlow Serving, as
+HuggingFace folders, or as a keras-hub preset.
 
     python -m electra_tf.export --model_dir runs/electra_tiny
     python -m electra_tf.export --model_dir runs/electra_tiny --checkpoint ckpt-2000 \\
         --export_dir exports --name electra_tiny
     python -m electra_tf.export --model_dir runs/my_task/best.keras
     python -m electra_tf.export --model_dir runs/electra_tiny --format huggingface
+    python -m electra_tf.export --model_dir runs/electra_tiny --format keras_hub --export_dir presets/electra_tiny
 
 From a pre-training model_dir (or an earlier export) it exports the discriminator; from a
 fine-tuned `.keras` file (a fine-tuning run's best.keras) the task model, head and label
@@ -23,6 +24,13 @@ With `--format huggingface`: EXPORT_DIR/NAME-huggingface/discriminator (what
 `transformers.ElectraForPreTraining.from_pretrained` loads) and .../generator
 (`ElectraForMaskedLM`), each with config.json, model.safetensors, vocab.txt and
 tokenizer_config.json; see `electra_tf/interop/convert.py`.
+
+With `--format keras_hub`: a preset folder (by default EXPORT_DIR/NAME-keras_hub; --export_dir
+names the folder itself) that `keras_hub.models.ElectraBackbone.from_preset` and
+`keras_hub.models.ElectraTokenizer.from_preset` load on any Keras backend: the discriminator's
+encoder (of a pre-training run, a converted checkpoint, or a fine-tuned model's backbone) and its
+vocabulary. keras-hub computes GELU in its tanh form and has an untrained pooler; see
+`electra_tf/interop/keras_hub_presets.py` and docs/interop.md.
 Exit status: 0 exported, 2 bad input.
 """
 
@@ -47,8 +55,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="the TF Serving base folder (default: MODEL_DIR/export, or export/ beside a .keras file)")
     parser.add_argument("--name", default=None,
                         help="model name (default: the model_dir's name, or a fine-tuning run's task)")
-    parser.add_argument("--format", default="saved_model", choices=("saved_model", "huggingface"),
-                        help="saved_model: for TF Serving; huggingface: folders transformers loads")
+    parser.add_argument("--format", default="saved_model", choices=("saved_model", "huggingface", "keras_hub"),
+                        help="saved_model: for TF Serving; huggingface: folders transformers loads; keras_hub: a "
+                             "preset folder keras-hub loads (--export_dir is then the preset folder itself)")
+    parser.add_argument("--overwrite", action="store_true", help="keras_hub: replace an existing preset folder")
     return parser
 
 
@@ -85,6 +95,9 @@ def main(argv=None) -> int:
     source = Path(args.model_dir)
     export_dir = Path(args.export_dir) if args.export_dir else default_export_dir(source)
     name = args.name or default_name(source)
+    if args.format == "keras_hub":
+        return export_keras_hub(source, Path(args.export_dir) if args.export_dir else export_dir / f"{name}-keras_hub",
+                                args.checkpoint, args.overwrite)
     if args.format == "huggingface":
         from electra_tf.interop.convert import export_huggingface
 
@@ -120,6 +133,24 @@ def main(argv=None) -> int:
     if int(target.name) < first_new_version:
         return 0  # nothing new: the export said which version already holds this model
     print(f"Exported {what} to {target.resolve()}\n  saved_model_cli show --dir {target.resolve()} --all")
+    return 0
+
+
+def export_keras_hub(source: Path, output: Path, checkpoint: str | None, overwrite: bool) -> int:
+    from electra_tf.finetuning.pretrained import load_pretrained
+    from electra_tf.interop.keras_hub_presets import sentencepiece_tokenizer_file, write_preset
+
+    backbone = load_pretrained(source, checkpoint)
+    step = backbone.metadata().get("step")
+    folder = write_preset(backbone, output, overwrite, {"step": step} if step is not None else None)
+    tokenizer = (f"keras_hub.tokenizers.SentencePieceTokenizer(proto={str(sentencepiece_tokenizer_file(folder))!r})"
+                 if backbone.tokenizer.kind == "sentencepiece"
+                 else f"keras_hub.models.ElectraTokenizer.from_preset({str(folder)!r})")
+    print(f"Exported the discriminator's encoder (from {backbone.source}) as a keras-hub preset: {folder.resolve()}\n"
+          f"  keras_hub.models.ElectraBackbone.from_preset({str(folder)!r})\n"
+          f"  {tokenizer}\n"
+          "  (keras-hub computes GELU in its tanh form, and its pooled_output is untrained: use "
+          "sequence_output[:, 0]; docs/interop.md)")
     return 0
 
 

@@ -13,8 +13,8 @@ import pytest
 from tests.cli_runs import environment
 from tests.scripts import REPO, load_script
 
-SCRIPTS = ("build_data", "gpu", "input_pipeline", "pretrain_step", "reference_parity", "serving_latency",
-           "transformers_step")
+SCRIPTS = ("build_data", "gpu", "input_pipeline", "keras_hub_parity", "pretrain_step", "reference_parity",
+           "serving_latency", "transformers_step")
 
 
 def benchmark(name: str, *args: str, timeout: int = 600) -> str:
@@ -78,6 +78,15 @@ def test_serving_latency_prints_each_signature(tmp_path, small_vocab):
         (signature, batch) for signature in ("serving_default", "encode_ids") for batch in ("1", "2")), printed
     for _, _, batch, p50, p99, sequences in rows:
         assert 0 < float(p50) <= float(p99) and float(sequences.replace(",", "")) > 0
+
+
+def test_the_keras_hub_parity_puts_the_difference_on_the_gelu_form(pretrained_run):
+    printed = benchmark("keras_hub_parity", "--model_dir", str(pretrained_run), "--texts", "8")
+    largest = dict(re.findall(r"^  (ours.*?)\s+max \|diff\| (\S+)", printed, flags=re.MULTILINE))
+    assert set(largest) == {"ours (exact GELU)", "ours with tanh GELU"}, printed
+    exact, tanh = float(largest["ours (exact GELU)"]), float(largest["ours with tanh GELU"])
+    assert tanh < 2e-5 and tanh < exact, printed  # with keras-hub's GELU form, float rounding is all that is left
+    assert "tokens of 8 news articles" in printed
 
 
 def test_data_building_prints_its_rate_and_projection(corpus, small_vocab, tmp_path):

@@ -239,8 +239,9 @@ def task_exports(pretrained_run, tmp_path_factory):
 @pytest.mark.parametrize("path, line, code, not_run", list(python_blocks()))
 def test_python_blocks_run(path, line, code, not_run, pretrained_run, tmp_path, request):
     """Each block runs in a fresh process, in a folder where `runs/electra_tiny` is a short
-    real pre-training run (as command 1 leaves it, smaller), and `runs/{sentiment,entities,
-    squad}/export/NAME/1` fine-tuned exports (`task_exports`) for the blocks that load them."""
+    real pre-training run (as command 1 leaves it, smaller), `runs/{sentiment,entities,
+    squad}/export/NAME/1` fine-tuned exports (`task_exports`) for the blocks that load them, and
+    `presets/electra_tiny` its keras-hub preset for the blocks that read one."""
     if not_run:
         assert len(not_run.group(1)) > 10, f"{path.name}:{line}: say why the block is not run"
         pytest.skip(f"not run: {not_run.group(1)}")
@@ -249,6 +250,11 @@ def test_python_blocks_run(path, line, code, not_run, pretrained_run, tmp_path, 
     if "/export/" in code and "electra_tiny/export" not in code:
         for task in request.getfixturevalue("task_exports").iterdir():
             (tmp_path / "runs" / task.name).symlink_to(task)
+    if "presets/electra_tiny" in code:  # as the export command before the block writes it
+        from electra_tf import export
+
+        assert export.main(["--model_dir", str(pretrained_run), "--format", "keras_hub", "--export_dir",
+                            str(tmp_path / "presets" / "electra_tiny")]) == 0
     result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True,
                             timeout=600, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
     assert result.returncode == 0, f"{path.name}:{line}:\n{result.stderr[-3000:]}"

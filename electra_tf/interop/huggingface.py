@@ -56,7 +56,7 @@ class HuggingFaceFolder:
         self.path = Path(path)
         if not self.path.is_dir():
             raise ConversionError(f"{self.path} is not a folder: give the folder `save_pretrained` wrote.")
-        self.config = _read_json(self.path / CONFIG_FILE, "the model's config.json")
+        self.config = read_json_file(self.path / CONFIG_FILE, "the model's config.json")
         model_type = self.config.get("model_type")
         if model_type != "electra":
             raise ConversionError(f"{self.path / CONFIG_FILE}: model_type is {model_type!r}, not 'electra': this is "
@@ -92,7 +92,7 @@ class HuggingFaceFolder:
         if not tokenizer_file.is_file():
             raise ConversionError(f"{self.path} has neither vocab.txt nor tokenizer.json: the vocabulary the model "
                                   "was trained with is needed (save the tokenizer with `save_pretrained` too).")
-        model = _read_json(tokenizer_file, "the tokenizer").get("model", {})
+        model = read_json_file(tokenizer_file, "the tokenizer").get("model", {})
         if model.get("type") != "WordPiece":
             raise ConversionError(f"{tokenizer_file}: model.type is {model.get('type')!r}; ELECTRA uses WordPiece.")
         by_id = sorted((index, token) for token, index in model["vocab"].items())
@@ -109,13 +109,13 @@ class HuggingFaceFolder:
         keys = {"do_lower_case", "strip_accents", "tokenize_chinese_chars"}
         path, values = self.path / TOKENIZER_CONFIG, {}
         if (self.path / "tokenizer.json").is_file():
-            normalizer = _read_json(self.path / "tokenizer.json", "the tokenizer").get("normalizer") or {}
+            normalizer = read_json_file(self.path / "tokenizer.json", "the tokenizer").get("normalizer") or {}
             if normalizer.get("type") == "BertNormalizer":
                 values = {"do_lower_case": normalizer.get("lowercase", True),
                           "strip_accents": normalizer.get("strip_accents"),
                           "tokenize_chinese_chars": normalizer.get("handle_chinese_chars", True)}
         if path.is_file():
-            values.update({k: v for k, v in _read_json(path, "the tokenizer config").items() if k in keys})
+            values.update({k: v for k, v in read_json_file(path, "the tokenizer config").items() if k in keys})
         try:
             return TokenizerSettings.from_huggingface(values, str(path))
         except VocabularyError as error:
@@ -240,7 +240,8 @@ def write_tokenizer_files(path: Path, tokenizer, max_positions: int) -> None:
         "mask_token": "[MASK]", "model_max_length": max_positions}, indent=2) + "\n")
 
 
-def _read_json(path: Path, what: str) -> dict:
+def read_json_file(path: Path, what: str) -> dict:
+    """A JSON object from `path`; a ConversionError naming the file (and `what` it holds) otherwise."""
     if not path.is_file():
         raise ConversionError(f"{path} is missing: {what} is needed.")
     try:
@@ -257,7 +258,7 @@ def _read_tensors(folder: Path) -> dict:
 
     index = folder / WEIGHTS_INDEX
     if index.is_file():
-        files = sorted(set(_read_json(index, "the shard index")["weight_map"].values()))
+        files = sorted(set(read_json_file(index, "the shard index")["weight_map"].values()))
     elif (folder / WEIGHTS_FILE).is_file():
         files = [WEIGHTS_FILE]
     elif (folder / "pytorch_model.bin").is_file():

@@ -1,5 +1,6 @@
-"""The name mapping between our variables and the two checkpoint formats ELECTRA is shared in,
-in one table: `weight_table(model_config)`.
+"""The name mapping between our variables and the formats ELECTRA is shared in, in one table:
+`weight_table(model_config)`; keras-hub's `ElectraBackbone` (the discriminator's encoder only)
+is `WeightName.keras_hub`.
 
 Each row names one tensor three ways and says how its values convert:
 
@@ -26,6 +27,13 @@ Each row names one tensor three ways and says how its values convert:
       dense/*, layer_norm/*                     generator_predictions.{dense,LayerNorm}.*  generator_predictions/{dense,LayerNorm}/*
       output_bias                               generator_lm_head.bias                     generator_predictions/output_bias
 
+keras-hub's `ElectraBackbone` holds the discriminator's encoder under its own layer names:
+`embeddings/word_embeddings` is `token_embedding`, `position_embeddings` `position_embedding`,
+`token_type_embeddings` `segment_embedding`, `embeddings/layer_norm` `embeddings_layer_norm`,
+`discriminator/embeddings_project` `embeddings_projection`, and `discriminator/transformer_layer_<i>/...`
+is `transformer_layer_<i>/...` (the same sublayer names and the same array layouts: this
+package's transformer layer is named after keras-hub's). It has no place for either head.
+
 HuggingFace keeps the discriminator (`ElectraForPreTraining`) and the generator
 (`ElectraForMaskedLM`) in two folders, each with its own copy of the embeddings (equal in the
 released models, which were trained with them shared); `generator_lm_head.weight` is the word
@@ -45,6 +53,12 @@ from dataclasses import dataclass
 import numpy as np
 
 DISCRIMINATOR, GENERATOR = "discriminator", "generator"
+# Our embedding layer's tables and LayerNorm under keras-hub's ElectraBackbone layer names.
+_KERAS_HUB_EMBEDDINGS = {"embeddings/word_embeddings": "token_embedding",
+                         "embeddings/position_embeddings": "position_embedding",
+                         "embeddings/token_type_embeddings": "segment_embedding",
+                         "embeddings/layer_norm": "embeddings_layer_norm",
+                         "discriminator/embeddings_project": "embeddings_projection"}
 
 # (ours, HuggingFace, TF1, kind) inside one transformer layer. kind: "copy" (same array),
 # "bias" (reshaped), "kernel<N>" (a matrix whose first N of our axes are its input side).
@@ -82,11 +96,24 @@ class WeightName:
     google: str
     kind: str
 
+    @property
+    def keras_hub(self) -> str | None:
+        """The variable path in keras-hub's `ElectraBackbone`; None for what it has no place for
+        (the replaced-token head, the generator)."""
+        layer, _, weight = self.ours.rpartition("/")
+        if layer in _KERAS_HUB_EMBEDDINGS:
+            return f"{_KERAS_HUB_EMBEDDINGS[layer]}/{weight}"
+        if layer.startswith("discriminator/transformer_layer_"):
+            return self.ours.removeprefix("discriminator/")
+        return None
+
     def to_ours(self, value: np.ndarray, shape: tuple, source: str) -> np.ndarray:
-        """A tensor of `source` ("huggingface" or "google") as our variable of `shape`; a
-        ValueError if its shape is not the one `shape` stands for."""
+        """A tensor of `source` ("huggingface", "google" or "keras_hub") as our variable of
+        `shape`; a ValueError if its shape is not the one `shape` stands for."""
         value = np.asarray(value)
-        if self.kind.startswith("kernel"):
+        if source == "keras_hub":  # the same layouts as ours
+            expected = tuple(shape)
+        elif self.kind.startswith("kernel"):
             if source == "huggingface":
                 value = value.T
             expected = self._matrix_shape(shape)

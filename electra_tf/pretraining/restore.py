@@ -82,9 +82,13 @@ def source_model_dir(source) -> tuple[Path, str | None]:
 def initialize_from(pretrainer, source) -> str:
     """Copies the weights of another run (or a converted checkpoint) into `pretrainer`, matched
     by variable name; returns the checkpoint used. The optimizer, step and random state are not
-    copied: the new run starts its own schedule. Every mismatch is named."""
+    copied: the new run starts its own schedule. Every mismatch is named. A source converted
+    from a format that holds no generator (a keras-hub preset) brings the fresh generator its
+    conversion initialised; the run's summary says so."""
     model_dir, checkpoint = source_model_dir(source)
-    if not read_provenance(model_dir).get("generator_weights", True) and pretrainer.discriminator is not None:
+    provenance = read_provenance(model_dir)
+    if (not provenance.get("generator_weights", True) and not provenance.get("generator_initialised")
+            and pretrainer.discriminator is not None):
         raise PretrainedError(f"{model_dir} was converted without a generator; continued ELECTRA pre-training "
                               "needs both networks. Convert again with --generator.")
     source_pretrainer, _, _, found = restore_pretrainer(model_dir, checkpoint)

@@ -151,9 +151,14 @@ class PretrainingTask(Task):
         if resumed_from is not None:
             print(f"  --init_from {self.init_from} ignored: continuing this run's own checkpoints")
             return None
-        from electra_tf.pretraining.restore import initialize_from
+        from electra_tf.pretraining.restore import initialize_from, source_model_dir
+        from electra_tf.utils.run_dir import read_provenance
 
-        return initialize_from(model, self.init_from)
+        found = initialize_from(model, self.init_from)
+        if read_provenance(source_model_dir(self.init_from)[0]).get("generator_initialised"):
+            print(f"  {self.init_from} holds no trained generator (a keras-hub preset has none): the generator "
+                  "starts from random weights of the config's size")
+        return found
 
     def describe(self, model, inputs: PretrainingInputs) -> list[str]:
         from electra_tf.pretraining.phases import position_note

@@ -1,0 +1,313 @@
+"""keras-hub presets in and out: a backbone becomes a folder that
+`keras_hub.models.ElectraBackbone.from_preset` and `ElectraTokenizer.from_preset` load (on every
+Keras backend), and such a folder becomes a model_dir.
+
+A preset, as keras-hub's `save_to_preset` writes it (and as Kaggle ships ELECTRA)::
+
+    config.json                  registered_name "keras_hub>ElectraBackbone" and its arguments
+    model.weights.h5             the backbone's weights
+    tokenizer.json               registered_name "keras_hub>ElectraTokenizer" and its settings
+    assets/tokenizer/vocabulary.txt
+    metadata.json                keras and keras-hub versions, parameter count, date
+    electra_tf.json              (written here) where the weights came from, what differs
+
+Both directions go through keras-hub's own classes (`save_to_preset`, `from_preset`), so the
+folder is exactly what keras-hub writes and reads. What a preset cannot say, stated rather than
+hidden (docs/interop.md, "keras-hub presets"):
+
+- keras-hub's transformer layers compute GELU with the tanh approximation; ELECTRA (and this
+  package) uses the exact erf form. The same weights therefore give slightly different hidden
+  states in keras-hub (measured in docs/results.md); fine-tuning in keras-hub adapts to it.
+- keras-hub's backbone has a tanh pooler (`pooled_dense`) that ELECTRA never trains. An exported
+  preset holds keras-hub's own initialisation there (truncated normal, stddev 0.02, drawn with a
+  fixed seed, zero bias), as keras-hub's released ELECTRA presets do; ELECTRA's classifiers read
+  the [CLS] vector, `sequence_output[:, 0]`. On import the pooler is dropped.
+- Neither head has a place in a preset: the replaced-token head is not exported, and an imported
+  model_dir starts it fresh; a preset holds no generator, so continued pre-training from an
+  imported model_dir starts a generator of the config's size from scratch.
+- keras-hub's `ElectraTokenizer` is WordPiece only, and its saved settings omit `split_on_cjk`
+  (it reloads as True): a vocabulary with `tokenize_chinese_chars` false cannot be exported.
+  A SentencePiece vocabulary is written as keras-hub's `SentencePieceTokenizer` over the same
+  model. keras-hub 0.32's `from_preset` only builds a tokenizer class tied to the preset's
+  backbone (`ElectraTokenizer`, WordPiece), so that one is constructed from its file:
+  `keras_hub.tokenizers.SentencePieceTokenizer(proto=PRESET/assets/tokenizer/vocabulary.spm)`
+  (`sentencepiece_tokenizer_file`).
+- keras-hub fixes the LayerNorm epsilon at 1e-12 (ELECTRA's): another epsilon is refused.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+
+from electra_tf.interop.huggingface import ConversionError, read_json_file
+from electra_tf.interop.names import weight_table
+
+BACKBONE_CLASS = "keras_hub>ElectraBackbone"
+WORDPIECE_TOKENIZER_CLASS = "keras_hub>ElectraTokenizer"
+SENTENCEPIECE_TOKENIZER_CLASS = "keras_hub>SentencePieceTokenizer"
+CONFIG_FILE, TOKENIZER_FILE, WEIGHTS_FILE, SHARDED_WEIGHTS_FILE = (
+    "config.json", "tokenizer.json", "model.weights.h5", "model.weights.json")
+VOCABULARY_FILE = Path("assets") / "tokenizer" / "vocabulary.txt"
+SENTENCEPIECE_FILE = Path("assets") / "tokenizer" / "vocabulary.spm"
+PROVENANCE_FILE = "electra_tf.json"
+KERAS_HUB_LAYER_NORM_EPSILON = 1e-12  # fixed inside keras-hub's ElectraBackbone
+POOLER_SEED = 0  # the pooler's initial values are drawn with this seed: an export is reproducible
+
+
+def backbone_arguments(model) -> dict:
+    """keras-hub `ElectraBackbone` arguments for a `ModelConfig`; a ConversionError for what
+    keras-hub's backbone cannot hold."""
+    if model.layer_norm_epsilon != KERAS_HUB_LAYER_NORM_EPSILON:
+        raise ConversionError(f"the model's layer_norm_epsilon is {model.layer_norm_epsilon}; keras-hub's "
+                              f"ElectraBackbone fixes it at {KERAS_HUB_LAYER_NORM_EPSILON} (ELECTRA's), so the "
+                              "preset would compute another model. Nothing was written.")
+    return {"vocab_size": model.vocab_size, "num_layers": model.num_layers, "num_heads": model.num_heads,
+            "hidden_dim": model.hidden_size, "embedding_dim": model.embedding_size,
+            "intermediate_dim": model.intermediate_size, "dropout": model.dropout,
+            "max_sequence_length": model.max_position_embeddings, "num_segments": model.type_vocab_size}
+
+
+def model_values(arguments: dict) -> dict:
+    """`ModelConfig` values for keras-hub `ElectraBackbone` arguments (the inverse of `backbone_arguments`)."""
+    return {"vocab_size": arguments["vocab_size"], "num_layers": arguments["num_layers"],
+            "num_heads": arguments["num_heads"], "hidden_size": arguments["hidden_dim"],
+            "embedding_size": arguments["embedding_dim"], "intermediate_size": arguments["intermediate_dim"],
+            "dropout": float(arguments.get("dropout", 0.1)),
+            "max_position_embeddings": arguments.get("max_sequence_length", 512),
+            "type_vocab_size": arguments.get("num_segments", 2)}
+
+
+def write_preset(backbone, output: str | Path, overwrite: bool = False, provenance: dict | None = None) -> Path:
+    """Writes `backbone` (a `models.backbone.Backbone`) as a keras-hub preset folder at `output`:
+    built in a temporary folder beside it and renamed, so a failure leaves nothing; an existing
+    non-empty `output` only with `overwrite`. Returns the folder."""
+    output = Path(output)
+    _check_output(output, overwrite, "--export_dir")
+    arguments = backbone_arguments(backbone.config.model)  # refusals before anything is written
+    _check_tokenizer(backbone.tokenizer)
+    temporary = output.parent / f".{output.name}.tmp-{os.getpid()}"
+    shutil.rmtree(temporary, ignore_errors=True)
+    try:
+        theirs = _keras_hub_backbone(backbone.discriminator, arguments)
+        theirs.save_to_preset(str(temporary))
+        _write_tokenizer(backbone.tokenizer, temporary)
+        (temporary / PROVENANCE_FILE).write_text(json.dumps({
+            "source": backbone.source, "max_seq_length": backbone.config.max_seq_length,
+            "tokenizer": backbone.tokenizer.settings.describe(), **(provenance or {}),
+            "differences": ["GELU: keras-hub computes the tanh approximation, ELECTRA the exact (erf) form",
+                            "pooled_dense: keras-hub's initialisation (seed 0), not trained by ELECTRA; "
+                            "classifiers read sequence_output[:, 0]",
+                            "no replaced-token head, no generator"]}, indent=2) + "\n", encoding="utf-8")
+        _replace(temporary, output)
+    finally:
+        shutil.rmtree(temporary, ignore_errors=True)
+    return output
+
+
+def _keras_hub_backbone(discriminator, arguments: dict):
+    """keras-hub's ElectraBackbone holding the discriminator's encoder weights (float32)."""
+    import keras
+    import keras_hub
+
+    from electra_tf.models.config import ModelConfig
+
+    theirs = keras_hub.models.ElectraBackbone(**arguments, dtype="float32")
+    ours = {name.keras_hub: name.ours for name in weight_table(ModelConfig(**model_values(arguments)),
+                                                                  rtd_head=False)}
+    values = {v.path: v for v in discriminator.variables}
+    for variable in theirs.weights:
+        if variable.path.startswith("pooled_dense/"):
+            initial = (keras.initializers.TruncatedNormal(stddev=0.02, seed=POOLER_SEED)(variable.shape)
+                       if variable.path.endswith("kernel") else np.zeros(variable.shape))
+            variable.assign(keras.ops.convert_to_numpy(initial).astype("float32"))
+            continue
+        value = keras.ops.convert_to_numpy(values[ours[variable.path]]).astype("float32")
+        variable.assign(value.reshape(tuple(variable.shape)))
+    return theirs
+
+
+def _check_tokenizer(tokenizer) -> None:
+    from electra_tf.data.tokenization import SENTENCEPIECE
+
+    if tokenizer.kind != SENTENCEPIECE and not tokenizer.settings.split_cjk:
+        raise ConversionError(
+            "the vocabulary's tokenizer keeps CJK ideographs inside words (tokenize_chinese_chars false); keras-hub's "
+            "tokenizers do not save that setting (`split_on_cjk` is missing from their get_config) and reload "
+            "splitting them, which would change the ids. Nothing was written.")
+
+
+def _write_tokenizer(tokenizer, folder: Path) -> None:
+    """WordPiece as keras-hub's `ElectraTokenizer`, normalising as ours does; SentencePiece as
+    its `SentencePieceTokenizer` over the same model (it has no ELECTRA class for it), whose ids
+    are the model's own, as ours are."""
+    import keras_hub
+
+    from electra_tf.data.tokenization import SENTENCEPIECE
+
+    if tokenizer.kind == SENTENCEPIECE:
+        theirs = keras_hub.tokenizers.SentencePieceTokenizer(proto=tokenizer.sentencepiece_model)
+    else:
+        settings = tokenizer.settings
+        theirs = keras_hub.models.ElectraTokenizer(vocabulary=list(tokenizer.vocabulary), lowercase=settings.lowercase,
+                                                   strip_accents=settings.strip_accents, split_on_cjk=True)
+    theirs.save_to_preset(str(folder))
+
+
+def sentencepiece_tokenizer_file(preset: str | Path) -> Path:
+    """Where a preset keeps a SentencePiece tokenizer's model (keras-hub's asset name)."""
+    return Path(preset) / SENTENCEPIECE_FILE
+
+
+class PresetFolder:
+    """A keras-hub ELECTRA preset folder, checked before anything is built: its backbone
+    arguments (`arguments`), its tokenizer's class and settings."""
+
+    def __init__(self, path):
+        self.path = Path(path)
+        if not self.path.is_dir():
+            raise ConversionError(f"{self.path} is not a folder: give the preset folder (config.json, "
+                                  "model.weights.h5, tokenizer.json) that keras-hub's save_to_preset writes.")
+        config = read_json_file(self.path / CONFIG_FILE, "the backbone's config, which a keras-hub preset has,")
+        registered = config.get("registered_name")
+        if registered != BACKBONE_CLASS:
+            raise ConversionError(f"{self.path / CONFIG_FILE}: registered_name is {registered!r}, not "
+                                  f"{BACKBONE_CLASS!r}: this is not a keras-hub ELECTRA preset"
+                                  + (" (another model's backbone)" if str(registered).startswith("keras_hub>") else "")
+                                  + ".")
+        self.arguments = config.get("config") if isinstance(config.get("config"), dict) else {}
+        missing = [key for key in ("vocab_size", "num_layers", "num_heads", "hidden_dim", "embedding_dim",
+                                   "intermediate_dim") if key not in self.arguments]
+        if missing:
+            raise ConversionError(f"{self.path / CONFIG_FILE}: the backbone's config lacks {', '.join(missing)}.")
+        if not (self.path / WEIGHTS_FILE).is_file() and not (self.path / SHARDED_WEIGHTS_FILE).is_file():
+            raise ConversionError(f"{self.path} has no {WEIGHTS_FILE}: the preset's weights are missing (a preset "
+                                  "saved with load_weights=False, or a download cut short). Copy the whole folder.")
+        tokenizer = read_json_file(self.path / TOKENIZER_FILE, "the tokenizer's config, which a preset has,")
+        self.tokenizer_class = tokenizer.get("registered_name")
+        if self.tokenizer_class not in (WORDPIECE_TOKENIZER_CLASS, SENTENCEPIECE_TOKENIZER_CLASS):
+            raise ConversionError(f"{self.path / TOKENIZER_FILE}: registered_name is {self.tokenizer_class!r}; "
+                                  f"expected {WORDPIECE_TOKENIZER_CLASS!r} (or {SENTENCEPIECE_TOKENIZER_CLASS!r}).")
+
+    def load_backbone(self):
+        """keras-hub's ElectraBackbone with the preset's weights; a ConversionError naming the
+        weights file when they cannot be read or do not fit the config."""
+        import keras_hub
+
+        try:
+            return keras_hub.models.ElectraBackbone.from_preset(str(self.path), dtype="float32")
+        except Exception as error:  # h5py and Keras raise many types for a damaged or mismatched file
+            raise ConversionError(f"{self.path / WEIGHTS_FILE}: cannot be loaded into the backbone config.json "
+                                  f"describes ({type(error).__name__}: {str(error)[:400]}). The file is truncated or "
+                                  "damaged, or holds another model's weights: copy the preset again.") from None
+
+    def tokenizer(self):
+        """(vocabulary, TokenizerSettings, SentencePiece model bytes or None) of the preset."""
+        import keras_hub
+
+        from electra_tf.data.tokenization import TokenizerSettings, model_pieces
+
+        where = self.path / TOKENIZER_FILE
+        if self.tokenizer_class == SENTENCEPIECE_TOKENIZER_CLASS:
+            model_file = sentencepiece_tokenizer_file(self.path)
+            if not model_file.is_file():
+                raise ConversionError(f"{model_file} is missing: the SentencePiece model the tokenizer needs.")
+            model = model_file.read_bytes()
+            try:
+                return model_pieces(model), TokenizerSettings.sentencepiece(_folds_case(model)), model
+            except (RuntimeError, OSError) as error:
+                raise ConversionError(f"{model_file}: not a readable SentencePiece model ({error}).") from None
+        if not (self.path / VOCABULARY_FILE).is_file():
+            raise ConversionError(f"{self.path / VOCABULARY_FILE} is missing: the vocabulary the model was trained "
+                                  "with is needed.")
+        theirs = keras_hub.models.ElectraTokenizer.from_preset(str(self.path))
+        for setting, value, ours in (("split", theirs.split, True), ("suffix_indicator", theirs.suffix_indicator, "##"),
+                                     ("oov_token", theirs.oov_token, "[UNK]"),
+                                     ("special_tokens_in_strings", theirs.special_tokens_in_strings, False)):
+            if value != ours:
+                raise ConversionError(f"{where}: {setting} is {value!r}; ELECTRA's tokenizer has {ours!r}, so the "
+                                      "ids would differ.")
+        settings = TokenizerSettings(lowercase=bool(theirs.lowercase), strip_accents=bool(theirs.strip_accents),
+                                     split_cjk=bool(theirs.split_on_cjk))
+        return theirs.get_vocabulary(), settings, None
+
+
+def import_keras_hub(preset: str | Path, output: str | Path, max_seq_length: int | None = None,
+                     overwrite: bool = False):
+    """Converts a keras-hub ELECTRA preset folder into a model_dir (returns its `ModelDir`).
+
+    The preset holds the discriminator's encoder only: the replaced-token head and a generator of
+    the config's size (ELECTRA's default fraction of the discriminator) start fresh, which the
+    model_dir's imported_from.json records and continued pre-training accepts."""
+    from electra_tf.interop.convert import _Weights, _write_model_dir
+    from electra_tf.interop.huggingface import DEFAULT_MAX_SEQ_LENGTH
+    from electra_tf.pretraining.config import PretrainingConfig
+    from electra_tf.utils.sections import ConfigError
+
+    folder = PresetFolder(preset)
+    _check_output(Path(output), overwrite, "--output")
+    values = model_values(folder.arguments)
+    values["max_seq_length"] = min(max_seq_length or DEFAULT_MAX_SEQ_LENGTH, int(values["max_position_embeddings"]))
+    try:
+        config = PretrainingConfig.from_dict(values, source=str(folder.path / CONFIG_FILE))
+    except ConfigError as error:
+        raise ConversionError(str(error)) from None
+    vocabulary, settings, sentencepiece_model = folder.tokenizer()
+    _check_vocabulary(vocabulary, settings, config, folder.path)
+    theirs = {v.path: v for v in folder.load_backbone().weights}
+
+    def read(name):
+        return np.asarray(theirs[name.keras_hub].numpy()), f"{folder.path / WEIGHTS_FILE}: {name.keras_hub}"
+
+    provenance = {"format": "keras_hub", "preset": str(folder.path), "rtd_head": False, "generator_weights": False,
+                  "generator_initialised": True}
+    names = weight_table(config.model, rtd_head=False)
+    return _write_model_dir(config, (vocabulary, settings, sentencepiece_model),
+                            _Weights(names, read, "keras_hub", provenance), output, overwrite)
+
+
+def _folds_case(model: bytes) -> bool:
+    """Whether a SentencePiece model's normaliser folds case (nmt_nfkc_cf), seen in what it does."""
+    import sentencepiece
+
+    processor = sentencepiece.SentencePieceProcessor(model_proto=model)
+    return processor.encode("Aa Bb Cc", out_type=str) == processor.encode("aa bb cc", out_type=str)
+
+
+def _check_vocabulary(vocabulary, settings, config, where: Path) -> None:
+    from electra_tf.data.tokenization import SPECIAL_TOKENS, VocabularyError, check_casing
+
+    if len(vocabulary) != config.model.vocab_size:
+        raise ConversionError(f"{where}: the tokenizer has {len(vocabulary)} tokens but the backbone's embedding "
+                              f"table has {config.model.vocab_size} rows; they must come from the same model.")
+    missing = [token for token in SPECIAL_TOKENS if token not in vocabulary]
+    if missing:
+        raise ConversionError(f"{where / VOCABULARY_FILE}: the vocabulary lacks {', '.join(missing)}, which "
+                              "ELECTRA's inputs and masking need.")
+    try:
+        check_casing(vocabulary, settings, f"the vocabulary of {where}")
+    except VocabularyError as error:
+        raise ConversionError(str(error)) from None
+
+
+def _check_output(output: Path, overwrite: bool, flag: str) -> None:
+    if output.exists() and (not output.is_dir() or any(output.iterdir())) and not overwrite:
+        raise ConversionError(f"{output} exists and is not empty; choose another {flag} or pass --overwrite "
+                              "(nothing was written).")
+
+
+def _replace(temporary: Path, output: Path) -> None:
+    """`temporary` renamed to `output`; an earlier `output` is moved aside first and removed after."""
+    output.parent.mkdir(parents=True, exist_ok=True)
+    old = output.parent / f".{output.name}.old-{os.getpid()}"
+    if output.exists():
+        os.replace(output, old)
+    os.replace(temporary, output)
+    if old.is_dir():
+        shutil.rmtree(old)
+    elif old.exists():
+        old.unlink()
