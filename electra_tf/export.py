@@ -1,5 +1,5 @@
 """`python -m electra_tf.export`: a model as a SavedModel for TensorFlow Serving, as
-HuggingFace folders, or as a keras-hub preset.
+HuggingFace folders, as a keras-hub preset, or as a LiteRT file for devices.
 
     python -m electra_tf.export --model_dir runs/electra_tiny
     python -m electra_tf.export --model_dir runs/electra_tiny --checkpoint ckpt-2000 \\
@@ -7,6 +7,7 @@ HuggingFace folders, or as a keras-hub preset.
     python -m electra_tf.export --model_dir runs/my_task/best.keras
     python -m electra_tf.export --model_dir runs/electra_tiny --format huggingface
     python -m electra_tf.export --model_dir runs/electra_tiny --format keras_hub --export_dir presets/electra_tiny
+    python -m electra_tf.export --model_dir runs/my_task/best.keras --format litert --quantize dynamic
 
 From a pre-training model_dir (or an earlier export) it exports the discriminator; from a
 fine-tuned `.keras` file (a fine-tuning run's best.keras) the task model, head and label
@@ -31,6 +32,11 @@ names the folder itself) that `keras_hub.models.ElectraBackbone.from_preset` and
 encoder (of a pre-training run, a converted checkpoint, or a fine-tuned model's backbone) and its
 vocabulary. keras-hub computes GELU in its tanh form and has an untrained pooler; see
 `electra_tf/interop/keras_hub_presets.py` and docs/interop.md.
+
+With `--format litert`: EXPORT_DIR/NAME.tflite (NAME-int8.tflite with `--quantize dynamic`), one
+file that takes text (the tokenizer inside): a fine-tuned classifier's or tagger's `best.keras`,
+or a pre-training run's discriminator. It runs with LiteRT's interpreter and tensorflow-text's
+custom-op kernels, no Select TF ops; see `electra_tf/serving/litert.py` and docs/serving.md.
 Exit status: 0 exported, 2 bad input.
 """
 
@@ -55,10 +61,14 @@ def build_parser() -> argparse.ArgumentParser:
                         help="the TF Serving base folder (default: MODEL_DIR/export, or export/ beside a .keras file)")
     parser.add_argument("--name", default=None,
                         help="model name (default: the model_dir's name, or a fine-tuning run's task)")
-    parser.add_argument("--format", default="saved_model", choices=("saved_model", "huggingface", "keras_hub"),
+    parser.add_argument("--format", default="saved_model", choices=("saved_model", "huggingface", "keras_hub", "litert"),
                         help="saved_model: for TF Serving; huggingface: folders transformers loads; keras_hub: a "
-                             "preset folder keras-hub loads (--export_dir is then the preset folder itself)")
-    parser.add_argument("--overwrite", action="store_true", help="keras_hub: replace an existing preset folder")
+                             "preset folder keras-hub loads (--export_dir is then the preset folder itself); litert: "
+                             "a .tflite file that takes text, for phones and edge devices")
+    parser.add_argument("--quantize", default="none", choices=("none", "dynamic"),
+                        help="litert: dynamic = 8-bit weights, float activations (about a quarter of the size)")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="keras_hub, litert: replace an existing preset folder or .tflite file")
     return parser
 
 
@@ -95,6 +105,8 @@ def main(argv=None) -> int:
     source = Path(args.model_dir)
     export_dir = Path(args.export_dir) if args.export_dir else default_export_dir(source)
     name = args.name or default_name(source)
+    if args.format == "litert":
+        return export_litert(source, export_dir, name, args)
     if args.format == "keras_hub":
         return export_keras_hub(source, Path(args.export_dir) if args.export_dir else export_dir / f"{name}-keras_hub",
                                 args.checkpoint, args.overwrite)
@@ -151,6 +163,31 @@ def export_keras_hub(source: Path, output: Path, checkpoint: str | None, overwri
           f"  {tokenizer}\n"
           "  (keras-hub computes GELU in its tanh form, and its pooled_output is untrained: use "
           "sequence_output[:, 0]; docs/interop.md)")
+    return 0
+
+
+def export_litert(source: Path, export_dir: Path, name: str, args) -> int:
+    from electra_tf.finetuning.pretrained import load_pretrained, load_task_model
+    import importlib.util
+
+    from electra_tf.serving.litert import litert_file_name, write_litert
+
+    task_model = load_task_model(source) if source.suffix == ".keras" and source.is_file() else None
+    if task_model is not None:
+        model, tokenizer, config = task_model
+        what = f"the fine-tuned {type(model).__name__}"
+    else:
+        backbone = load_pretrained(source, args.checkpoint)
+        model, tokenizer, config = backbone.discriminator, backbone.tokenizer, backbone.config
+        what = (f"the discriminator (per-token replaced probabilities, from {backbone.source}; a classifier or "
+                "tagger comes from a fine-tuning run's best.keras)")
+    path = write_litert(model, tokenizer, config.max_seq_length, export_dir / litert_file_name(name, args.quantize),
+                        args.quantize, args.overwrite)
+    checked = ("checked: it runs" if importlib.util.find_spec("ai_edge_litert") is not None
+               else "not run here: pip install -e \".[litert]\" to check it")
+    print(f"Exported {what} as LiteRT ({'8-bit weights' if args.quantize == 'dynamic' else 'float32'}, "
+          f"{path.stat().st_size / 2**20:.1f} MiB): {path.resolve()}\n"
+          f"  LiteRT's interpreter with tensorflow-text's kernels ({checked}); docs/serving.md, \"On a device\"")
     return 0
 
 

@@ -9,20 +9,13 @@ from pathlib import Path
 
 import numpy as np
 
+from tests.without_electra_tf import REFUSE_ELECTRA_TF
+
 LENGTH = 48  # the packed length of every row
 
 # Runs in a fresh process that has keras-hub but refuses to import electra_tf: loads each
 # preset with keras-hub's own classes, tokenizes, packs [CLS] ids [SEP] and runs the backbone.
-KERAS_HUB_ONLY = r'''
-import importlib.abc, json, sys
-
-class NoElectraTf(importlib.abc.MetaPathFinder):
-    def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] == "electra_tf":
-            raise ImportError("a keras-hub preset must load without electra_tf")
-
-sys.meta_path.insert(0, NoElectraTf())
-import numpy as np, keras, keras_hub
+KERAS_HUB_ONLY = REFUSE_ELECTRA_TF + r'''import numpy as np, keras, keras_hub
 
 job = json.loads(sys.argv[1])
 for name, preset in job["presets"].items():

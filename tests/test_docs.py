@@ -241,7 +241,8 @@ def test_python_blocks_run(path, line, code, not_run, pretrained_run, tmp_path, 
     """Each block runs in a fresh process, in a folder where `runs/electra_tiny` is a short
     real pre-training run (as command 1 leaves it, smaller), `runs/{sentiment,entities,
     squad}/export/NAME/1` fine-tuned exports (`task_exports`) for the blocks that load them, and
-    `presets/electra_tiny` its keras-hub preset for the blocks that read one."""
+    `presets/electra_tiny` its keras-hub preset and `litert/electra_tiny.tflite` its LiteRT file for
+    the blocks that read them."""
     if not_run:
         assert len(not_run.group(1)) > 10, f"{path.name}:{line}: say why the block is not run"
         pytest.skip(f"not run: {not_run.group(1)}")
@@ -250,6 +251,11 @@ def test_python_blocks_run(path, line, code, not_run, pretrained_run, tmp_path, 
     if "/export/" in code and "electra_tiny/export" not in code:
         for task in request.getfixturevalue("task_exports").iterdir():
             (tmp_path / "runs" / task.name).symlink_to(task)
+    if "litert/electra_tiny.tflite" in code:  # as the export command before the block writes it
+        from electra_tf import export
+
+        assert export.main(["--model_dir", str(pretrained_run), "--format", "litert", "--export_dir",
+                            str(tmp_path / "litert")]) == 0
     if "presets/electra_tiny" in code:  # as the export command before the block writes it
         from electra_tf import export
 

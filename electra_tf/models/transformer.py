@@ -34,6 +34,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 import keras
@@ -46,8 +47,9 @@ from electra_tf.models.dropout import apply_keep_mask, draw_seed, keep_masks
 def attention_mask(padding_mask):
     """[B, S] padding mask (nonzero = a real token) -> bool [B, 1, 1, S], broadcast over heads
     and query positions. Made once per encoder, not once per layer."""
-    padding_mask = tf.cast(padding_mask, tf.bool)
-    return padding_mask[:, tf.newaxis, tf.newaxis, :]
+    # A reshape, not `[:, tf.newaxis, tf.newaxis, :]`: LiteRT has no kernel for that slice of a bool tensor.
+    padding_mask = tf.convert_to_tensor(padding_mask)
+    return tf.cast(tf.reshape(padding_mask, [tf.shape(padding_mask)[0], 1, 1, -1]), tf.bool)
 
 
 @keras.saving.register_keras_serializable(package="electra_tf")
@@ -209,16 +211,34 @@ def dense(x, kernel, bias):
     return tf.reshape(y, tf.concat([tf.shape(x)[:-1], [kernel.shape[-1]]], 0))
 
 
+_GELU_AS_ONE_OP = False  # set while tracing for LiteRT (`gelu_as_one_op`)
+
+
 def gelu(x):
     """Exact GELU (`fused.gelu_float32`) computed in float32: a bfloat16 or float16 input is
     cast, and the result cast back (TensorFlow's CPU kernels compute elementwise ops in those
-    types slowly).
+    types slowly). Under `gelu_as_one_op()`, traced as `tf.nn.gelu(approximate=False)`.
 
     >>> x = tf.constant([-2.0, -0.5, 0.0, 1.0, 3.0])
     >>> bool(tf.reduce_all(tf.abs(gelu(x) - tf.nn.gelu(x, approximate=False)) < 1e-6))
     True
     """
+    if _GELU_AS_ONE_OP:
+        return tf.cast(tf.nn.gelu(tf.cast(x, tf.float32), approximate=False), x.dtype)
     return tf.cast(fused.gelu_float32(tf.cast(x, tf.float32)), x.dtype)
+
+
+@contextlib.contextmanager
+def gelu_as_one_op():
+    """Inside it, inference traces the exact GELU as `tf.nn.gelu(approximate=False)`: LiteRT's
+    converter fuses that into its GELU kernel, while `erfc` (the form above) has no LiteRT
+    kernel. The same function to float32 rounding (2.4e-7 apart on [-4, 4])."""
+    global _GELU_AS_ONE_OP
+    before, _GELU_AS_ONE_OP = _GELU_AS_ONE_OP, True
+    try:
+        yield
+    finally:
+        _GELU_AS_ONE_OP = before
 
 
 def layer_norm(x, gamma, beta, epsilon: float):

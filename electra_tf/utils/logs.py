@@ -40,13 +40,22 @@ START_UP_NOISE = [
     r"^To enable the following instructions: .* rebuild TensorFlow with the appropriate compiler flags\.$",
     _PREFIX + r"util\.cc:\d+\] oneDNN supports DT_INT64 only on platforms with AVX-512",
 ]
+# What LiteRT's converter and interpreter say of every file `serving/litert.py` writes: the
+# tensorflow-text ops it keeps as custom ops (their kernels come from tensorflow-text's registrar;
+# the file is run once to prove it), two options TF 2.21's converter ignores, the CPU delegate.
+LITERT_NOISE = [
+    _PREFIX + r"tf_tfl_flatbuffer_helpers\.cc:\d+\] Ignored (output_format|drop_control_dependency)\.",
+    _PREFIX + r"flatbuffer_export\.cc:\d+\] The following operation\(s\) need TFLite custom op implementation",
+    r"^Custom ops: ", r"^Details:$", r"^\ttf\.", r"^See instructions: https://www\.tensorflow\.org/lite/guide/ops_custom$",
+    r"^INFO: Created TensorFlow Lite XNNPACK delegate for CPU\.$",
+]
 # cuInit fails on every host without an NVIDIA driver; on a host with one it is a real error.
 CUDA_WITHOUT_DRIVER = _PREFIX + r"cuda_platform\.cc:\d+\] failed call to cuInit"
 
 
-def _noise_pattern() -> re.Pattern:
+def _noise_pattern(extra: tuple = ()) -> re.Pattern:
     driver = nvidia.driver_installed()
-    return re.compile("|".join(START_UP_NOISE + ([] if driver else [CUDA_WITHOUT_DRIVER])))
+    return re.compile("|".join(START_UP_NOISE + list(extra) + ([] if driver else [CUDA_WITHOUT_DRIVER])))
 
 
 def is_start_up_noise(line: str) -> bool:
@@ -54,9 +63,10 @@ def is_start_up_noise(line: str) -> bool:
 
 
 @contextlib.contextmanager
-def start_up_lines_left_out():
+def start_up_lines_left_out(extra: tuple = ()):
     """Within it, file descriptor 2 goes to a temporary file; at its end what was written there
-    goes to the real stderr, less `START_UP_NOISE` (all of it when the block raised)."""
+    goes to the real stderr, less `START_UP_NOISE` and the `extra` patterns (all of it when the
+    block raised)."""
     sys.stderr.flush()
     real = os.dup(2)
     with tempfile.TemporaryFile() as held:
@@ -70,7 +80,7 @@ def start_up_lines_left_out():
             os.dup2(real, 2)
             os.close(real)
             held.seek(0)
-            noise = _noise_pattern()
+            noise = _noise_pattern(extra)
             for line in held.read().decode("utf-8", errors="replace").splitlines(keepends=True):
                 if failed or not noise.search(line.rstrip("\n")):
                     sys.stderr.write(line)
@@ -91,6 +101,13 @@ def start_tensorflow():
 
             tf.config.list_physical_devices("GPU")
     return tf
+
+
+def litert_notes_left_out():
+    """`start_up_lines_left_out` for a LiteRT conversion and its first run (`LITERT_NOISE`)."""
+    if os.environ.get(KEEP_ALL_VARIABLE) == "1":
+        return contextlib.nullcontext()
+    return start_up_lines_left_out(tuple(LITERT_NOISE))
 
 
 def int64_notice_left_out() -> None:
