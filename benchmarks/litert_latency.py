@@ -3,6 +3,7 @@ and (with --classifier/--eval) what 8-bit weights cost in accuracy on a real dev
 
     python benchmarks/litert_latency.py                     # tiny and Small-sized classifiers
     python benchmarks/litert_latency.py --classifier runs/bbc/best.keras --eval data/bbc_news/dev.csv
+    python benchmarks/litert_latency.py --tokenizer runs/electra_tiny/vocab.txt
 
 Without --classifier: two-class classifiers over fresh discriminators (weights do not change
 the cost) of the `electra_tiny` preset and of ELECTRA-Small's size (12 layers, hidden 256; the
@@ -16,6 +17,11 @@ With --classifier and --eval (a .csv of text,label): the fine-tuned model's Save
 LiteRT files run every dev text once; prints each one's accuracy, and how often the LiteRT files'
 argmax agrees with the SavedModel's, with the largest probability difference. Needs
 `pip install -e ".[litert]"`.
+
+With --tokenizer VOCAB: how many real texts (every paragraph of the bundled Wikipedia sample and
+gensim's 300 ABC news articles) the LiteRT file's tokenizer ops give other ids for than the
+SavedModel's, uncased and cased, with the pieces where they part (the ops run in TensorFlow here;
+tests/serving/test_litert.py shows LiteRT's kernels give the same ids as these ops).
 """
 
 from __future__ import annotations
@@ -148,17 +154,57 @@ def accuracy(args) -> None:
               f"max |probability difference| {np.abs(probabilities - reference).max():.2e}")
 
 
+def real_texts() -> list[str]:
+    import importlib.util
+
+    from electra_tf.data.corpus import Skips, embedded_sample_path, iter_raw_documents, wikitext_to_paragraphs
+
+    texts = []
+    for document in iter_raw_documents(embedded_sample_path(), Skips()):
+        texts += wikitext_to_paragraphs(document.content[0])
+    news = Path(importlib.util.find_spec("gensim").submodule_search_locations[0]) / "test" / "test_data"
+    return texts + [line for line in (news / "lee_background.cor").read_text(errors="replace").splitlines()
+                    if line.strip()]
+
+
+def tokenizer_agreement(args) -> None:
+    import difflib
+
+    import tensorflow as tf
+
+    from electra_tf.data.tokenization import ElectraTokenizer, TokenizerSettings
+    from electra_tf.serving.litert import LiteRTTokenizer
+
+    texts = real_texts()
+    for name, settings in (("uncased", TokenizerSettings()), ("cased", TokenizerSettings.cased())):
+        ours = ElectraTokenizer(args.tokenizer, settings)
+        theirs = LiteRTTokenizer(ours).tokenize(tf.constant(texts)).to_list()
+        differ = [(a, b) for a, b in zip(ours.tokenize(texts).to_list(), theirs) if a != b]
+        print(f"{name}: {len(differ)} of {len(texts):,} texts tokenize differently")
+        for a, b in differ:
+            a, b = [ours.vocabulary[i] for i in a], [ours.vocabulary[i] for i in b]
+            for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(a=a, b=b).get_opcodes():
+                if tag != "equal":
+                    print(f"  SavedModel {a[i1:i2]}  LiteRT {b[j1:j2]}")
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--calls", type=int, default=100)
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--classifier", default=None, help="a fine-tuned best.keras (with --eval)")
     parser.add_argument("--eval", default=None, help="a .csv with text and label columns")
+    parser.add_argument("--tokenizer", default=None, help="a vocab.txt: compare the two tokenizers on real text")
     args = parser.parse_args(argv)
     if (args.classifier is None) != (args.eval is None):
         parser.error("--classifier and --eval go together")
     common.start(compile_cache=False)
-    accuracy(args) if args.classifier else speed(args)
+    if args.tokenizer:
+        tokenizer_agreement(args)
+    elif args.classifier:
+        accuracy(args)
+    else:
+        speed(args)
     return 0
 
 
