@@ -58,7 +58,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="a pre-training model_dir (or a .keras file / earlier export)")
     parser.add_argument("--checkpoint", default=None, help="e.g. ckpt-2000 (default: the latest)")
     parser.add_argument("--export_dir", default=None,
-                        help="the TF Serving base folder (default: MODEL_DIR/export, or export/ beside a .keras file)")
+                        help="the folder exports go in: TF Serving's base folder, or where the .tflite file goes "
+                             "(default: MODEL_DIR/export, or export/ beside a .keras file); for keras_hub, the preset "
+                             "folder itself")
     parser.add_argument("--name", default=None,
                         help="model name (default: the model_dir's name, or a fine-tuning run's task)")
     parser.add_argument("--format", default="saved_model", choices=("saved_model", "huggingface", "keras_hub", "litert"),
