@@ -196,3 +196,28 @@ def test_a_fine_tuned_best_keras_exports_from_the_command(pretrained_run, corpus
     lite = tmp_path / "tuned" / "export" / "topics-int8.tflite"
     theirs = run_litert_only(lite, [{"text": "Bees visit the orchard."}], tmp_path / "out.npz")
     assert sorted(theirs["label_names"]) == ["bees", "other"] and theirs["probabilities"].shape == (1, 2)
+
+
+def test_a_failed_conversion_keeps_the_converters_message(backbone, tmp_path, monkeypatch):
+    import tensorflow as tf
+
+    class FailingConverter:
+        """The converter's settings are taken; converting fails as it does for an op without a kernel."""
+
+        target_spec = type("TargetSpec", (), {})()
+
+        def convert(self):
+            raise RuntimeError("'tf.SomeOp' op is neither a custom op nor a flex op")
+
+    monkeypatch.setattr(tf.lite.TFLiteConverter, "from_saved_model", lambda *args, **kwargs: FailingConverter())
+    with pytest.raises(LiteRTError, match="neither a custom op nor a flex op.*Nothing was written. Try"):
+        write_litert(backbone.discriminator, backbone.tokenizer, 32, tmp_path / "d.tflite")
+    assert not list(tmp_path.iterdir())
+
+
+def test_a_fine_tuning_folder_without_its_model_is_refused(tmp_path, capsys):
+    (tmp_path / "tuned").mkdir()
+    (tmp_path / "tuned" / "metrics.json").write_text('{"task": "topics"}')
+    assert export.main(["--model_dir", str(tmp_path / "tuned"), "--format", "litert"]) == 2
+    assert "fine-tuning output folder" in capsys.readouterr().err
+    assert not list((tmp_path / "tuned").glob("**/*.tflite"))
