@@ -365,3 +365,12 @@ def _serve(connection, config, state_dicts, seed) -> None:
             connection.send(("ok", getattr(side, method)(*args)))
     except Exception:
         connection.send(("error", traceback.format_exc()))
+
+
+def news_articles(count: int | None = None) -> list[str]:
+    """The first `count` of the 300 ABC news articles beside the Wikipedia sample in gensim's test
+    data (one article a line): real English that no run here trains on."""
+    from electra_tf.data.corpus import embedded_sample_path
+
+    lines = (embedded_sample_path().parent / "lee_background.cor").read_text(encoding="utf-8", errors="replace")
+    return [line.strip() for line in lines.splitlines() if line.strip()][:count]

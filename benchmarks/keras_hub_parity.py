@@ -13,20 +13,12 @@ replaced-token head reads keras-hub's hidden states instead of ours. See docs/in
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import tempfile
 from pathlib import Path
 
 import numpy as np
 
 import common
-
-
-def news_articles(count: int) -> list[str]:
-    """The first `count` lines of gensim's ABC news sample (one article a line)."""
-    folder = Path(importlib.util.find_spec("gensim").submodule_search_locations[0]) / "test" / "test_data"
-    lines = (folder / "lee_background.cor").read_text(encoding="utf-8", errors="replace").splitlines()
-    return [line.strip() for line in lines if line.strip()][:count]
 
 
 def packed(tokenizer, texts: list[str], length: int) -> dict:
@@ -40,18 +32,11 @@ def packed(tokenizer, texts: list[str], length: int) -> dict:
 
 
 def our_outputs(discriminator, batch: dict, tanh_gelu: bool) -> np.ndarray:
-    """Our hidden states; with `tanh_gelu`, the transformer layers' GELU swapped for keras-hub's form."""
-    import tensorflow as tf
+    """Our hidden states; with `tanh_gelu`, the transformer layers' GELU in keras-hub's form."""
+    from electra_tf.models.transformer import gelu_form
 
-    from electra_tf.models import transformer
-
-    exact = transformer.gelu
-    if tanh_gelu:
-        transformer.gelu = lambda x: tf.nn.gelu(x, approximate=True)
-    try:
+    with gelu_form("tanh" if tanh_gelu else "exact"):
         return discriminator(batch, training=False)["sequence_output"].numpy()
-    finally:
-        transformer.gelu = exact
 
 
 def main() -> None:
@@ -67,7 +52,7 @@ def main() -> None:
     from electra_tf.interop.keras_hub_presets import write_preset
 
     ours = load_pretrained(args.model_dir)
-    batch = packed(ours.tokenizer, news_articles(args.texts), args.max_seq_length)
+    batch = packed(ours.tokenizer, common.news_articles(args.texts), args.max_seq_length)
     with tempfile.TemporaryDirectory() as folder:
         preset = write_preset(ours, Path(folder) / "preset")
         theirs = keras_hub.models.ElectraBackbone.from_preset(str(preset)).predict(batch, batch_size=32, verbose=0)

@@ -154,19 +154,6 @@ def accuracy(args) -> None:
               f"max |probability difference| {np.abs(probabilities - reference).max():.2e}")
 
 
-def real_texts() -> list[str]:
-    import importlib.util
-
-    from electra_tf.data.corpus import Skips, embedded_sample_path, iter_raw_documents, wikitext_to_paragraphs
-
-    texts = []
-    for document in iter_raw_documents(embedded_sample_path(), Skips()):
-        texts += wikitext_to_paragraphs(document.content[0])
-    news = Path(importlib.util.find_spec("gensim").submodule_search_locations[0]) / "test" / "test_data"
-    return texts + [line for line in (news / "lee_background.cor").read_text(errors="replace").splitlines()
-                    if line.strip()]
-
-
 def tokenizer_agreement(args) -> None:
     import difflib
 
@@ -175,7 +162,9 @@ def tokenizer_agreement(args) -> None:
     from electra_tf.data.tokenization import ElectraTokenizer, TokenizerSettings
     from electra_tf.serving.litert import LiteRTTokenizer
 
-    texts = real_texts()
+    from electra_tf.data.corpus import sample_paragraphs
+
+    texts = sample_paragraphs() + common.news_articles()
     for name, settings in (("uncased", TokenizerSettings()), ("cased", TokenizerSettings.cased())):
         ours = ElectraTokenizer(args.tokenizer, settings)
         theirs = LiteRTTokenizer(ours).tokenize(tf.constant(texts)).to_list()

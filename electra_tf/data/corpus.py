@@ -76,6 +76,17 @@ def embedded_sample_path() -> Path:
     return path
 
 
+def sample_paragraphs(count: int | None = None) -> list[str]:
+    """The embedded Wikipedia sample's article paragraphs as plain text (the first `count`):
+    real English for tests, benchmarks and demos."""
+    paragraphs = []
+    for document in iter_raw_documents(embedded_sample_path(), Skips()):
+        paragraphs += wikitext_to_paragraphs(document.content[0])
+        if count is not None and len(paragraphs) >= count:
+            return paragraphs[:count]
+    return paragraphs
+
+
 def expand_inputs(patterns: list[str], skips: Skips) -> list[Path]:
     """Files named by paths, globs or folders, sorted; missing ones are counted in `skips`."""
     files: list[Path] = []

@@ -37,7 +37,7 @@ def import_huggingface(discriminator: str | Path, output: str | Path, generator:
                               "--input and this folder as --generator.")
     gen = HuggingFaceFolder(generator) if generator is not None else None
     config = config_from_huggingface(disc, gen, max_seq_length)
-    vocabulary = _checked_vocabulary(disc.vocabulary(), config, disc.path)
+    vocabulary = checked_vocabulary(disc.vocabulary(), config, disc.path)
     settings = _settings({**disc.tokenizer_settings().to_huggingface(), **(tokenizer_settings or {})},
                          vocabulary, disc.path / "tokenizer_config.json")
     names = weight_table(config.model, config.generator_model if gen is not None else None, disc.has_rtd_head)
@@ -54,8 +54,8 @@ def import_huggingface(discriminator: str | Path, output: str | Path, generator:
                   "generator": str(gen.path) if gen is not None else None,
                   "rtd_head": disc.has_rtd_head, "generator_weights": gen is not None,
                   **({"question_answering_head": True} if has_qa_head(disc) else {})}
-    model_dir = _write_model_dir(config, (vocabulary, settings), _Weights(names, read, "huggingface", provenance),
-                                 output, overwrite)
+    weights = ConvertedWeights(names, read, "huggingface", provenance)
+    model_dir = write_model_dir(config, (vocabulary, settings), weights, output, overwrite)
     if has_qa_head(disc):  # ElectraForQuestionAnswering: the whole model, head included, beside it
         write_question_answerer(model_dir, disc)
     return model_dir
@@ -73,7 +73,7 @@ def import_google(checkpoint: str | Path, output: str | Path, config: Pretrainin
 
     source = GoogleCheckpoint(checkpoint)
     resolved = source.config(config, max_seq_length)
-    vocabulary = _checked_vocabulary(source.vocabulary(), resolved, source.folder)
+    vocabulary = checked_vocabulary(source.vocabulary(), resolved, source.folder)
     settings = _settings(tokenizer_settings or {}, vocabulary, source.folder / "vocab.txt")
     names = weight_table(resolved.model, resolved.generator_model if source.has_generator else None)
     provenance = {"format": "google", "checkpoint": source.prefix, "rtd_head": True,
@@ -81,8 +81,8 @@ def import_google(checkpoint: str | Path, output: str | Path, config: Pretrainin
     def read(name: WeightName):
         return source.tensor(name.google), f"{source.prefix}: variable {name.google!r}"
 
-    return _write_model_dir(resolved, (vocabulary, settings), _Weights(names, read, "google", provenance), output,
-                            overwrite)
+    weights = ConvertedWeights(names, read, "google", provenance)
+    return write_model_dir(resolved, (vocabulary, settings), weights, output, overwrite)
 
 
 def export_huggingface(model_dir: str | Path, output: str | Path, checkpoint: str | None = None) -> list[Path]:
@@ -130,7 +130,8 @@ def write_huggingface_folders(pretrainer, config: PretrainingConfig, tokenizer, 
     return [output / model for model, _ in folders]
 
 
-def _checked_vocabulary(vocabulary: list[str], config: PretrainingConfig, where: Path) -> list[str]:
+def checked_vocabulary(vocabulary: list[str], config: PretrainingConfig, where: Path) -> list[str]:
+    """`vocabulary`, if it has a token for each row of the config's embedding table."""
     if len(vocabulary) != config.model.vocab_size:
         raise ConversionError(f"{where}: the vocabulary has {len(vocabulary)} tokens but the model's embedding table "
                               f"has {config.model.vocab_size} rows; they must come from the same model.")
@@ -159,7 +160,7 @@ def _check_shared_embeddings(disc: HuggingFaceFolder, gen: HuggingFaceFolder) ->
 
 
 @dataclasses.dataclass(frozen=True)
-class _Weights:
+class ConvertedWeights:
     """A source's weights: the tensors to read (`names`, each `read(name)` -> (value, where)),
     the layout they are in (`format`: huggingface or google) and the provenance to record."""
 
@@ -169,7 +170,7 @@ class _Weights:
     provenance: dict
 
 
-def _write_model_dir(config, vocabulary, weights: _Weights, output, overwrite) -> ModelDir:
+def write_model_dir(config, vocabulary, weights: ConvertedWeights, output, overwrite) -> ModelDir:
     """A model_dir of `weights`, `vocabulary` (tokens, TokenizerSettings), written whole."""
     import keras
     import tensorflow as tf

@@ -243,7 +243,7 @@ def import_keras_hub(preset: str | Path, output: str | Path, max_seq_length: int
     The preset holds the discriminator's encoder only: the replaced-token head and a generator of
     the config's size (ELECTRA's default fraction of the discriminator) start fresh, which the
     model_dir's imported_from.json records and continued pre-training accepts."""
-    from electra_tf.interop.convert import _Weights, _write_model_dir
+    from electra_tf.interop.convert import ConvertedWeights, write_model_dir
     from electra_tf.interop.huggingface import DEFAULT_MAX_SEQ_LENGTH
     from electra_tf.pretraining.config import PretrainingConfig
     from electra_tf.utils.sections import ConfigError
@@ -266,8 +266,8 @@ def import_keras_hub(preset: str | Path, output: str | Path, max_seq_length: int
     provenance = {"format": "keras_hub", "preset": str(folder.path), "rtd_head": False, "generator_weights": False,
                   "generator_initialised": True}
     names = weight_table(config.model, rtd_head=False)
-    return _write_model_dir(config, (vocabulary, settings, sentencepiece_model),
-                            _Weights(names, read, "keras_hub", provenance), output, overwrite)
+    return write_model_dir(config, (vocabulary, settings, sentencepiece_model),
+                            ConvertedWeights(names, read, "keras_hub", provenance), output, overwrite)
 
 
 def _folds_case(model: bytes) -> bool:
@@ -280,10 +280,9 @@ def _folds_case(model: bytes) -> bool:
 
 def _check_vocabulary(vocabulary, settings, config, where: Path) -> None:
     from electra_tf.data.tokenization import SPECIAL_TOKENS, VocabularyError, check_casing
+    from electra_tf.interop.convert import checked_vocabulary
 
-    if len(vocabulary) != config.model.vocab_size:
-        raise ConversionError(f"{where}: the tokenizer has {len(vocabulary)} tokens but the backbone's embedding "
-                              f"table has {config.model.vocab_size} rows; they must come from the same model.")
+    checked_vocabulary(vocabulary, config, where)
     missing = [token for token in SPECIAL_TOKENS if token not in vocabulary]
     if missing:
         raise ConversionError(f"{where / VOCABULARY_FILE}: the vocabulary lacks {', '.join(missing)}, which "

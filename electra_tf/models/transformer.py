@@ -211,34 +211,46 @@ def dense(x, kernel, bias):
     return tf.reshape(y, tf.concat([tf.shape(x)[:-1], [kernel.shape[-1]]], 0))
 
 
-_GELU_AS_ONE_OP = False  # set while tracing for LiteRT (`gelu_as_one_op`)
+# How inference traces GELU: "exact" (erfc, below), "one_op" (the exact GELU as the single op
+# LiteRT's converter has a kernel for), "tanh" (keras-hub's approximation). Set by `gelu_form`.
+_GELU_FORM = "exact"
+GELU_FORMS = ("exact", "one_op", "tanh")
 
 
 def gelu(x):
     """Exact GELU (`fused.gelu_float32`) computed in float32: a bfloat16 or float16 input is
     cast, and the result cast back (TensorFlow's CPU kernels compute elementwise ops in those
-    types slowly). Under `gelu_as_one_op()`, traced as `tf.nn.gelu(approximate=False)`.
+    types slowly). Another form only inside `gelu_form`.
 
     >>> x = tf.constant([-2.0, -0.5, 0.0, 1.0, 3.0])
     >>> bool(tf.reduce_all(tf.abs(gelu(x) - tf.nn.gelu(x, approximate=False)) < 1e-6))
     True
     """
-    if _GELU_AS_ONE_OP:
-        return tf.cast(tf.nn.gelu(tf.cast(x, tf.float32), approximate=False), x.dtype)
-    return tf.cast(fused.gelu_float32(tf.cast(x, tf.float32)), x.dtype)
+    x32 = tf.cast(x, tf.float32)
+    if _GELU_FORM == "exact":
+        return tf.cast(fused.gelu_float32(x32), x.dtype)
+    return tf.cast(tf.nn.gelu(x32, approximate=_GELU_FORM == "tanh"), x.dtype)
 
 
 @contextlib.contextmanager
-def gelu_as_one_op():
-    """Inside it, inference traces the exact GELU as `tf.nn.gelu(approximate=False)`: LiteRT's
-    converter fuses that into its GELU kernel, while `erfc` (the form above) has no LiteRT
-    kernel. The same function to float32 rounding (2.4e-7 apart on [-4, 4])."""
-    global _GELU_AS_ONE_OP
-    before, _GELU_AS_ONE_OP = _GELU_AS_ONE_OP, True
+def gelu_form(form: str):
+    """Inside it, inference traces GELU in `form` (training always uses the exact one):
+    "one_op", the exact GELU as `tf.nn.gelu(approximate=False)`, which LiteRT's converter fuses
+    into its GELU kernel (`erfc` has no LiteRT kernel; the two are 2.4e-7 apart on [-4, 4]);
+    "tanh", the approximation keras-hub's transformer layers compute, to compare with keras-hub.
+
+    >>> with gelu_form("tanh"):
+    ...     round(float(gelu(tf.constant(1.0))), 6)
+    0.841192
+    """
+    global _GELU_FORM
+    if form not in GELU_FORMS:
+        raise ValueError(f"gelu form {form!r}: one of {GELU_FORMS}.")
+    before, _GELU_FORM = _GELU_FORM, form
     try:
         yield
     finally:
-        _GELU_AS_ONE_OP = before
+        _GELU_FORM = before
 
 
 def layer_norm(x, gamma, beta, epsilon: float):

@@ -33,7 +33,7 @@ the registrar's `Add...` functions, in an app):
 The tagger splits words with `WhitespaceTokenizer`. Packing, truncation and padding are the
 SavedModel's (`[CLS] a [SEP]`, a pair cut by the official rule, `models/preprocessing.pair_lengths`),
 computed with dense ops; the transformer's GELU is traced as the one op LiteRT has a kernel for
-(`models/transformer.gelu_as_one_op`).
+(`models/transformer.gelu_form("one_op")`).
 
 `quantize="dynamic"`: 8-bit weights, float activations (dynamic-range quantization, no calibration
 data). Question answering is not exported: its windows over a long context and the answer's text
@@ -265,7 +265,7 @@ def write_litert(model, tokenizer, max_seq_length: int, output: str | Path, quan
     temporary file beside it and renamed; refused, with nothing written, when it cannot be."""
     import tensorflow as tf
 
-    from electra_tf.models.transformer import gelu_as_one_op
+    from electra_tf.models.transformer import gelu_form
     from electra_tf.serving.publish import in_float32
 
     output = Path(output)
@@ -285,7 +285,7 @@ def write_litert(model, tokenizer, max_seq_length: int, output: str | Path, quan
         root.variables = [variable.value for variable in model.variables]
         signature = tf.function(endpoint, autograph=False, input_signature=[
             tf.TensorSpec([None], tf.string, name=name) for name in inputs])
-        with gelu_as_one_op():
+        with gelu_form("one_op"):
             concrete = signature.get_concrete_function()
         tf.saved_model.save(root, f"{work}/saved_model", signatures={"serving_default": concrete})
         temporary = Path(work) / output.name

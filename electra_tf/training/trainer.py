@@ -90,7 +90,7 @@ def start_runtime(config: RuntimeConfig, role, width=lambda: None, steps_per_loo
 
 
 @dataclasses.dataclass
-class _Session:
+class _ProcessRun:
     """One process's run, once prepared: what the task built and what the trainer keeps."""
 
     context: RunContext
@@ -163,23 +163,23 @@ class Trainer:
         inputs = self.task.build_inputs(context)
         plan = self.task.plan(inputs)
         model = self.task.build_model(inputs, context)
-        session = self._prepare(context, inputs, plan, model, cache, cached_programs(cache), started)
-        self._print_header(session)
-        loop = self._callbacks(session)
-        self._train(session, loop)
+        run = self._prepare(context, inputs, plan, model, cache, cached_programs(cache), started)
+        self._print_header(run)
+        loop = self._callbacks(run)
+        self._train(run, loop)
         if loop.monitor.diverged_at is not None:
-            self._record(session, loop, "diverged")
-            return self._result(session, "diverged", diverged_at=loop.monitor.diverged_at,
+            self._record(run, loop, "diverged")
+            return self._result(run, "diverged", diverged_at=loop.monitor.diverged_at,
                                 overflowing=loop.monitor.overflowing)
         if loop.stop.received is not None:
-            self._record(session, loop, "stopped")
-            return self._result(session, "stopped", signal=int(loop.stop.received))
+            self._record(run, loop, "stopped")
+            return self._result(run, "stopped", signal=int(loop.stop.received))
         if loop.saver is not None and not (loop.saver.saved_paths and
-                                           loop.saver.saved_paths[-1].endswith(f"-{session.step}")):
+                                           loop.saver.saved_paths[-1].endswith(f"-{run.step}")):
             loop.saver.save()
-        return self._finish(session, loop, after_training)
+        return self._finish(run, loop, after_training)
 
-    def _prepare(self, context, inputs, plan, model, cache, programs_before, started) -> _Session:
+    def _prepare(self, context, inputs, plan, model, cache, programs_before, started) -> _ProcessRun:
         """Checkpoint restore (resumable plans), starting weights, TensorBoard, the history."""
         import tensorflow as tf
 
@@ -198,48 +198,48 @@ class Trainer:
         writer = (tf.summary.create_file_writer(str(self.folder.train_logs)) if role.is_chief
                   else tf.summary.create_noop_writer())
         history = RunHistory(self.folder.processes, writes=role.is_chief, summary_path=self.folder.metrics)
-        session = _Session(context, inputs, plan, model, writer, history, checkpoint, resumed_from, initialized_from,
+        run = _ProcessRun(context, inputs, plan, model, writer, history, checkpoint, resumed_from, initialized_from,
                            cache, programs_before, started)
-        history.begin(resumed_from, session.step)
-        return session
+        history.begin(resumed_from, run.step)
+        return run
 
-    def _print_header(self, session: _Session) -> None:
-        for line in self.task.describe(session.model, session.inputs):
+    def _print_header(self, run: _ProcessRun) -> None:
+        for line in self.task.describe(run.model, run.inputs):
             print(line)
-        runtime = session.context.runtime
+        runtime = run.context.runtime
         print(f"  runtime: {runtime.describe()}")
-        if session.compile_cache:
-            print(f"  compiled steps cached in {session.compile_cache} (a rerun, resume or extension loads them)")
-        if session.checkpoint is not None:
-            print(f"  resumed from step {session.resumed_from} ({session.latest_checkpoint()})"
-                  if session.resumed_from is not None else f"  starting at step 0; checkpoints every "
-                  f"{self.config.checkpoint_every} steps in {session.checkpoint.run_directory}")
-        if session.initialized_from:
-            print(f"  weights from {session.initialized_from} (fresh optimizer, schedule and step counter)")
+        if run.compile_cache:
+            print(f"  compiled steps cached in {run.compile_cache} (a rerun, resume or extension loads them)")
+        if run.checkpoint is not None:
+            print(f"  resumed from step {run.resumed_from} ({run.latest_checkpoint()})"
+                  if run.resumed_from is not None else f"  starting at step 0; checkpoints every "
+                  f"{self.config.checkpoint_every} steps in {run.checkpoint.run_directory}")
+        if run.initialized_from:
+            print(f"  weights from {run.initialized_from} (fresh optimizer, schedule and step counter)")
         print(f"  watch it: tensorboard --logdir {self.run_dir}", flush=True)
 
-    def _callbacks(self, session: _Session) -> _Loop:
+    def _callbacks(self, run: _ProcessRun) -> _Loop:
         from electra_tf.training.callbacks import CheckpointSaver, ProgressPlan, StepProfiler, StopOnSignal, TrainingMonitor
         from electra_tf.training.resumable_input import InputTracker, ResumableInput
 
-        plan, role, config = session.plan, session.context.role, self.config
-        task_callbacks = self.task.callbacks(session.model, session.inputs, session.context, session.writer)
-        stream = session.inputs.train if isinstance(session.inputs.train, ResumableInput) else None
-        monitor = TrainingMonitor(session.writer, ProgressPlan(
+        plan, role, config = run.plan, run.context.role, self.config
+        task_callbacks = self.task.callbacks(run.model, run.inputs, run.context, run.writer)
+        stream = run.inputs.train if isinstance(run.inputs.train, ResumableInput) else None
+        monitor = TrainingMonitor(run.writer, ProgressPlan(
             plan.total_steps, plan.examples_per_step, config.log_every, plan.console_metrics,
-            stop_on_nonfinite=session.context.runtime.precision != "mixed_float16", token_scale=role.count,
+            stop_on_nonfinite=run.context.runtime.precision != "mixed_float16", token_scale=role.count,
             quiet=not role.is_chief, window_metrics=plan.epochs is None),
             tokens_through=stream.tokens_through if stream else None,
-            skipped_steps=session.checkpoint.skipped_steps if session.checkpoint else None,
+            skipped_steps=run.checkpoint.skipped_steps if run.checkpoint else None,
             observers=task_callbacks.observers)
         stop = StopOnSignal()
         callbacks = ([InputTracker(stream)] if stream else []) + [monitor, stop]
         saver = None
-        if session.checkpoint is not None:
-            saver = CheckpointSaver(session.checkpoint, config.checkpoint_every, stop,
-                                    on_save=lambda path: self._record(session, loop))
+        if run.checkpoint is not None:
+            saver = CheckpointSaver(run.checkpoint, config.checkpoint_every, stop,
+                                    on_save=lambda path: self._record(run, loop))
             callbacks.append(saver)
-        evaluation = self._evaluation(session)
+        evaluation = self._evaluation(run)
         callbacks += ([evaluation] if evaluation else []) + task_callbacks.callbacks
         if config.profile_steps and role.is_chief:
             callbacks.append(StepProfiler(str(self.folder.profile_logs), *config.profile_steps))
@@ -248,23 +248,23 @@ class Trainer:
         loop = _Loop(monitor, stop, saver, evaluation, callbacks, pauses)
         return loop
 
-    def _evaluation(self, session: _Session):
+    def _evaluation(self, run: _ProcessRun):
         from electra_tf.training.evaluation import PeriodicEvaluation
 
-        plan = session.plan
+        plan = run.plan
         every = self.config.eval_every or plan.evaluate_every
         if every is None and plan.epochs is None:
             return None
-        task, model, inputs, context = self.task, session.model, session.inputs, session.context
+        task, model, inputs, context = self.task, run.model, run.inputs, run.context
         evaluation = PeriodicEvaluation(
-            lambda: task.evaluate(model, inputs), session.writer, lambda metrics: task.describe_metrics(metrics, inputs),
+            lambda: task.evaluate(model, inputs), run.writer, lambda metrics: task.describe_metrics(metrics, inputs),
             every=every,
             keep_best=plan.keep_best, on_best=lambda record, files: task.on_best(model, inputs, context, files),
             quiet=not context.role.is_chief)
-        evaluation.earlier = {int(step) for step in session.history.evaluations()}
+        evaluation.earlier = {int(step) for step in run.history.evaluations()}
         return evaluation
 
-    def _train(self, session: _Session, loop: _Loop) -> None:
+    def _train(self, run: _ProcessRun, loop: _Loop) -> None:
         """`fit` until the plan's steps are made, the loss diverges or a signal stops the run.
         A stream (resumable plans) is read until `total_steps` updates are made: float16 loss
         scaling skips the batches whose gradients overflowed (no update, the step number
@@ -274,65 +274,65 @@ class Trainer:
 
         from electra_tf.training.workers import lost_workers_reported, per_worker
 
-        plan, total, strategy = session.plan, session.plan.total_steps, session.context.runtime.strategy
-        guard = lambda: lost_workers_reported(session.context.role, session.latest_checkpoint)  # noqa: E731
+        plan, total, strategy = run.plan, run.plan.total_steps, run.context.runtime.strategy
+        guard = lambda: lost_workers_reported(run.context.role, run.latest_checkpoint)  # noqa: E731
         try:
             if plan.epochs is not None:
                 with guard():
-                    session.model.fit(session.inputs.train, epochs=plan.epochs, verbose=0, shuffle=False,
+                    run.model.fit(run.inputs.train, epochs=plan.epochs, verbose=0, shuffle=False,
                                       callbacks=loop.callbacks)
                 return
-            if session.step >= total:
-                print(f"  already trained to step {session.step}: nothing left to train.")
-            stream = session.inputs.train
-            while session.step < total and loop.monitor.diverged_at is None and loop.stop.received is None:
-                steps = _steps_this_fit(session.model, total - session.step, self.config.steps_per_loop)
+            if run.step >= total:
+                print(f"  already trained to step {run.step}: nothing left to train.")
+            stream = run.inputs.train
+            while run.step < total and loop.monitor.diverged_at is None and loop.stop.received is None:
+                steps = _steps_this_fit(run.model, total - run.step, self.config.steps_per_loop)
                 with guard():
-                    session.model.fit(per_worker(strategy, session.context.role, stream.dataset()), epochs=1,
+                    run.model.fit(per_worker(strategy, run.context.role, stream.dataset()), epochs=1,
                                       shuffle=False, steps_per_epoch=steps, verbose=0, callbacks=loop.callbacks)
                 if stream.steps_in_fit == 0:
-                    raise RunError(f"the input ended at step {session.step} of {total}: no batch was left to train on.")
+                    raise RunError(f"the input ended at step {run.step} of {total}: no batch was left to train on.")
         except tf.errors.DataLossError as error:
-            raise self.task.read_error(session.inputs, error) from None
+            raise self.task.read_error(run.inputs, error) from None
 
-    def _finish(self, session: _Session, loop: _Loop, after_training) -> RunResult:
+    def _finish(self, run: _ProcessRun, loop: _Loop, after_training) -> RunResult:
         """Training is saved: the final metrics (the best evaluation's weights back, or a final
         evaluation), the task's artifacts, `after_training` and the summary. A signal from here
         on stops these, not the run's state."""
         from electra_tf.training.evaluation import write_scalars
         from electra_tf.training.workers import barrier, lost_workers_reported
 
-        role, task, model, inputs = session.context.role, self.task, session.model, session.inputs
+        role, task, model, inputs = run.context.role, self.task, run.model, run.inputs
         try:
-            with _stop_on_signals() as received, lost_workers_reported(role, session.latest_checkpoint):
-                if session.plan.keep_best and loop.evaluation is not None and loop.evaluation.best is not None:
+            with _stop_on_signals() as received, lost_workers_reported(role, run.latest_checkpoint):
+                if run.plan.keep_best and loop.evaluation is not None and loop.evaluation.best is not None:
                     loop.evaluation.restore_best()
                     metrics = {k: v for k, v in loop.evaluation.best.items() if k not in ("step", "epoch", "train_loss")}
                 else:
                     metrics, _ = task.evaluate(model, inputs, final=True)
-                    write_scalars(session.writer, session.step, "final_eval", metrics)
-                extra = task.finish(model, inputs, session.context, loop.evaluation)
+                    write_scalars(run.writer, run.step, "final_eval", metrics)
+                extra = task.finish(model, inputs, run.context, loop.evaluation)
                 if role.is_chief and after_training is not None:
                     extra.update(after_training(task.served_model(model, inputs)) or {})
         except _Stopped:
-            self._record(session, loop, "stopped")
-            return self._result(session, "stopped", signal=received[0])
+            self._record(run, loop, "stopped")
+            return self._result(run, "stopped", signal=received[0])
         if role.is_multi_worker:
             # The other workers wait for the chief's export before they exit: one that left while the
             # chief still exported would make the chief's coordination service report "tasks have
             # crashed" (it still can if the chief's own exit takes over its 10 s heartbeat; docs/scaling.md).
-            with lost_workers_reported(role, session.latest_checkpoint):
-                barrier(session.context.runtime.strategy)
-        self._record(session, loop, "finished")
-        summary = self._write_summary(session, loop, metrics, extra) if role.is_chief else {}
-        return self._result(session, "finished", metrics=metrics, summary=summary)
+            with lost_workers_reported(role, run.latest_checkpoint):
+                barrier(run.context.runtime.strategy)
+        self._record(run, loop, "finished")
+        summary = self._write_summary(run, loop, metrics, extra) if role.is_chief else {}
+        return self._result(run, "finished", metrics=metrics, summary=summary)
 
-    def _record(self, session: _Session, loop: _Loop, status: str | None = None) -> None:
+    def _record(self, run: _ProcessRun, loop: _Loop, status: str | None = None) -> None:
         """This process's entry in the run's history (at every save, and at the end)."""
         results = loop.evaluation.results if loop.evaluation is not None else {}
-        session.history.update(session.step, loop.monitor.timings(), results, status)
+        run.history.update(run.step, loop.monitor.timings(), results, status)
 
-    def _write_summary(self, session: _Session, loop: _Loop, metrics: dict, extra: dict) -> dict:
+    def _write_summary(self, run: _ProcessRun, loop: _Loop, metrics: dict, extra: dict) -> dict:
         """RUN_DIR/metrics.json: the whole run across its processes, for scripts and tables."""
         import json
 
@@ -342,18 +342,18 @@ class Trainer:
         from electra_tf.runtime.xla import compile_cache_report
         from electra_tf.utils.files import atomic_write_text
 
-        runtime, history = session.context.runtime, session.history
+        runtime, history = run.context.runtime, run.history
         memory = loop.monitor.peak_memory or peak_memory()
         summary = {
-            **self.task.summary(session.model, session.inputs, metrics, loop.evaluation),
-            "step": session.step,
+            **self.task.summary(run.model, run.inputs, metrics, loop.evaluation),
+            "step": run.step,
             "skipped_steps": int(loop.monitor.skipped_steps.numpy()),
             **history.totals(),
             "steps_this_process": history.current["steps"],
             "processes": history.described(),
             "evaluations_during_run": history.evaluations(),
             "pauses": {name: pause.summary() for name, pause in loop.pauses.items()},
-            "compile_cache": compile_cache_report(session.compile_cache, session.programs_before),
+            "compile_cache": compile_cache_report(run.compile_cache, run.programs_before),
             "peak_memory": {**memory, "gib": round(memory["bytes"] / 2**30, 3)},
             "runtime": runtime.describe(), "devices": runtime.devices, "gpus": gpu_names(), "tensorflow": tf.__version__,
             **extra,
@@ -361,11 +361,11 @@ class Trainer:
         atomic_write_text(self.folder.metrics, json.dumps(summary, indent=2, default=_jsonable) + "\n")
         return summary
 
-    def _result(self, session: _Session, status: str, **details) -> RunResult:
-        skipped = int(session.checkpoint.skipped_steps.numpy()) if session.checkpoint else 0
-        return RunResult(status, session.step, self.run_dir, time.monotonic() - session.started,
-                         session.context.runtime.precision, latest_checkpoint=session.latest_checkpoint(),
-                         skipped_steps=skipped, is_chief=session.context.role.is_chief, **details)
+    def _result(self, run: _ProcessRun, status: str, **details) -> RunResult:
+        skipped = int(run.checkpoint.skipped_steps.numpy()) if run.checkpoint else 0
+        return RunResult(status, run.step, self.run_dir, time.monotonic() - run.started,
+                         run.context.runtime.precision, latest_checkpoint=run.latest_checkpoint(),
+                         skipped_steps=skipped, is_chief=run.context.role.is_chief, **details)
 
 
 def _jsonable(value):

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from electra_tf import convert, export, finetune, pretrain
+from electra_tf.data.corpus import sample_paragraphs
 from electra_tf.data.tokenization import ElectraTokenizer, TokenizerSettings
 from electra_tf.finetuning.pretrained import load_pretrained
 from electra_tf.interop.huggingface import ConversionError
@@ -24,18 +25,6 @@ FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "huggingface"
 CASED_TEXTS = ["The Apple in May, the apple in may.", "Café in Zürich is naïve!", "北京大学 opened in New York.",
                "São Paulo's Straße", "İstanbul and ISTANBUL", "", "CAFÉ  Cafés  cafe"]
 
-def wikipedia_paragraphs(count: int = 40) -> list[str]:
-    """Real English text: the first paragraphs of the Wikipedia sample the package ships with."""
-    from electra_tf.data.corpus import Skips, embedded_sample_path, iter_raw_documents, wikitext_to_paragraphs
-
-    paragraphs = []
-    for document in iter_raw_documents(embedded_sample_path(), Skips()):
-        paragraphs += wikitext_to_paragraphs(document.content[0])
-        if len(paragraphs) >= count:
-            return paragraphs[:count]
-    return paragraphs
-
-
 def our_hidden_states(backbone, ids, mask):
     batch = {"token_ids": ids, "segment_ids": np.zeros_like(ids), "padding_mask": mask}
     return backbone.discriminator(batch, training=False)["sequence_output"].numpy()
@@ -43,16 +32,10 @@ def our_hidden_states(backbone, ids, mask):
 
 def with_tanh_gelu(function, *args):
     """`function(*args)` with our transformer layer computing GELU in keras-hub's tanh form."""
-    import tensorflow as tf
+    from electra_tf.models.transformer import gelu_form
 
-    from electra_tf.models import transformer
-
-    exact = transformer.gelu
-    transformer.gelu = lambda x: tf.nn.gelu(x, approximate=True)
-    try:
+    with gelu_form("tanh"):
         return function(*args)
-    finally:
-        transformer.gelu = exact
 
 
 def wide_backbone(tokenizer, initializer_range=0.5):
@@ -94,7 +77,7 @@ def import_huggingface_cased(output: Path) -> Path:
 @pytest.fixture(scope="module")
 def loaded_elsewhere(presets, corpus):
     root, sources = presets
-    texts = wikipedia_paragraphs() + CASED_TEXTS + [s for d in corpus.DOCUMENTS_ZH + corpus.DOCUMENTS_KO for s in d]
+    texts = sample_paragraphs(40) + CASED_TEXTS + [s for d in corpus.DOCUMENTS_ZH + corpus.DOCUMENTS_KO for s in d]
     return texts, run_keras_hub_only({name: root / name for name in sources}, texts, root / "outputs")
 
 

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from electra_tf import export, finetune
+from electra_tf.data.corpus import sample_paragraphs
 from electra_tf.data.tokenization import ElectraTokenizer, TokenizerSettings
 from electra_tf.finetuning.pretrained import load_pretrained
 from electra_tf.finetuning.question_answering.model import ElectraQuestionAnswerer
@@ -25,20 +26,9 @@ pytestmark = pytest.mark.skipif(importlib.util.find_spec("ai_edge_litert") is No
                                 reason="needs LiteRT's interpreter: pip install -e \".[test]\" (ai-edge-litert)")
 
 
-def wikipedia_paragraphs(count: int) -> list[str]:
-    from electra_tf.data.corpus import Skips, embedded_sample_path, iter_raw_documents, wikitext_to_paragraphs
-
-    paragraphs = []
-    for document in iter_raw_documents(embedded_sample_path(), Skips()):
-        paragraphs += wikitext_to_paragraphs(document.content[0])
-        if len(paragraphs) >= count:
-            break
-    return paragraphs[:count]
-
-
 # Real text, an empty string, text past the sequence length; no "ß", ligature or full-width
 # letter (the one documented difference, tested on its own below).
-TEXTS = wikipedia_paragraphs(12) + ["", "Café in Zürich, naïve!  北京大学 opened.", "river " * 300]
+TEXTS = sample_paragraphs(12) + ["", "Café in Zürich, naïve!  北京大学 opened.", "river " * 300]
 
 
 def saved_model_outputs(export_path, **inputs):
