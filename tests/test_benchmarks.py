@@ -55,8 +55,10 @@ def test_the_input_pipeline_prints_what_feeds_fit(data_dir, small_vocab):
         r"^  (tf.data pipeline alone|ResumableInput \+ distribution \+ fit loop alone|the whole path that feeds fit)"
         r"[^:]*:\s+([\d,.]+) batches/s", printed, re.M)}
     assert len(rates) == 3 and all(rate > 0 for rate in rates.values()), printed
-    # The whole path is no faster than either of its parts alone (a little slack for timing noise).
-    assert rates["the whole path that feeds fit"] <= 1.2 * min(rates.values()), rates
+    # The whole path is no faster than either of its parts alone. Slack for timing noise: 4 steps
+    # each, timed in separate loops while other test processes share the cores, differed by 20%
+    # in a slow hour; a benchmark that left a part out of the whole would run several times faster.
+    assert rates["the whole path that feeds fit"] <= 2 * min(rates.values()), rates
 
 
 def test_serving_latency_prints_each_signature(tmp_path, small_vocab):
