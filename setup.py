@@ -23,6 +23,22 @@ setup(
     # data package electra_tf.presets.
     package_dir={"electra_tf": "electra_tf", "electra_tf.presets": "configs"},
     package_data={"electra_tf.presets": ["*.json"]},
+    # The package's kinds of run and export formats, registered as a plugin's are: a package of
+    # your own adds its own under the same groups (electra_tf/utils/registry.py).
+    entry_points={
+        "electra_tf.tasks": [
+            "pretraining = electra_tf.pretraining.task",
+            "classification = electra_tf.finetuning.text.classification",
+            "tagging = electra_tf.finetuning.text.tagging",
+            "question_answering = electra_tf.finetuning.question_answering.task",
+        ],
+        "electra_tf.exports": [
+            "saved_model = electra_tf.serving.publish",
+            "litert = electra_tf.serving.litert",
+            "keras_hub = electra_tf.interop.keras_hub_presets",
+            "huggingface = electra_tf.interop.convert",
+        ],
+    },
     install_requires=[
         "tensorflow>=2.21,<2.22",
         # 2.21.0 broke keras-hub's tokenizers; 2.21.1 is the fixed release.

@@ -91,9 +91,9 @@ def size_mib(path: Path) -> float:
 def written(model, tokenizer, config, folder: Path, name: str) -> dict:
     """{kind: path}: the SavedModel and the float and 8-bit LiteRT files of `model`."""
     from electra_tf.serving.litert import write_litert
-    from electra_tf.serving.publish import export_task_model
+    from electra_tf.serving.publish import export_model
 
-    files = {"SavedModel": export_task_model(model, tokenizer, config, folder, name)}
+    files = {"SavedModel": export_model(model, tokenizer, config, folder, name)}
     for label, quantize in (("LiteRT float32", "none"), ("LiteRT 8-bit", "dynamic")):
         files[label] = write_litert(model, tokenizer, config.max_seq_length, folder / f"{name}-{quantize}.tflite",
                                     quantize)

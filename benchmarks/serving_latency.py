@@ -106,7 +106,7 @@ def fresh_exports(folder: Path):
     from electra_tf.pretraining.config import PretrainingConfig
     from electra_tf.models.encoders import build_discriminator
     from electra_tf.utils.run_dir import bundled_data_dir
-    from electra_tf.serving.publish import export_discriminator
+    from electra_tf.serving.publish import export_model
 
     tiny = PretrainingConfig.load("electra_tiny")
     vocab = bundled_data_dir(tiny.run.max_seq_length) / "vocab.txt"
@@ -117,7 +117,7 @@ def fresh_exports(folder: Path):
     small = PretrainingConfig.load("electra_small").replace(vocab_size=tokenizer.vocabulary_size)
     exports = []
     for name, config in (("tiny", tiny.replace(vocab_size=tokenizer.vocabulary_size)), ("small-sized", small)):
-        exports.append((name, export_discriminator(build_discriminator(config.model), tokenizer,
+        exports.append((name, export_model(build_discriminator(config.model), tokenizer,
                                                    BackboneConfig(config.model, config.run.max_seq_length), folder, name)))
     return exports, tokenizer
 
@@ -130,11 +130,11 @@ def qa_export(folder: Path, tokenizer):
     from electra_tf.models.backbone import BackboneConfig
     from electra_tf.pretraining.config import PretrainingConfig
     from electra_tf.models.encoders import build_discriminator
-    from electra_tf.serving.publish import export_task_model
+    from electra_tf.serving.publish import export_model
 
     keras.utils.set_random_seed(0)
     config = PretrainingConfig.load("electra_tiny").replace(vocab_size=tokenizer.vocabulary_size)
-    export = export_task_model(ElectraQuestionAnswerer(build_discriminator(config.model), doc_stride=64), tokenizer,
+    export = export_model(ElectraQuestionAnswerer(build_discriminator(config.model), doc_stride=64), tokenizer,
                                BackboneConfig(config.model, config.run.max_seq_length), folder, "qa-tiny")
     question = "When was the first library in the town opened?"
     room = config.run.max_seq_length - int(tokenizer.tokenize([question]).row_lengths()[0]) - 3

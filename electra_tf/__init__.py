@@ -8,8 +8,8 @@ The package reads as the pipeline:
     training/     the one trainer every run goes through, and what a task gives it
     pretraining/  the ELECTRA objective as a task: masking, losses, the training step
     finetuning/   labelled tasks: their files, models, metrics
-    serving/      publishing SavedModels for TF Serving, a client
-    interop/      released checkpoints (HuggingFace, Google TF1) in and out
+    serving/      the export formats' registry, SavedModels for TF Serving, LiteRT files, a client
+    interop/      released checkpoints (HuggingFace, Google TF1) and keras-hub presets, in and out
 
 and the commands are `python -m electra_tf.<command>` (`python -m electra_tf` lists them).
 The names below are the public API; they load on first use, so `import electra_tf` does not
@@ -56,8 +56,13 @@ _PUBLIC = {
     "load_pretrained": "electra_tf.finetuning.pretrained",
     "ElectraClassifier": "electra_tf.finetuning.text.classifiers",
     "ElectraTokenClassifier": "electra_tf.finetuning.text.classifiers",
-    "export_discriminator": "electra_tf.serving.publish",
-    "export_task_model": "electra_tf.serving.publish",
+    "export_model": "electra_tf.serving.publish",
+    "load_source": "electra_tf.serving.exports",
+    "register_task": "electra_tf.training.task",
+    "register_format": "electra_tf.serving.exports",
+    "FinetuningConfig": "electra_tf.finetuning.config",
+    "FinetuningTask": "electra_tf.finetuning.task",
+    "ElectraTaskModel": "electra_tf.finetuning.text.classifiers",
     "import_huggingface": "electra_tf.interop.convert",
     "import_google": "electra_tf.interop.convert",
     "export_huggingface": "electra_tf.interop.convert",

@@ -22,6 +22,7 @@ import sys
 from pathlib import Path
 
 from electra_tf.utils.errors import RunError, command
+from electra_tf.utils.logs import import_tensorflow
 from electra_tf.utils.run_dir import ModelDir
 
 DEFAULT_CONFIG = "electra_tiny"
@@ -29,11 +30,18 @@ DIVERGED = 3
 
 
 def build_parser() -> argparse.ArgumentParser:
+    import_tensorflow()  # quietly: the export formats' modules import it
+    from electra_tf.pretraining.config import EvaluationConfig, preset_names
+    from electra_tf.runtime.config import RuntimeConfig
+    from electra_tf.serving.exports import add_export_options
+    from electra_tf.training.config import TrainerConfig
+    from electra_tf.utils.sections import add_options
+
     parser = argparse.ArgumentParser(prog="python -m electra_tf.pretrain", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", default=None,
-                        help="preset name (electra_tiny, electra_small, electra_small_plus, electra_base, "
-                             "electra_large) or a JSON config file (default: electra_tiny, or with --init_from "
+                        help=f"preset name ({', '.join(preset_names())}) or a JSON config file (default: "
+                             f"{DEFAULT_CONFIG}; on a model_dir that holds a run, that run's config; with --init_from "
                              "the source's config)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="override one config value, e.g. --set learning_rate=3e-4; repeatable")
@@ -57,60 +65,24 @@ def build_parser() -> argparse.ArgumentParser:
                         help="make each update from K batches of --batch_size (the config's "
                              "gradient_accumulation_steps; default 1): the paper's batch on a GPU whose "
                              "memory holds a Kth of it")
-    parser.add_argument("--strategy", default="auto",
-                        choices=("auto", "one_device", "mirrored", "multi_worker", "tpu"))
-    parser.add_argument("--mixed_precision", default="auto",
-                        choices=("auto", "float32", "mixed_float16", "mixed_bfloat16"))
-    parser.add_argument("--xla", action=argparse.BooleanOptionalAction, default=None,
-                        help="compile the train step with XLA (default: on for GPU/TPU, off on CPU)")
-    parser.add_argument("--checkpoint_every", type=int, default=200, help="steps between checkpoints")
-    parser.add_argument("--keep_checkpoints", type=int, default=3)
-    parser.add_argument("--log_every", type=int, default=50, help="steps between progress lines and scalars")
-    parser.add_argument("--sample_every", type=int, default=200,
-                        help="steps between TensorBoard replacement samples")
-    parser.add_argument("--eval_batches", type=int, default=20,
-                        help="batches of the evaluation: held-out text if the data has a held-out split "
-                             "(build_data --held_out) or --eval_data names one, else training text "
-                             "masked afresh")
+    parser.add_argument("--seed", type=int, default=None, help="seed for data order, masking and sampling")
     parser.add_argument("--eval_data", default=None, metavar="DIR",
                         help="a build_data folder whose text is the run's held-out text (its held-out split "
                              "if it has one, else its shards); default: the data's own held-out split")
-    parser.add_argument("--eval_every", type=int, default=None, metavar="N",
-                        help="evaluate every N steps (a multiple of --log_every), to TensorBoard (eval/) and "
-                             "the progress output; default: only at the end")
     parser.add_argument("--phase", type=int, default=None, metavar="P",
                         help="the run's phase: one more than MODEL_DIR's current phase starts a new one from "
                              "its latest checkpoint (e.g. 512-token sequences after 128: weights, optimizer "
                              "state and step count carry over; a new warmup and decay); default: continue the "
                              "current phase")
-    parser.add_argument("--seed", type=int, default=None, help="seed for data order, masking and sampling")
-    parser.add_argument("--export_dir", default=None,
-                        help="where the discriminator is exported, as EXPORT_DIR/<model_dir name>/<version> "
-                             "(default: MODEL_DIR/export)")
-    parser.add_argument("--export", action=argparse.BooleanOptionalAction, default=True,
-                        help="export the discriminator at the end (--no-export: a first phase, a run to be "
-                             "continued; python -m electra_tf.export makes one from MODEL_DIR later)")
-    parser.add_argument("--profile_steps", default=None, metavar="START,STOP",
-                        help="trace steps START..STOP with the TensorFlow profiler")
-    parser.add_argument("--steps_per_loop", type=int, default=1,
-                        help="training steps per call of the compiled step (one device): the host reads "
-                             "results once per call, so a GPU need not wait for it between steps; "
-                             "checkpoints, progress lines and samples fall at the first call's end on or "
-                             "after their step")
     parser.add_argument("--init_from", default=None, metavar="MODEL_DIR_OR_CHECKPOINT",
                         help="start a new run from these weights (an earlier run, or a converted release); "
                              "fresh optimizer, schedule and step counter; its vocabulary unless --vocab")
+    defined: set[str] = set()
+    for title, section in (("evaluation", EvaluationConfig), ("the trainer", TrainerConfig),
+                           ("where it runs", RuntimeConfig)):
+        add_options(parser.add_argument_group(title), section, defined)
+    add_export_options(parser, "MODEL_DIR/export")
     return parser
-
-
-def _profile_steps(text: str | None) -> tuple[int, int] | None:
-    if not text:
-        return None
-    try:
-        start, stop = (int(x) for x in text.split(","))
-    except ValueError:
-        raise RunError(f"--profile_steps takes START,STOP (two integers), got {text!r}.") from None
-    return start, stop
 
 
 @command(interrupted="its last checkpoint, if any, is intact; rerun the same command to continue")
@@ -118,29 +90,32 @@ def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     if args.steps is not None and args.steps < 1:
         raise RunError("--steps must be at least 1.")
-    task, trainer, runtime, model_dir = _run_settings(args)
+    task, model_dir = _run_settings(args)
+    from electra_tf.serving.exports import exporter
     from electra_tf.training.trainer import Trainer  # heavy: after the argument checks
 
-    export = _exporter(Path(args.export_dir) if args.export_dir else ModelDir(model_dir).exports, ModelDir(model_dir).name)
-    result = Trainer(task, trainer, runtime, model_dir, lock_name="electra_tf.pretrain").run(
-        after_training=export if args.export else None)
-    return report(result, task.source.eval_batches, args.export)
+    model_dir = ModelDir(model_dir)
+    export = exporter(args, model_dir.path, model_dir.exports, model_dir.name)
+    result = Trainer(task, task.config.trainer, task.config.runtime, model_dir.path,
+                     lock_name="electra_tf.pretrain").run(after_training=export)
+    return report(result, task.config.evaluation.eval_batches, export is not None)
 
 
 def _run_settings(args):
-    """(the pre-training task, the trainer's and the runtime's config, the model_dir) the
-    arguments ask for. A model_dir that holds a run starts from that run's config (not the
-    preset's), so `--set` changes the run's own values; `--config` names another base."""
-    from electra_tf.pretraining.config import PretrainingConfig
+    """(the pre-training task, the model_dir) the arguments ask for. A model_dir that holds a run
+    starts from that run's config (not the preset's), so `--set` changes the run's own values;
+    `--config` naming another preset (or file) than the run started from names another base."""
+    from electra_tf.pretraining.config import EvaluationConfig, PretrainingConfig, same_preset
     from electra_tf.pretraining.data import DataSource
     from electra_tf.pretraining.phases import RunShortcuts, requested_config
+    from electra_tf.pretraining.restore import source_model_dir
     from electra_tf.pretraining.task import PretrainingTask
     from electra_tf.runtime.config import RuntimeConfig
     from electra_tf.training.config import TrainerConfig
+    from electra_tf.utils.sections import given_options
 
     config_name, vocab, default_name = args.config or DEFAULT_CONFIG, args.vocab, None
     if args.init_from:
-        from electra_tf.pretraining.restore import source_model_dir
         source = ModelDir(source_model_dir(args.init_from)[0])
         config_name = args.config or str(source.config)
         vocab = args.vocab or str(source.vocab)
@@ -149,36 +124,17 @@ def _run_settings(args):
         default_name or Path(config_name).stem).path
     saved = ModelDir(model_dir).config
     saved_config = PretrainingConfig.load(str(saved)) if saved.is_file() else None
-    base = PretrainingConfig.load(args.config) if args.config else (saved_config or PretrainingConfig.load(config_name))
+    if args.config and not (saved_config and same_preset(args.config, saved_config.preset)):
+        base = PretrainingConfig.load(args.config)
+    else:
+        base = saved_config or PretrainingConfig.load(config_name)
     config = requested_config(base, args.set, RunShortcuts(args.steps, args.batch_size, args.seed,
                                                            args.gradient_accumulation_steps), saved_config)
-    source = DataSource(tuple(args.data) if args.data else None, vocab, args.text_field, args.eval_data,
-                        args.eval_batches)
-    task = PretrainingTask(config, source, phase=args.phase, init_from=args.init_from, sample_every=args.sample_every)
-    trainer = TrainerConfig(log_every=args.log_every, checkpoint_every=args.checkpoint_every,
-                            keep_checkpoints=args.keep_checkpoints, eval_every=args.eval_every,
-                            steps_per_loop=args.steps_per_loop, profile_steps=_profile_steps(args.profile_steps))
-    runtime = RuntimeConfig(args.strategy, args.mixed_precision, args.xla)
-    if trainer.steps_per_loop > 1 and runtime.strategy not in ("auto", "one_device"):
-        from electra_tf.training.config import steps_per_loop_needs_one_device
-        raise RunError(steps_per_loop_needs_one_device(trainer.steps_per_loop, runtime.strategy))
-    return task, trainer, runtime, model_dir
-
-
-def _exporter(export_dir: Path, name: str):
-    """What the chief runs once training is saved: the discriminator for TensorFlow Serving
-    (the MLM baseline has none); returns metrics.json's `export` field."""
-    def export(served) -> dict:
-        if served is None:
-            return {"export": None}
-        from electra_tf.serving.publish import export_discriminator
-        from electra_tf.utils.progress import heartbeat
-
-        print("exporting the discriminator for TensorFlow Serving (tracing both signatures) ...", flush=True)
-        with heartbeat("export", stream=sys.stdout):
-            path = export_discriminator(served.model, served.tokenizer, served.config, export_dir, name)
-        return {"export": str(path)}
-    return export
+    flags = {name: given_options(args, section) for name, section in (
+        ("evaluation", EvaluationConfig), ("trainer", TrainerConfig), ("runtime", RuntimeConfig))}
+    config = config.with_sections({name: values for name, values in flags.items() if values}, "command line")
+    source = DataSource(tuple(args.data) if args.data else None, vocab, args.text_field, args.eval_data)
+    return PretrainingTask(config, source, phase=args.phase, init_from=args.init_from), model_dir
 
 
 def report(result, eval_batches: int, exported: bool = True) -> int:
@@ -205,8 +161,9 @@ def report(result, eval_batches: int, exported: bool = True) -> int:
     if not result.is_chief:
         print(f"Done at step {result.step} (the chief reports the run).")
         return 0
-    if result.summary.get("export"):
-        export = f"{Path(result.summary['export']).resolve()} (TensorFlow Serving SavedModel)"
+    exports = result.summary.get("exports") or {}
+    if exports:
+        export = "; ".join(f"{path} ({name})" for name, path in exports.items())
     elif not exported:
         export = f"not exported (--no-export; python -m electra_tf.export --model_dir {model_dir.path} makes one)"
     else:

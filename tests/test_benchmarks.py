@@ -67,12 +67,12 @@ def test_serving_latency_prints_each_signature(tmp_path, small_vocab):
     from electra_tf.models.backbone import BackboneConfig
     from electra_tf.models.encoders import build_discriminator
     from electra_tf.pretraining.config import PretrainingConfig
-    from electra_tf.serving.publish import export_discriminator
+    from electra_tf.serving.publish import export_model
 
     tokenizer = ElectraTokenizer(small_vocab)
     config = PretrainingConfig.load("electra_tiny", {"num_layers": 1, "vocab_size": tokenizer.vocabulary_size,
                                                  "max_seq_length": 32})
-    export = export_discriminator(build_discriminator(config.model), tokenizer,
+    export = export_model(build_discriminator(config.model), tokenizer,
                                   BackboneConfig(config.model, config.run.max_seq_length), tmp_path, "tiny")
     printed = benchmark("serving_latency", "--export", str(export), "--batches", "1", "2", "--calls", "2",
                         "--warmup", "1")

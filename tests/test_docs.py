@@ -221,7 +221,7 @@ def task_exports(pretrained_run, tmp_path_factory):
     from electra_tf.finetuning.text.classifiers import ElectraClassifier, ElectraTokenClassifier
     from electra_tf.finetuning.question_answering.model import ElectraQuestionAnswerer
     from electra_tf.finetuning.pretrained import load_pretrained
-    from electra_tf.serving.publish import export_task_model
+    from electra_tf.serving.publish import export_model
 
     root = tmp_path_factory.mktemp("task_exports")
     pretrained = load_pretrained(pretrained_run)
@@ -232,7 +232,7 @@ def task_exports(pretrained_run, tmp_path_factory):
                                                                                    "I-LOC"])),
         "squad": ("squad", ElectraQuestionAnswerer(backbone, answerable=False))}
     for folder, (name, model) in models.items():
-        export_task_model(model, tokenizer, config, root / folder / "export", name)
+        export_model(model, tokenizer, config, root / folder / "export", name)
     return root
 
 

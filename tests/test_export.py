@@ -36,15 +36,15 @@ def keras_discriminator(short_run):
 def test_layout_versions_and_warmup(exported, keras_discriminator, tmp_path):
     assert (exported / "saved_model.pb").is_file() and (exported / "variables").is_dir()
     discriminator, tokenizer, config = keras_discriminator
-    first = publish.export_discriminator(discriminator, tokenizer, config, tmp_path, "run")
+    first = publish.export_model(discriminator, tokenizer, config, tmp_path, "run")
     # The same weights again: no new version. Changed weights: the next version.
-    assert publish.export_discriminator(discriminator, tokenizer, config, tmp_path, "run") == first
+    assert publish.export_model(discriminator, tokenizer, config, tmp_path, "run") == first
     assert sorted(p.name for p in (tmp_path / "run").iterdir()) == ["1"]
     bias = discriminator.head.weights[-1]
     original = bias.numpy()
     bias.assign(original + 1.0)
     try:
-        second = publish.export_discriminator(discriminator, tokenizer, config, tmp_path, "run")
+        second = publish.export_model(discriminator, tokenizer, config, tmp_path, "run")
     finally:
         bias.assign(original)
     assert second.name == "2"
@@ -134,7 +134,7 @@ def test_a_model_trained_in_mixed_precision_exports_computing_in_float32(keras_d
     batch = ids_batch(tokenizer)
     keras.config.set_dtype_policy("mixed_bfloat16")
     mixed = rebuilt_with_weights_of(discriminator, config, batch)
-    path = publish.export_discriminator(mixed, tokenizer, config, tmp_path, "mixed")
+    path = publish.export_model(mixed, tokenizer, config, tmp_path, "mixed")
     assert_export_computes(path, discriminator, batch)  # the float32 model with the same weights
     assert mixed(batch)["sequence_output"].dtype == tf.bfloat16  # training precision restored
 
@@ -263,7 +263,7 @@ def test_a_fine_tuned_classifier_exports_through_the_same_path(keras_discriminat
         trained(probe)
         for mine, theirs in zip(trained.weights, classifier.weights):
             mine.assign(theirs)
-    path = publish.export_task_model(trained, tokenizer, config, tmp_path, "topics")
+    path = publish.export_model(trained, tokenizer, config, tmp_path, "topics")
     serve = tf.saved_model.load(str(path)).signatures["serving_default"]
     out = serve(text=tf.constant(["The river rises.", "Bees visit the orchard."]))
     assert out["probabilities"].shape == (2, 3)
@@ -297,7 +297,7 @@ from electra_tf.finetuning.pretrained import load_pretrained
 from electra_tf.serving import publish
 pretrained = load_pretrained({str(short_run / "run")!r})
 publish.write_warmup_requests = lambda *args, **kwargs: os.kill(os.getpid(), signal.SIGKILL)
-publish.export_discriminator(pretrained.discriminator, pretrained.tokenizer, pretrained.config,
+publish.export_model(pretrained.discriminator, pretrained.tokenizer, pretrained.config,
                              {str(tmp_path)!r}, "run")
 """
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=300,
@@ -308,5 +308,5 @@ publish.export_discriminator(pretrained.discriminator, pretrained.tokenizer, pre
     assert not [p for p in written if p.name.isdigit()]
     # The next export still becomes version 1.
     pretrained = load_pretrained(short_run / "run")
-    assert publish.export_discriminator(pretrained.discriminator, pretrained.tokenizer, pretrained.config,
+    assert publish.export_model(pretrained.discriminator, pretrained.tokenizer, pretrained.config,
                                         tmp_path, "run").name == "1"

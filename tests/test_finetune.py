@@ -55,7 +55,8 @@ def test_classification_end_to_end(topic_csv, run_python, pretrained_dir, tmp_pa
     assert re.search(r"\d+ training examples / \d+ eval examples, 2 epoch\(s\)", printed)
     assert (summary["train_unit"], summary["eval_unit"]) == ("examples", "examples")
     assert f"metrics:     {(tmp_path / 'out' / 'metrics.json').resolve()}" in printed
-    assert f"export:      {(tmp_path / 'out' / 'export' / 'out' / '1').resolve()}" in printed
+    assert f"saved_model: {(tmp_path / 'out' / 'export' / 'out' / '1').resolve()}" in printed
+    assert f"config:      {(tmp_path / 'out' / 'config.json').resolve()}" in printed
     assert (summary["settings"]["learning_rate"], summary["settings"]["layerwise_lr_decay"],
             summary["settings"]["size_defaults"]) == (1e-3, 0.8, "tiny")
 
@@ -98,10 +99,14 @@ def test_classification_end_to_end(topic_csv, run_python, pretrained_dir, tmp_pa
     import tensorflow_text  # noqa: F401
     again = tf.saved_model.load(str(tmp_path / "x" / "out" / "1")).signatures["serving_default"]
     assert again(text=tf.constant(texts))["label"].numpy().astype(str).tolist() == served["label"]
-    # The fine-tuning folder itself is no pre-training run: the error points at what it holds.
-    assert export.main(["--model_dir", str(tmp_path / "out")]) == 2
+    # The fine-tuning folder itself means its best model; a format that does not take it names those that do.
+    capsys.readouterr()
+    assert export.main(["--model_dir", str(tmp_path / "out")]) == 0
+    assert "already holds this model" in capsys.readouterr().out
+    assert export.main(["--model_dir", str(tmp_path / "out"), "--format", "huggingface"]) == 2
     error = capsys.readouterr().err
-    assert "fine-tuning output folder" in error and "best.keras" in error and str(export_dir) in error
+    assert "--format huggingface does not take the classification run's ElectraClassifier" in error
+    assert "exports as: keras_hub, litert, saved_model" in error
 
 
 def test_glue_pair_regression_and_random_init(corpus, run_python, pretrained_dir, tmp_path):
@@ -228,7 +233,7 @@ def test_tagging_end_to_end_and_served_per_word(corpus, run_python, pretrained_d
     printed = capsys.readouterr().out
     assert "accuracy is per word" in printed and "epoch 2: eval accuracy" in printed
     summary = json.loads((tmp_path / "pos" / "metrics.json").read_text())
-    assert summary["tagging"] and summary["labels"] == ["DET", "PLURAL", "PUNCT", "WORD"]
+    assert summary["kind"] == "tagging" and summary["labels"] == ["DET", "PLURAL", "PUNCT", "WORD"]
     assert summary["unscored_eval_words"] == 0 and set(summary["eval"]) == {"accuracy", "score"}
 
     # The scored accuracy is per word: recount it from the best model's predictions.
@@ -289,4 +294,4 @@ def test_tagging_bad_input_is_a_clear_error(pretrained_dir, tmp_path, capsys):
     assert "uneven.jsonl, line 1: 2 words in 'tokens' but 1 tags in 'tags'" in capsys.readouterr().err
 
     assert run(pretrained_dir, tmp_path / "c", "--tagging", "--regression", train=good, eval_file=good) == 2
-    assert "does not combine with" in capsys.readouterr().err
+    assert "--regression is an option of classification runs; this is a tagging run" in capsys.readouterr().err

@@ -176,12 +176,12 @@ def test_several_steps_a_call_train_the_reference_runs_weights(data_dir, referen
 
 def test_several_steps_a_call_need_one_device(tmp_path, capsys):
     from electra_tf.training.config import TrainerConfig
-    from electra_tf.utils.errors import RunError
+    from electra_tf.utils.sections import ConfigError
 
     assert pretrain.main(["--model_dir", str(tmp_path / "model"), "--strategy", "mirrored",
                           "--steps_per_loop", "2"]) == 2
     assert "--steps_per_loop 2 needs one device" in capsys.readouterr().err and "strategy is mirrored"
-    with pytest.raises(RunError, match="steps_per_loop must be at least 1"):
+    with pytest.raises(ConfigError, match="'steps_per_loop' = 0: must be at least 1"):
         TrainerConfig(steps_per_loop=0)
     assert not (tmp_path / "model").exists()  # refused before anything was written
 

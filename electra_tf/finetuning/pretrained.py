@@ -22,11 +22,15 @@ else is a `PretrainedError` that names the path and says what was expected.
 from __future__ import annotations
 
 import json
+import zipfile
 from pathlib import Path
 
+import keras
+
 from electra_tf.models.backbone import CONFIG_FILE as BACKBONE_CONFIG, WEIGHTS_FILE, Backbone, BackboneConfig, read_tokenizer
-from electra_tf.models.encoders import build_discriminator, model_weights
+from electra_tf.models.encoders import Discriminator, build_discriminator, model_weights
 from electra_tf.pretraining.restore import restore_pretrainer
+from electra_tf.training.task import KINDS
 from electra_tf.utils.errors import PretrainedError
 from electra_tf.utils.run_dir import CONFIG_FILE, VOCAB_FILE, ExportMetadata, FinetuneDir, ModelDir
 
@@ -137,56 +141,59 @@ def mlm_encoder_as_discriminator(generator, config):
 
 
 def _load_keras_file(path: Path):
-    import keras
-
-    # Importing them registers the task models' classes, which loading a saved one needs.
-    from electra_tf.finetuning.question_answering import model  # noqa: F401
-    from electra_tf.finetuning.text import classifiers  # noqa: F401
-
+    KINDS.load()  # the kinds' modules register their task models' classes, which loading a saved one needs
     try:
         return keras.saving.load_model(str(path), compile=False)
     except Exception as error:  # Keras raises many types for a bad archive
-        raise PretrainedError(f"{path}: not a loadable .keras model ({type(error).__name__}: {error}).") from None
+        raise PretrainedError(f"{path}: not a loadable .keras model ({type(error).__name__}: {error}). A task model "
+                              "of a kind defined outside the package loads once its module is imported "
+                              "(--import MODULE).") from None
 
 
-def load_task_model(path) -> tuple | None:
-    """(model, tokenizer, config) of a fine-tuned `.keras` file (`best.keras`): an
-    `ElectraClassifier` or `ElectraTokenClassifier` with its label names, or an
-    `ElectraQuestionAnswerer`. Files saved before
-    models carried their label names get them from the metrics.json beside them. None for a
-    bare Discriminator, which `load_pretrained` reads."""
-    import json
-
-    from electra_tf.finetuning.text.classifiers import ElectraClassifier, ElectraTokenClassifier
-    from electra_tf.finetuning.question_answering.model import ElectraQuestionAnswerer
-    from electra_tf.models.encoders import Discriminator
-
-    path = Path(path)
+def load_task_model(path) -> tuple:
+    """(model, tokenizer, config) of a fine-tuned `.keras` file (a fine-tuning run's best.keras, or
+    its output folder): a task model on the discriminator (`model.backbone`), of any kind.
+    Files saved before models carried their label names get them from the metrics.json beside
+    them."""
+    path = finetuned_model_file(Path(path))
     model = _load_keras_file(path)
-    if isinstance(model, Discriminator):
-        return None
-    if isinstance(model, ElectraQuestionAnswerer):  # no labels to name
-        pretrained = _from_keras_file(path, model)
-        return model, pretrained.tokenizer, pretrained.config
-    if not isinstance(model, (ElectraClassifier, ElectraTokenClassifier)):
-        raise PretrainedError(f"{path} holds a {type(model).__name__}, not a fine-tuned ElectraClassifier or "
-                              "ElectraTokenClassifier.")
+    if isinstance(model, Discriminator) or not isinstance(getattr(model, "backbone", None), Discriminator):
+        raise PretrainedError(f"{path} holds a {type(model).__name__}, not a fine-tuned task model on an ELECTRA "
+                              "discriminator.")
     pretrained = _from_keras_file(path, model)
     metrics = FinetuneDir(path.parent).metrics
-    if model.label_names is None and metrics.is_file():
+    if getattr(model, "label_names", False) is None and metrics.is_file():
         summary = json.loads(metrics.read_text(encoding="utf-8"))
         model.label_names = summary.get("labels")
-        if isinstance(model, ElectraClassifier) and summary.get("score_range"):
+        if summary.get("score_range"):
             model.score_range = tuple(summary["score_range"])
-    if model.label_names is None and not getattr(model, "is_regression", False):
+    if getattr(model, "label_names", False) is None and not getattr(model, "is_regression", False):
         raise PretrainedError(f"{path}: the model does not name its labels (and no metrics.json beside it does); "
                               "it cannot be exported with label names.")
     return model, pretrained.tokenizer, pretrained.config
 
 
-def _from_keras_file(path: Path, model=None) -> Backbone:
-    from electra_tf.models.encoders import Discriminator
+def finetuned_model_file(path: Path) -> Path:
+    """A fine-tuning run's model: `path` itself (a .keras file), or the best.keras of a run folder."""
+    if path.is_dir() and FinetuneDir(path).best_model.is_file():
+        return FinetuneDir(path).best_model
+    if path.suffix != ".keras" or not path.is_file():
+        raise PretrainedError(f"{path} is neither a .keras file nor a fine-tuning run's folder (one holding best.keras).")
+    return path
 
+
+def saved_model_class(path) -> str | None:
+    """The registered Keras name of the model a .keras file (or a fine-tuning run's folder)
+    holds, read from its config without building it; None when it cannot be read."""
+    try:
+        with zipfile.ZipFile(finetuned_model_file(Path(path))) as archive:
+            config = json.loads(archive.read("config.json"))
+    except (PretrainedError, OSError, KeyError, zipfile.BadZipFile, json.JSONDecodeError):
+        return None
+    return config.get("registered_name") or f"{config.get('module', '')}>{config.get('class_name', '')}"
+
+
+def _from_keras_file(path: Path, model=None) -> Backbone:
     model = model if model is not None else _load_keras_file(path)
     if isinstance(model, Discriminator):
         if not (path.parent / CONFIG_FILE).is_file():

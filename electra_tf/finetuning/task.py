@@ -3,16 +3,26 @@
 Reads the task's files, loads the pre-trained backbone (or builds the same architecture with
 fresh weights, the baseline), chooses the epochs, learning rate and layer-wise decay (given, or
 by the model's size and the task), builds the task's model on the backbone with the official
-fine-tuning optimizer, evaluates the task's official metrics after every epoch, and keeps the
-best epoch (`best.keras`, and the files its evaluation leaves). The kinds fill in their data,
-model and scores:
+fine-tuning optimizer, evaluates the task's official metrics after every epoch, keeps the best
+epoch (`best.keras`, and the files its evaluation leaves) and scores a test file with it. With
+`run.eval_only` it trains nothing: the fine-tuned model `source.pretrained` names is read and
+evaluated (`Trainer.evaluate`).
 
-- `text.classification.ClassificationTask`: classes, sentence pairs, regression, GLUE;
-- `text.tagging.TaggingTask`: a tag per word (entity tags scored by entity too);
-- `question_answering.task.QuestionAnsweringTask`: extractive question answering (SQuAD 1.1 / 2.0).
+A kind (registered with `training.task.register_task`, its config section its `section`)
+fills in its data, model and scores:
 
-The output folder's layout is `run_dir.FinetuneDir`. Fine-tuning does not resume: a run of
-minutes starts again (`--overwrite`).
+    read_files(labels)                   its data from the files (labels: the model's, evaluating only)
+    prepare(data, tokenizer, length, seed)   (the training dataset, data with its evaluation part)
+    evaluation_part(path, data, tokenizer, length)   another file read as the eval file is (--test)
+    score(model, data, part)             (metrics with `score`, files) on an evaluation part
+    labels_of(model)                     a fine-tuned model's labels, as read_files takes them
+    counts, default_epochs, metric_names, build_task_model
+    describe_data, data_summary          its lines before training, its fields of metrics.json
+
+The package's kinds: `text.classification` (classes, pairs, regression, GLUE), `text.tagging`
+(a tag per word, entities), `question_answering.task` (SQuAD 1.1 / 2.0). The output folder's
+layout is `run_dir.FinetuneDir`. Fine-tuning does not resume: a run of minutes starts again
+(`--overwrite`).
 """
 
 from __future__ import annotations
@@ -22,15 +32,23 @@ import math
 import os
 import shutil
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from electra_tf.finetuning.config import FinetuningOptimizerConfig, FinetuningRunConfig, PretrainedSource, TaskFiles
-from electra_tf.training.task import RunContext, ServedModel, Task, TrainingPlan
+import keras
+
+from electra_tf.finetuning.config import (COMMAND, FinetuningConfig, TaskFiles, check_complete, config_from_command,
+                                          requested_kind)
+from electra_tf.finetuning.pretrained import load_pretrained, load_task_model, pretrained_hidden_size, saved_model_class
+from electra_tf.models.backbone import Backbone, BackboneConfig
+from electra_tf.models.encoders import build_discriminator
+from electra_tf.runtime.optimizer import LayerwiseDecay, create_finetuning_optimizer
+from electra_tf.training.evaluation import numbers
+from electra_tf.training.task import (KINDS, RunContext, ServedModel, Task, TaskReport, TrainingData, TrainingPlan,
+                                      kind_of_model)
 from electra_tf.utils.errors import RunError
+from electra_tf.utils.files import atomic_write_text
+from electra_tf.utils.sections import ConfigError
 from electra_tf.utils.run_dir import LOCK_FILE, FinetuneDir, task_export_name
-
-if TYPE_CHECKING:
-    from electra_tf.models.backbone import Backbone, BackboneConfig
 
 # Defaults by model size (by the discriminator's hidden size): the official fine-tuning learning
 # rates (the paper's 3e-4 for Small; 1e-4 Base; 5e-5 and layer decay 0.9 for Large) and, for the
@@ -41,6 +59,7 @@ SIZE_DEFAULTS = (  # (largest hidden size, size name, learning rate, layer-wise 
     (768, "base", 1e-4, 0.8),
     (None, "large", 5e-5, 0.9),
 )
+TEST_PREFIX = "test_"  # the test file's predictions files: test_predictions.conll, ...
 
 
 def size_defaults(hidden_size: int) -> tuple[str, float, float]:
@@ -77,35 +96,47 @@ class Settings:
 
 @dataclasses.dataclass
 class FinetuningInputs:
-    backbone: Backbone  # the pre-trained discriminator (or fresh weights)
+    backbone: Backbone  # the pre-trained discriminator (or a fine-tuned model's, evaluating only)
     config: BackboneConfig  # at the run's sequence length
     data: Any  # the kind's files and features (its `read_files`, then `prepare`)
-    train: Any  # a tf.data.Dataset of (inputs, labels) batches, shuffled each epoch
-    settings: Settings
+    train: Any  # a tf.data.Dataset of (inputs, labels) batches, shuffled each epoch (None evaluating only)
+    settings: Settings | None  # None evaluating only
     name: str  # the task's name: metrics.json's, and the export's
     output: FinetuneDir
-    context: RunContext
+    finetuned: Any = None  # the fine-tuned model an evaluation-only run reads
 
 
 @dataclasses.dataclass(frozen=True)
 class FinetuningTask(Task):
-    source: PretrainedSource
-    files: TaskFiles
-    optimizer: FinetuningOptimizerConfig = FinetuningOptimizerConfig()
-    run: FinetuningRunConfig = FinetuningRunConfig()
-    overwrite: bool = False
+    config: FinetuningConfig
+    overwrite: bool = False  # empty a non-empty output folder (--overwrite)
+    command = "finetune"
     # What the counts of the data count, named in the log and in metrics.json.
     train_unit = eval_unit = "examples"
 
     # --- what a kind gives ----------------------------------------------------------------------
-    def read_files(self):
-        """The kind's data, read from `files` (errors name the file and line)."""
+    def read_files(self, labels=None):
+        """The kind's data, read from `config.files` (errors name the file and line). `labels`:
+        a fine-tuned model's (`labels_of`), when evaluating only: the eval file is read with
+        them and no training file is read."""
         raise NotImplementedError
 
     def prepare(self, data, tokenizer, max_seq_length: int, seed: int):
-        """(the training dataset of (inputs, labels) examples, unbatched or batched by
-        `self.run.update_batch_size`; `data` with its eval features added)."""
+        """(the training dataset of (inputs, labels) batches of `self.config.run.update_batch_size`,
+        or None evaluating only; `data` with its evaluation part added)."""
         raise NotImplementedError
+
+    def evaluation_part(self, path: str, data, tokenizer, max_seq_length: int):
+        """Another file (--test) read and prepared as the eval file is, with the training labels."""
+        raise NotImplementedError
+
+    def score(self, model, data, part) -> tuple[dict, dict]:
+        """(metrics with `score`, files) of `model` on an evaluation part."""
+        raise NotImplementedError
+
+    def labels_of(self, model):
+        """A fine-tuned model's labels, as `read_files` takes them (None: the kind has none)."""
+        return None
 
     def default_epochs(self, data) -> int:
         raise NotImplementedError
@@ -129,49 +160,57 @@ class FinetuningTask(Task):
         """Fields metrics.json adds for this kind."""
         return {}
 
-    def test(self, model, inputs: FinetuningInputs) -> tuple[dict, dict] | None:
-        """Scores on `files.test` with the best epoch, and its files (kinds that support it)."""
-        return None
-
     # --- the trainer's calls ----------------------------------------------------------------------
     def model_width(self) -> int | None:
-        from electra_tf.finetuning.pretrained import pretrained_hidden_size
-
-        return pretrained_hidden_size(self.source.pretrained)
+        return pretrained_hidden_size(self.config.source.pretrained)
 
     def build_inputs(self, context: RunContext) -> FinetuningInputs:
-        import keras
-
-        data = self.read_files()
-        backbone, config = self._backbone(context)
+        run = self.config.run
+        finetuned = None
+        if run.eval_only:
+            with context.runtime.strategy.scope():
+                finetuned, tokenizer, config = load_task_model(self.config.source.pretrained)
+            backbone = Backbone(finetuned.backbone, tokenizer, config, self.config.source.pretrained)
+            data = self.read_files(self.labels_of(finetuned))
+        else:
+            data = self.read_files()
+            backbone = self._backbone(context)
+        config = self._sequence_length(backbone)
         output = self._output_folder(context.run_dir, backbone, config)
-        keras.utils.set_random_seed(self.run.seed)  # the data's order and the task head's initial weights
-        train, data = self.prepare(data, backbone.tokenizer, config.max_seq_length, self.run.seed)
-        settings = self._settings(data, config)
+        keras.utils.set_random_seed(run.seed)  # the data's order and the task head's initial weights
+        train, data = self.prepare(data, backbone.tokenizer, config.max_seq_length, run.seed)
+        settings = None if run.eval_only else self._settings(data, config)
         name = getattr(data, "name", "") or output.path.resolve().name  # files named only train/dev
-        return FinetuningInputs(backbone, config, data, train, settings, name, output, context)
+        return FinetuningInputs(backbone, config, data, train, settings, name, output, finetuned)
 
-    def _backbone(self, context: RunContext):
-        """(the pre-trained backbone, its config at the run's sequence length)."""
-        from electra_tf.finetuning.pretrained import load_pretrained
-
+    def _backbone(self, context: RunContext) -> Backbone:
         with context.runtime.strategy.scope():  # the model's variables are created (or restored) here
-            backbone = load_pretrained(self.source.pretrained, self.source.checkpoint, encoder_only=True)
+            return load_pretrained(self.config.source.pretrained, self.config.source.checkpoint, encoder_only=True)
+
+    def _sequence_length(self, backbone: Backbone) -> BackboneConfig:
+        """The backbone's config at the run's sequence length; the recorded model, if any, checked."""
+        recorded = self.config.model
+        if recorded is not None and recorded != backbone.config.model:
+            differing = [k for k, v in recorded.to_dict().items() if backbone.config.model.to_dict()[k] != v]
+            raise RunError(f"the config's model section describes another model than {backbone.source} holds "
+                           f"(differing: {', '.join(differing)}): give the --pretrained its run started from.")
         positions = backbone.config.model.max_position_embeddings
-        max_seq_length = self.run.max_seq_length or backbone.config.max_seq_length
+        max_seq_length = self.config.run.max_seq_length or backbone.config.max_seq_length
         if not 3 <= max_seq_length <= positions:
             raise RunError(f"--max_seq_length must be in [3, {positions}] (the model's max_position_embeddings).")
-        return backbone, backbone.config.replace(max_seq_length=max_seq_length)
+        return backbone.config.replace(max_seq_length=max_seq_length)
 
     def _output_folder(self, folder: Path, backbone, config) -> FinetuneDir:
-        """Emptied (with --overwrite), holding the config and vocabulary, so best.keras reads alone."""
+        """Emptied (with --overwrite), holding the run's config and the vocabulary, so best.keras
+        reads alone."""
         output = FinetuneDir(folder)
         if written(output.path) and not self.overwrite:  # filled while we waited to lock
             raise RunError(f"{output.path} is not empty; choose a new --output_dir or pass --overwrite.")
         for old in written(output.path):  # keep our lock file
             shutil.rmtree(old) if old.is_dir() else old.unlink()
         output.path.mkdir(parents=True, exist_ok=True)
-        config.save(output.config)
+        run = self.config.run.replace(max_seq_length=config.max_seq_length)
+        dataclasses.replace(self.config, run=run, model=config.model).save(output.config)
         backbone.tokenizer.save(output.vocab)
         return output
 
@@ -180,7 +219,7 @@ class FinetuningTask(Task):
         and the task), and the steps they make; printed."""
         size, size_learning_rate, size_decay = size_defaults(config.model.hidden_size)
         train_examples = self.counts(data)[0]
-        optimizer, run = self.optimizer, self.run
+        optimizer, run = self.config.optimizer, self.config.run
         settings = Settings(size, optimizer.learning_rate or size_learning_rate,
                             optimizer.layerwise_lr_decay or size_decay, run.epochs or self.default_epochs(data),
                             math.ceil(train_examples / run.update_batch_size))
@@ -195,39 +234,32 @@ class FinetuningTask(Task):
 
     def plan(self, inputs: FinetuningInputs) -> TrainingPlan:
         settings = inputs.settings
-        return TrainingPlan(total_steps=settings.total_steps, examples_per_step=self.run.update_batch_size,
-                            epochs=settings.epochs, keep_best=True)
+        return TrainingPlan(TrainingData(dataset=inputs.train), total_steps=settings.total_steps,
+                            examples_per_step=self.config.run.update_batch_size, epochs=settings.epochs,
+                            keep_best=True)
 
     def build_model(self, inputs: FinetuningInputs, context: RunContext):
         """The task's model on the pre-trained discriminator (or a fresh one), compiled with the
-        official fine-tuning optimizer."""
-        from electra_tf.models.encoders import build_discriminator
-        from electra_tf.runtime.optimizer import LayerwiseDecay, create_finetuning_optimizer
-
-        settings, config, optimizer = inputs.settings, inputs.config, self.optimizer
+        official fine-tuning optimizer; evaluating only, the fine-tuned model as it was read."""
+        if inputs.finetuned is not None:
+            return inputs.finetuned
+        settings, config, optimizer = inputs.settings, inputs.config, self.config.optimizer
         with context.runtime.strategy.scope():
-            backbone = build_discriminator(config.model) if self.source.random_init else inputs.backbone.discriminator
+            backbone = (build_discriminator(config.model) if self.config.source.random_init
+                        else inputs.backbone.discriminator)
             model = self.build_task_model(backbone, inputs.data, config)
             model.compile(optimizer=create_finetuning_optimizer(
                 settings.learning_rate, settings.total_steps,
                 LayerwiseDecay(settings.layerwise_lr_decay, config.model.num_layers, optimizer.layer_decay_schedule),
                 optimizer.warmup_proportion, optimizer.weight_decay, optimizer.adam_epsilon, optimizer.clip_global_norm),
-                jit_compile=context.runtime.xla, gradient_accumulation_steps=self.run.gradient_accumulation_steps)
+                jit_compile=context.runtime.xla, gradient_accumulation_steps=self.config.run.gradient_accumulation_steps)
         return model
 
-    def describe(self, model, inputs: FinetuningInputs) -> list[str]:
-        train_examples, eval_examples = self.counts(inputs.data)
-        origin = "random initialisation" if self.source.random_init else inputs.backbone.source
-        settings = inputs.settings
-        return [f"Fine-tuning {inputs.name} from {origin}: {train_examples:,} training {self.train_unit} / "
-                f"{eval_examples:,} eval {self.eval_unit}, {settings.epochs} epoch(s) x {settings.steps_per_epoch} "
-                f"steps, max_seq_length {inputs.config.max_seq_length}",
-                *(f"{inputs.name}: {line}" for line in self.describe_data(inputs.data))]
+    def evaluate(self, model, inputs: FinetuningInputs, final: bool = False):
+        return self.score(model, inputs.data, inputs.data.evaluation)
 
     def on_best(self, model, inputs: FinetuningInputs, context: RunContext, files: dict) -> None:
         """The best epoch so far: its files (e.g. predictions.json) and best.keras, each whole."""
-        from electra_tf.utils.files import atomic_write_text
-
         for name, text in files.items():
             atomic_write_text(inputs.output.path / name, text)
         temporary = inputs.output.path / ".best.tmp.keras"
@@ -236,31 +268,93 @@ class FinetuningTask(Task):
 
     def finish(self, model, inputs: FinetuningInputs, context: RunContext, evaluation) -> dict:
         """The test file, if any, scored with the best epoch (restored by the trainer)."""
-        from electra_tf.training.evaluation import numbers
-        from electra_tf.utils.files import atomic_write_text
-
-        if not self.files.test:
+        if not self.config.files.test:
             return {}
-        values, files = self.test(model, inputs)
+        part = self.evaluation_part(self.config.files.test, inputs.data, inputs.backbone.tokenizer,
+                                    inputs.config.max_seq_length)
+        values, files = self.score(model, inputs.data, part)
         for name, text in files.items():
-            atomic_write_text(inputs.output.path / name, text)
-        print(f"test (epoch {evaluation.best['epoch']}): {numbers(values)}", flush=True)
-        return {"test": {name: values[name] for name in (*self.metric_names(inputs.data), "score")}}
-
-    def summary(self, model, inputs: FinetuningInputs, final: dict, evaluation) -> dict:
-        """The best epoch's metrics, every epoch, the settings."""
-        best = evaluation.best
-        train_examples, eval_examples = self.counts(inputs.data)
-        settings = inputs.settings
-        return {"task": inputs.name, "eval": {name: best[name] for name in (*self.metric_names(inputs.data), "score")},
-                "best_epoch": best["epoch"], "epochs": evaluation.history, "pretrained": str(self.source.pretrained),
-                "random_init": self.source.random_init, "train_examples": train_examples, "train_unit": self.train_unit,
-                "eval_examples": eval_examples, "eval_unit": self.eval_unit, **self.data_summary(inputs.data),
-                "settings": {**dataclasses.asdict(self.run), **dataclasses.asdict(self.optimizer),
-                             "epochs": settings.epochs, "max_seq_length": inputs.config.max_seq_length,
-                             "learning_rate": settings.learning_rate,
-                             "layerwise_lr_decay": settings.layerwise_lr_decay, "size_defaults": settings.size},
-                "checkpoint": str(inputs.output.best_model)}
+            atomic_write_text(inputs.output.path / f"{TEST_PREFIX}{name}", text)
+        which = f"epoch {evaluation.best['epoch']}" if evaluation is not None else "the model evaluated"
+        print(f"test ({which}): {numbers(values)}", flush=True)
+        return {"test": {name: values[name] for name in (*self.metric_names(inputs.data), "score")},
+                "test_file": self.config.files.test}
 
     def served_model(self, model, inputs: FinetuningInputs) -> ServedModel:
-        return ServedModel(model, inputs.backbone.tokenizer, inputs.config, task_export_name(inputs.name))
+        return ServedModel(model, inputs.backbone.tokenizer, inputs.config, task_export_name(inputs.name), self.name)
+
+    def report(self, inputs: FinetuningInputs) -> TaskReport:
+        return FinetuningReport(self, inputs)
+
+
+class FinetuningReport(TaskReport):
+    """What a fine-tuning run prints and keeps in metrics.json: the counts and settings, the
+    kind's own lines and fields (`describe_data`, `data_summary`), every epoch and the best."""
+
+    def __init__(self, task: FinetuningTask, inputs: FinetuningInputs):
+        self.task, self.inputs = task, inputs
+
+    def header(self, model) -> list[str]:
+        task, inputs = self.task, self.inputs
+        train_examples, eval_examples = task.counts(inputs.data)
+        source = task.config.source
+        origin = "random initialisation" if source.random_init else inputs.backbone.source
+        if inputs.settings is None:
+            first = (f"Evaluating {inputs.name} with {origin}: {eval_examples:,} eval {task.eval_unit}, max_seq_length "
+                     f"{inputs.config.max_seq_length}")
+        else:
+            settings = inputs.settings
+            first = (f"Fine-tuning {inputs.name} from {origin}: {train_examples:,} training {task.train_unit} / "
+                     f"{eval_examples:,} eval {task.eval_unit}, {settings.epochs} epoch(s) x "
+                     f"{settings.steps_per_epoch} steps, max_seq_length {inputs.config.max_seq_length}")
+        return [first, *(f"{inputs.name}: {line}" for line in task.describe_data(inputs.data))]
+
+    def summary(self, model, final: dict, evaluation) -> dict:
+        """The best epoch's metrics (or the one evaluation's), every epoch, the settings."""
+        task, inputs = self.task, self.inputs
+        best = evaluation.best if evaluation is not None else {**final, "epoch": None}
+        train_examples, eval_examples = task.counts(inputs.data)
+        config = task.config
+        chosen = {} if inputs.settings is None else {
+            "epochs": inputs.settings.epochs, "learning_rate": inputs.settings.learning_rate,
+            "layerwise_lr_decay": inputs.settings.layerwise_lr_decay, "size_defaults": inputs.settings.size}
+        return {"task": inputs.name, "kind": task.name,
+                "eval": {name: best[name] for name in (*task.metric_names(inputs.data), "score")},
+                "best_epoch": best["epoch"], "epochs": evaluation.history if evaluation is not None else [],
+                "pretrained": config.source.pretrained, "random_init": config.source.random_init,
+                "train_examples": train_examples, "train_unit": task.train_unit, "eval_examples": eval_examples,
+                "eval_unit": task.eval_unit, **task.data_summary(inputs.data),
+                "settings": {**config.run.to_dict(), **config.optimizer.to_dict(),
+                             "max_seq_length": inputs.config.max_seq_length, **chosen},
+                "config": str(inputs.output.config), "checkpoint": str(inputs.output.best_model)}
+
+
+def task_from_command(args, output: Path) -> FinetuningTask:
+    """The task a command line asks for: the kind (`requested_kind`), its config (`--config`, or
+    evaluating only, the fine-tuned run's own settings; then `--set` and the flags), checked, the
+    output folder refused when it is not empty (unless `--overwrite`)."""
+    base = FinetuningConfig.load(args.config) if args.config else None
+    pretrained = getattr(args, "pretrained", None) or (base.source.pretrained if base else None)
+    evaluating = getattr(args, "eval_only", None) or (base is not None and base.run.eval_only)
+    model_kind = None
+    if evaluating and pretrained and base is None:
+        base = _finetuned_run_config(Path(pretrained))
+        found = kind_of_model(COMMAND, saved_model_class(pretrained) or "")
+        model_kind = found.name if found else None
+    kind = requested_kind(args, base, model_kind)
+    config = config_from_command(args, base, kind)
+    check_complete(config)
+    if written(output) and not args.overwrite:
+        raise RunError(f"{output} is not empty; choose a new --output_dir or pass --overwrite.")
+    return KINDS[kind](config, overwrite=args.overwrite)
+
+
+def _finetuned_run_config(path: Path) -> FinetuningConfig | None:
+    """A fine-tuning run's own config.json (beside its best.keras), as the base of an evaluation
+    of its model: its kind and settings, not its files."""
+    folder = FinetuneDir(path if path.is_dir() else path.parent)
+    try:
+        config = FinetuningConfig.load(folder.config)
+    except (ConfigError, OSError):
+        return None  # a run of an earlier version (config.json held the model only), or none
+    return dataclasses.replace(config, files=TaskFiles(), run=config.run.replace(eval_only=True))

@@ -17,11 +17,23 @@ import os
 import shutil
 from pathlib import Path
 
+import keras
 import numpy as np
+import tensorflow as tf
 
-from electra_tf.pretraining.config import PretrainingConfig
-from electra_tf.interop.huggingface import ConversionError, HuggingFaceFolder, config_from_huggingface
+from electra_tf.data.tokenization import (ElectraTokenizer, TokenizerSettings, VocabularyError, check_casing,
+                                          write_vocabulary)
+from electra_tf.interop.google import GoogleCheckpoint
+from electra_tf.interop.huggingface import (ConversionError, HuggingFaceFolder, check_huggingface_tokenizer,
+                                            config_from_huggingface, tensors_for, write_folder)
 from electra_tf.interop.names import DISCRIMINATOR, GENERATOR, WeightName, embedding_names, weight_table
+from electra_tf.interop.question_answering import export_question_answerer, has_qa_head, write_question_answerer
+from electra_tf.models.backbone import Backbone, BackboneConfig
+from electra_tf.pretraining.config import PretrainingConfig
+from electra_tf.pretraining.pretrainer import ElectraPretrainer
+from electra_tf.pretraining.restore import restore_pretrainer
+from electra_tf.serving.exports import ExportFormat, ExportOptions, ExportSource, register_format
+from electra_tf.utils.files import atomic_write_text
 from electra_tf.utils.run_dir import ModelDir, read_provenance
 
 
@@ -48,8 +60,6 @@ def import_huggingface(discriminator: str | Path, output: str | Path, generator:
         folder = disc if name.model == DISCRIMINATOR else gen
         return folder.tensor(name.huggingface), f"{folder.path}: tensor {name.huggingface!r}"
 
-    from electra_tf.interop.question_answering import has_qa_head, write_question_answerer
-
     provenance = {"format": "huggingface", "discriminator": str(disc.path),
                   "generator": str(gen.path) if gen is not None else None,
                   "rtd_head": disc.has_rtd_head, "generator_weights": gen is not None,
@@ -69,7 +79,6 @@ def import_google(checkpoint: str | Path, output: str | Path, config: Pretrainin
     A release folder does not say how it tokenizes (the official code takes `do_lower_case` as a
     flag, True by default): uncased unless `tokenizer_settings` (transformers' keys) says
     otherwise, and a vocabulary that is plainly cased is refused until it does."""
-    from electra_tf.interop.google import GoogleCheckpoint
 
     source = GoogleCheckpoint(checkpoint)
     resolved = source.config(config, max_seq_length)
@@ -89,7 +98,6 @@ def export_huggingface(model_dir: str | Path, output: str | Path, checkpoint: st
     """Writes OUTPUT/discriminator (ElectraForPreTraining, or ElectraModel if the run never had
     the replaced-token head) and, when the run has a trained generator, OUTPUT/generator
     (ElectraForMaskedLM). Returns the folders written."""
-    from electra_tf.pretraining.restore import restore_pretrainer
 
     output = Path(output)
     if output.exists():
@@ -106,7 +114,6 @@ def write_huggingface_folders(pretrainer, config: PretrainingConfig, tokenizer, 
     """A pretrainer in memory as `save_pretrained` folders OUTPUT/discriminator [and
     OUTPUT/generator], written to a temporary folder and renamed. A SentencePiece vocabulary is
     refused before anything is written (`check_huggingface_tokenizer`)."""
-    from electra_tf.interop.huggingface import check_huggingface_tokenizer, tensors_for, write_folder
 
     check_huggingface_tokenizer(tokenizer)
     names = weight_table(config.model, config.generator_model if with_generator else None, rtd_head)
@@ -140,7 +147,6 @@ def checked_vocabulary(vocabulary: list[str], config: PretrainingConfig, where: 
 
 def _settings(values: dict, vocabulary: list[str], where: Path):
     """`TokenizerSettings` from transformers' keys, checked against the vocabulary's casing."""
-    from electra_tf.data.tokenization import TokenizerSettings, VocabularyError, check_casing
 
     try:
         settings = TokenizerSettings.from_huggingface(values, str(where))
@@ -172,12 +178,6 @@ class ConvertedWeights:
 
 def write_model_dir(config, vocabulary, weights: ConvertedWeights, output, overwrite) -> ModelDir:
     """A model_dir of `weights`, `vocabulary` (tokens, TokenizerSettings), written whole."""
-    import keras
-    import tensorflow as tf
-
-    from electra_tf.data.tokenization import write_vocabulary
-    from electra_tf.utils.files import atomic_write_text
-    from electra_tf.pretraining.pretrainer import ElectraPretrainer
 
     output = Path(output)
     if output.exists() and any(output.iterdir()) and not overwrite:
@@ -216,9 +216,34 @@ def write_model_dir(config, vocabulary, weights: ConvertedWeights, output, overw
 
 def _write_backbone(pretrainer, config: PretrainingConfig, model_dir: ModelDir, provenance: dict) -> None:
     """The discriminator as the model_dir's backbone folder, as a run that finished at step 0."""
-    from electra_tf.data.tokenization import ElectraTokenizer
-    from electra_tf.models.backbone import Backbone, BackboneConfig
 
     Backbone(pretrainer.discriminator, ElectraTokenizer(model_dir.vocab),
              BackboneConfig(config.model, config.run.max_seq_length)).save(
         model_dir.backbone, {"step": 0, "source": provenance.get("discriminator") or provenance.get("checkpoint")})
+
+
+QUESTION_ANSWERING = "question_answering"  # the kind whose plain-head models transformers has a class for
+
+
+@register_format("huggingface")
+class HuggingFaceFormat(ExportFormat):
+    """`save_pretrained` folders (EXPORT_DIR/NAME-huggingface/...): a pre-training run's
+    discriminator and generator (from its checkpoint), or a question answerer with the plain head
+    (`interop/question_answering.py`)."""
+
+    help = "save_pretrained folders that transformers loads (a pre-training run's discriminator and generator)"
+
+    def refuses(self, source: ExportSource) -> str | None:
+        if source.model_dir is not None or source.kind == QUESTION_ANSWERING:
+            return None
+        return ("transformers folders come from a pre-training model_dir (its checkpoint holds the generator too) "
+                "or a question answerer fine-tuned with --qa_head plain")
+
+    def write(self, source: ExportSource, options: ExportOptions) -> tuple[Path, list[str]]:
+        output = options.target or options.export_dir / f"{options.name}-huggingface"
+        if source.model_dir is None:
+            served = source.served
+            folders = export_question_answerer(served.model, served.config, served.tokenizer, output)
+        else:
+            folders = export_huggingface(source.model_dir, output, source.checkpoint)
+        return output, ["Exported for HuggingFace transformers:", *(f"  {folder.resolve()}" for folder in folders)]

@@ -11,17 +11,18 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import tensorflow as tf
+
+from electra_tf.data.tokenization import read_vocabulary
+from electra_tf.interop.huggingface import DEFAULT_MAX_SEQ_LENGTH, ConversionError
 from electra_tf.pretraining.config import PretrainingConfig
 from electra_tf.utils.sections import ConfigError
-from electra_tf.interop.huggingface import DEFAULT_MAX_SEQ_LENGTH, ConversionError
 
 HEAD_WIDTH = 64  # official ELECTRA sizes: small 256/4, base 768/12, large 1024/16
 
 
 class GoogleCheckpoint:
     def __init__(self, path):
-        import tensorflow as tf
-
         path = Path(path)
         self.folder = path if path.is_dir() else path.parent
         prefix = tf.train.latest_checkpoint(str(path)) if path.is_dir() else str(path)
@@ -59,8 +60,6 @@ class GoogleCheckpoint:
                                   "the data file is damaged or truncated.") from None
 
     def vocabulary(self) -> list[str]:
-        from electra_tf.data.tokenization import read_vocabulary
-
         return read_vocabulary(self.folder / "vocab.txt")
 
     def config(self, base: PretrainingConfig | None = None, max_seq_length: int | None = None) -> PretrainingConfig:

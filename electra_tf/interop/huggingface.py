@@ -20,11 +20,14 @@ import json
 from pathlib import Path
 
 import numpy as np
+from safetensors.numpy import load_file, save_file
 
-from electra_tf.pretraining.config import PretrainingConfig
-from electra_tf.utils.sections import ConfigError
-from electra_tf.utils.errors import ElectraError
+from electra_tf.data.tokenization import SENTENCEPIECE, TokenizerSettings, VocabularyError, write_vocabulary
 from electra_tf.interop.names import DISCRIMINATOR, GENERATOR
+from electra_tf.pretraining.config import PretrainingConfig
+from electra_tf.utils.errors import ElectraError
+from electra_tf.utils.files import atomic_write_text
+from electra_tf.utils.sections import ConfigError
 
 WEIGHTS_FILE = "model.safetensors"
 WEIGHTS_INDEX = "model.safetensors.index.json"
@@ -104,7 +107,6 @@ class HuggingFaceFolder:
         """How the folder's tokenizer normalises text: tokenizer_config.json's keys where it has
         them, else the fast tokenizer's BertNormalizer in tokenizer.json, else transformers'
         defaults (uncased)."""
-        from electra_tf.data.tokenization import TokenizerSettings, VocabularyError
 
         keys = {"do_lower_case", "strip_accents", "tokenize_chinese_chars"}
         path, values = self.path / TOKENIZER_CONFIG, {}
@@ -188,9 +190,6 @@ def write_folder(path: Path, model_class: str, model, tensors: dict, tokenizer) 
     """A folder `transformers.<model_class>.from_pretrained` loads, of a network of `model`'s
     sizes (a `ModelConfig`: the discriminator's, or the generator's); written in place (the
     caller writes into a temporary folder and renames it)."""
-    from safetensors.numpy import save_file
-
-    from electra_tf.utils.files import atomic_write_text
 
     settings = {
         "architectures": [model_class], "model_type": "electra", "vocab_size": model.vocab_size,
@@ -217,7 +216,6 @@ def check_huggingface_tokenizer(tokenizer) -> None:
     instead of "!!!!"+"!"), and DeBERTa-v2's does not apply the model's normalisation (full-width
     "，" became [UNK]). A folder that loads but tokenizes differently would silently change the
     model's inputs, so such a vocabulary is refused (docs/interop.md)."""
-    from electra_tf.data.tokenization import SENTENCEPIECE
 
     if tokenizer.kind == SENTENCEPIECE:
         raise ConversionError(
@@ -230,8 +228,6 @@ def check_huggingface_tokenizer(tokenizer) -> None:
 def write_tokenizer_files(path: Path, tokenizer, max_positions: int) -> None:
     """`vocab.txt` and `tokenizer_config.json` for transformers' `ElectraTokenizer`, normalising
     as `tokenizer` (an `ElectraTokenizer`) does."""
-    from electra_tf.data.tokenization import write_vocabulary
-    from electra_tf.utils.files import atomic_write_text
 
     write_vocabulary(path / "vocab.txt", tokenizer.vocabulary)
     atomic_write_text(path / TOKENIZER_CONFIG, json.dumps({
@@ -254,8 +250,6 @@ def read_json_file(path: Path, what: str) -> dict:
 
 
 def _read_tensors(folder: Path) -> dict:
-    from safetensors.numpy import load_file
-
     index = folder / WEIGHTS_INDEX
     if index.is_file():
         files = sorted(set(read_json_file(index, "the shard index")["weight_map"].values()))

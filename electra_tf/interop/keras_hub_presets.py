@@ -42,10 +42,20 @@ import os
 import shutil
 from pathlib import Path
 
+import keras
+import keras_hub
 import numpy as np
+import sentencepiece
 
-from electra_tf.interop.huggingface import ConversionError, read_json_file
+from electra_tf.data.tokenization import (SENTENCEPIECE, SPECIAL_TOKENS, TokenizerSettings, VocabularyError,
+                                          check_casing, model_pieces)
+from electra_tf.interop.convert import ConvertedWeights, checked_vocabulary, write_model_dir
+from electra_tf.interop.huggingface import DEFAULT_MAX_SEQ_LENGTH, ConversionError, read_json_file
 from electra_tf.interop.names import weight_table
+from electra_tf.models.config import ModelConfig
+from electra_tf.pretraining.config import PretrainingConfig
+from electra_tf.serving.exports import ExportFormat, ExportOptions, ExportSource, register_format
+from electra_tf.utils.sections import ConfigError
 
 BACKBONE_CLASS = "keras_hub>ElectraBackbone"
 WORDPIECE_TOKENIZER_CLASS = "keras_hub>ElectraTokenizer"
@@ -111,10 +121,6 @@ def write_preset(backbone, output: str | Path, overwrite: bool = False, provenan
 
 def _keras_hub_backbone(discriminator, arguments: dict):
     """keras-hub's ElectraBackbone holding the discriminator's encoder weights (float32)."""
-    import keras
-    import keras_hub
-
-    from electra_tf.models.config import ModelConfig
 
     theirs = keras_hub.models.ElectraBackbone(**arguments, dtype="float32")
     ours = {name.keras_hub: name.ours for name in weight_table(ModelConfig(**model_values(arguments)),
@@ -132,8 +138,6 @@ def _keras_hub_backbone(discriminator, arguments: dict):
 
 
 def _check_tokenizer(tokenizer) -> None:
-    from electra_tf.data.tokenization import SENTENCEPIECE
-
     if tokenizer.kind != SENTENCEPIECE and not tokenizer.settings.split_cjk:
         raise ConversionError(
             "the vocabulary's tokenizer keeps CJK ideographs inside words (tokenize_chinese_chars false); keras-hub's "
@@ -145,9 +149,6 @@ def _write_tokenizer(tokenizer, folder: Path) -> None:
     """WordPiece as keras-hub's `ElectraTokenizer`, normalising as ours does; SentencePiece as
     its `SentencePieceTokenizer` over the same model (it has no ELECTRA class for it), whose ids
     are the model's own, as ours are."""
-    import keras_hub
-
-    from electra_tf.data.tokenization import SENTENCEPIECE
 
     if tokenizer.kind == SENTENCEPIECE:
         theirs = keras_hub.tokenizers.SentencePieceTokenizer(proto=tokenizer.sentencepiece_model)
@@ -196,7 +197,6 @@ class PresetFolder:
     def load_backbone(self):
         """keras-hub's ElectraBackbone with the preset's weights; a ConversionError naming the
         weights file when they cannot be read or do not fit the config."""
-        import keras_hub
 
         try:
             return keras_hub.models.ElectraBackbone.from_preset(str(self.path), dtype="float32")
@@ -207,9 +207,6 @@ class PresetFolder:
 
     def tokenizer(self):
         """(vocabulary, TokenizerSettings, SentencePiece model bytes or None) of the preset."""
-        import keras_hub
-
-        from electra_tf.data.tokenization import TokenizerSettings, model_pieces
 
         where = self.path / TOKENIZER_FILE
         if self.tokenizer_class == SENTENCEPIECE_TOKENIZER_CLASS:
@@ -243,10 +240,6 @@ def import_keras_hub(preset: str | Path, output: str | Path, max_seq_length: int
     The preset holds the discriminator's encoder only: the replaced-token head and a generator of
     the config's size (ELECTRA's default fraction of the discriminator) start fresh, which the
     model_dir's imported_from.json records and continued pre-training accepts."""
-    from electra_tf.interop.convert import ConvertedWeights, write_model_dir
-    from electra_tf.interop.huggingface import DEFAULT_MAX_SEQ_LENGTH
-    from electra_tf.pretraining.config import PretrainingConfig
-    from electra_tf.utils.sections import ConfigError
 
     folder = PresetFolder(preset)
     _check_output(Path(output), overwrite, "--output")
@@ -272,16 +265,12 @@ def import_keras_hub(preset: str | Path, output: str | Path, max_seq_length: int
 
 def _folds_case(model: bytes) -> bool:
     """Whether a SentencePiece model's normaliser folds case (nmt_nfkc_cf), seen in what it does."""
-    import sentencepiece
 
     processor = sentencepiece.SentencePieceProcessor(model_proto=model)
     return processor.encode("Aa Bb Cc", out_type=str) == processor.encode("aa bb cc", out_type=str)
 
 
 def _check_vocabulary(vocabulary, settings, config, where: Path) -> None:
-    from electra_tf.data.tokenization import SPECIAL_TOKENS, VocabularyError, check_casing
-    from electra_tf.interop.convert import checked_vocabulary
-
     checked_vocabulary(vocabulary, config, where)
     missing = [token for token in SPECIAL_TOKENS if token not in vocabulary]
     if missing:
@@ -310,3 +299,25 @@ def _replace(temporary: Path, output: Path) -> None:
         shutil.rmtree(old)
     elif old.exists():
         old.unlink()
+
+
+@register_format("keras_hub")
+class KerasHubFormat(ExportFormat):
+    """A keras-hub preset of the source's encoder (module docstring): EXPORT_DIR/NAME-keras_hub, or
+    the folder --export_dir names."""
+
+    help = "a keras-hub preset of the encoder (ElectraBackbone and its tokenizer), for any Keras backend"
+    takes_target = True
+
+    def write(self, source: ExportSource, options: ExportOptions) -> tuple[Path, list[str]]:
+        backbone = source.backbone
+        step = backbone.metadata().get("step")
+        output = Path(options.target or options.export_dir / f"{options.name}-keras_hub").resolve()
+        folder = write_preset(backbone, output, options.overwrite, {"step": step} if step is not None else None)
+        tokenizer = (f"keras_hub.tokenizers.SentencePieceTokenizer(proto={str(sentencepiece_tokenizer_file(folder))!r})"
+                     if backbone.tokenizer.kind == SENTENCEPIECE
+                     else f"keras_hub.models.ElectraTokenizer.from_preset({str(folder)!r})")
+        return folder, [f"Exported {source.describe()}'s encoder as a keras-hub preset: {folder}",
+                        f"  keras_hub.models.ElectraBackbone.from_preset({str(folder)!r})", f"  {tokenizer}",
+                        "  (keras-hub computes GELU in its tanh form, and its pooled_output is untrained: use "
+                        "sequence_output[:, 0]; docs/interop.md)"]

@@ -20,7 +20,10 @@ import os
 import shutil
 from pathlib import Path
 
-from electra_tf.interop.huggingface import ConversionError
+from electra_tf.finetuning.pretrained import load_pretrained
+from electra_tf.finetuning.question_answering.model import ElectraQuestionAnswerer
+from electra_tf.interop.huggingface import ConversionError, tensors_for, write_folder
+from electra_tf.interop.names import DISCRIMINATOR, weight_table
 
 QA_WEIGHT, QA_BIAS = "qa_outputs.weight", "qa_outputs.bias"
 QA_MODEL_FILE = "question_answerer.keras"
@@ -33,8 +36,6 @@ def has_qa_head(folder) -> bool:
 
 def write_question_answerer(model_dir, folder) -> Path:
     """MODEL_DIR/question_answerer.keras from a converted model_dir and the folder's qa_outputs."""
-    from electra_tf.finetuning.question_answering.model import ElectraQuestionAnswerer
-    from electra_tf.finetuning.pretrained import load_pretrained
 
     pretrained = load_pretrained(model_dir.path, encoder_only=True)
     weight, bias = folder.tensor(QA_WEIGHT), folder.tensor(QA_BIAS)
@@ -57,8 +58,6 @@ def write_question_answerer(model_dir, folder) -> Path:
 def export_question_answerer(model, config, tokenizer, output: Path) -> list[Path]:
     """OUTPUT/question_answerer: a plain-head `ElectraQuestionAnswerer` as transformers saves
     an `ElectraForQuestionAnswering`, written to a temporary folder and renamed."""
-    from electra_tf.interop.huggingface import tensors_for, write_folder
-    from electra_tf.interop.names import DISCRIMINATOR, weight_table
 
     if model.head_type != "plain":
         raise ConversionError("this question answerer has the official ELECTRA head (end conditioned on the start, "

@@ -46,6 +46,7 @@ from electra_tf.models.heads import (
     ReplacedTokenDetectionHead,
     truncated_normal,
 )
+from electra_tf.models.signatures import discriminator_endpoints, discriminator_litert_endpoint
 from electra_tf.models.transformer import TransformerLayer, attention_mask
 
 
@@ -168,6 +169,19 @@ class Discriminator(_EncoderModel):
         sequence_output = self.encode(inputs, training=training)
         logits = keras.ops.cast(self.head(sequence_output), "float32")
         return {"logits": logits, "sequence_output": sequence_output}
+
+    # --- what it serves (every servable model answers these; serving/ asks them) ----------------
+    def serving_endpoints(self, tokenizer, max_seq_length: int) -> dict:
+        """The SavedModel's signatures (`signatures.py`)."""
+        return discriminator_endpoints(self, tokenizer, max_seq_length)
+
+    def serving_task(self, max_seq_length: int) -> None:
+        """task.json of an export: the discriminator has no task."""
+        return None
+
+    def litert_endpoint(self, lite_tokenizer, max_seq_length: int):
+        """(function of the text -> outputs, input names) of a LiteRT file (`serving/litert.py`)."""
+        return discriminator_litert_endpoint(self, lite_tokenizer, max_seq_length), ["text"]
 
     @classmethod
     def from_model_config(cls, config: ModelConfig, embeddings: ElectraEmbeddings):

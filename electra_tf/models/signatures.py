@@ -21,6 +21,11 @@ no RoundRobinTrim), so the TF Serving model server (2.20+) runs it without Pytho
 
 from __future__ import annotations
 
+import tensorflow as tf
+
+from electra_tf.models.device_inputs import pack_text
+from electra_tf.models.preprocessing import pack_texts
+
 TEXT_SIGNATURE = "serving_default"
 IDS_SIGNATURE = "encode_ids"
 TEXT_INPUT = [("text", [None], "string")]
@@ -30,8 +35,6 @@ ID_INPUTS = [(name, [None, None], "int32") for name in ("token_ids", "segment_id
 
 def discriminator_endpoints(discriminator, tokenizer, max_seq_length: int) -> dict:
     """{signature: (fn, inputs)} for the pre-trained discriminator."""
-    import tensorflow as tf
-
     vocabulary = tf.constant(tokenizer.vocabulary)
 
     def outputs(token_ids, segment_ids, padding_mask):
@@ -54,8 +57,6 @@ def discriminator_endpoints(discriminator, tokenizer, max_seq_length: int) -> di
 
 def text_endpoint(tokenizer, max_seq_length: int, outputs, text_pair: bool = False):
     """Strings in, through the same packing as training (`preprocessing.pack_texts`)."""
-    from electra_tf.models.preprocessing import pack_texts
-
     def endpoint(text, text_pair=None):
         inputs = pack_texts(tokenizer, max_seq_length, text, text_pair)
         return outputs(inputs["token_ids"], inputs["segment_ids"], inputs["padding_mask"])
@@ -68,8 +69,6 @@ def text_endpoint(tokenizer, max_seq_length: int, outputs, text_pair: bool = Fal
 def ids_endpoint(length: int, vocabulary_size: int, outputs):
     """The ids endpoint: inputs longer than the model's length are cut to it; ids outside the
     vocabulary are refused with a clear message instead of failing inside an embedding lookup."""
-    import tensorflow as tf
-
     def endpoint(token_ids, segment_ids, padding_mask):
         check = tf.debugging.assert_less(
             token_ids, vocabulary_size, message=f"token_ids must be in [0, {vocabulary_size})")
@@ -77,4 +76,18 @@ def ids_endpoint(length: int, vocabulary_size: int, outputs):
                 token_ids, message="token_ids must be non-negative")]):
             token_ids = tf.identity(token_ids[:, :length])
         return outputs(token_ids, segment_ids[:, :length], padding_mask[:, :length])
+    return endpoint
+
+
+def discriminator_litert_endpoint(discriminator, lite_tokenizer, length: int):
+    """A LiteRT file's function for the discriminator: text -> replaced_probability, token_ids,
+    padding_mask [b, length], cls_hidden_state [b, hidden] (`device_inputs.py` packs the text)."""
+    def endpoint(text):
+        inputs = pack_text(lite_tokenizer.tokenize(text), lite_tokenizer.tokenizer, length)
+        result = discriminator(inputs, training=False)
+        mask = tf.cast(inputs["padding_mask"], tf.float32)
+        return {"replaced_probability": tf.sigmoid(tf.cast(result["logits"], tf.float32)) * mask,
+                "token_ids": inputs["token_ids"], "padding_mask": inputs["padding_mask"],
+                "cls_hidden_state": tf.cast(result["sequence_output"], tf.float32)[:, 0, :]}
+
     return endpoint

@@ -5,6 +5,14 @@
       objective  ObjectiveConfig                    the generator's size, masking, the losses
       optimizer  runtime.optimizer.OptimizerConfig  the update and its learning-rate schedule
       run        RunConfig                          sequence length, batch, steps, phase, seed
+      evaluation EvaluationConfig                   the evaluation's size, the replacement samples
+      trainer    training.config.TrainerConfig      progress lines, checkpoints, evaluations, profiling
+      runtime    runtime.config.RuntimeConfig       strategy, precision, XLA
+
+The first four decide the weights a run ends with (`TRAINING_SECTIONS`): a rerun that continues
+the run may change them only as `phases.py` allows. The last three may change on any rerun.
+The run's config.json also records the preset (or config file) it started from (`preset`), so
+a rerun that repeats `--config <that preset>` continues the run's own values.
 
 Presets live in `configs/<name>.json` (shipped with the package as `electra_tf.presets`).
 `PretrainingConfig.load("electra_small", {"train_batch_size": 64})` reads one, applies
@@ -24,18 +32,18 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 from pathlib import Path
 from typing import Any, Mapping
 
 from electra_tf.models.config import ModelConfig, read_json_object
-from electra_tf.runtime.config import OptimizerConfig
-from electra_tf.utils.files import atomic_write_text
-from electra_tf.utils.sections import ConfigError, Section, Sections
+from electra_tf.runtime.config import OptimizerConfig, RuntimeConfig
+from electra_tf.training.config import TrainerConfig, steps_per_loop_needs_one_device
+from electra_tf.utils.sections import ConfigError, Section, SectionedConfig, option
 
 OBJECTIVES = ("electra", "mlm")
 # Written by `PretrainingConfig.save` beside the values: derived sizes, for people reading the file.
 DERIVED_KEY = "_derived"
+PRESET_KEY = "preset"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -129,16 +137,31 @@ class RunConfig(Section):
         return self.num_train_steps - self.phase_start_step
 
 
-SECTIONS = Sections({"model": ModelConfig, "objective": ObjectiveConfig, "optimizer": OptimizerConfig,
-                     "run": RunConfig})
+@dataclasses.dataclass(frozen=True)
+class EvaluationConfig(Section):
+    """What the run shows of itself: its evaluation's size and the replacement samples."""
+
+    eval_batches: int = option(20, "batches of the evaluation: held-out text if the data has a held-out split "
+                                    "(build_data --held_out) or --eval_data names one, else training text masked afresh")
+    sample_every: int = option(200, "steps between TensorBoard replacement samples")
+
+    def check(self) -> None:
+        self.at_least_one("eval_batches", "sample_every")
 
 
 @dataclasses.dataclass(frozen=True)
-class PretrainingConfig:
+class PretrainingConfig(SectionedConfig):
+    """A pre-training run's config (module docstring). `preset`: the preset name or config file
+    the run started from, which a rerun may repeat without changing what the run set since."""
+
     model: ModelConfig = ModelConfig()
     objective: ObjectiveConfig = ObjectiveConfig()
     optimizer: OptimizerConfig = OptimizerConfig()
     run: RunConfig = RunConfig()
+    evaluation: EvaluationConfig = EvaluationConfig()
+    trainer: TrainerConfig = TrainerConfig()
+    runtime: RuntimeConfig = RuntimeConfig()
+    preset: str | None = None
 
     def __post_init__(self):
         # The rules that join two sections.
@@ -149,6 +172,8 @@ class PretrainingConfig:
         if limit is not None and not 0 < limit <= self.run.max_seq_length:
             raise ConfigError(f"'max_predictions_per_seq' = {limit}: must be in [1, max_seq_length] (or null to "
                               "derive it).")
+        if self.trainer.steps_per_loop > 1 and self.runtime.strategy not in ("auto", "one_device"):
+            raise ConfigError(steps_per_loop_needs_one_device(self.trainer.steps_per_loop, self.runtime.strategy))
 
     # --- derived values ----------------------------------------------------------------------
     @property
@@ -169,49 +194,56 @@ class PretrainingConfig:
                 "generator_num_layers": generator.num_layers, "num_masked_predictions": self.num_masked_predictions,
                 "effective_batch_size": self.run.effective_batch_size}
 
+    def training_values(self) -> dict[str, Any]:
+        """The values that decide the weights a run ends with (`TRAINING_SECTIONS`), flat: what
+        a rerun that continues the run compares (`phases.py`)."""
+        return {key: value for name in TRAINING_SECTIONS for key, value in getattr(self, name).to_dict().items()}
+
     # --- construction ------------------------------------------------------------------------
     @classmethod
     def from_dict(cls, values: Mapping[str, Any], source: str = "config") -> "PretrainingConfig":
         """Flat keys, dotted keys or section objects (the derived sizes a saved file carries are
         recomputed, not read)."""
-        values = {key: value for key, value in values.items() if key != DERIVED_KEY}
+        preset = values.get(PRESET_KEY)
+        values = {key: value for key, value in values.items() if key not in (DERIVED_KEY, PRESET_KEY)}
         grouped = SECTIONS.split(values, source)
         try:
             return cls(**{name: section.from_dict(grouped.get(name, {}), source)
-                          for name, section in SECTIONS.sections.items()})
+                          for name, section in SECTIONS.sections.items()}, preset=preset)
         except ConfigError as error:
             raise ConfigError(error.args[0] if str(error).startswith(source) else f"{source}: {error}") from None
 
     @classmethod
     def load(cls, name_or_path: str, overrides: Mapping[str, Any] | None = None) -> "PretrainingConfig":
-        """Loads a preset name (`electra_small`) or a JSON file path, then applies overrides."""
+        """Loads a preset name (`electra_small`) or a JSON file path, then applies overrides. The
+        config records what it was loaded from (`preset`), unless the file names its own (a run's
+        config.json)."""
         path = _resolve(name_or_path)
-        values = _flat(read_json_object(path, "key: value pairs"), str(path))
-        return cls.from_dict({**values, **_flat(overrides or {}, "override")}, source=str(path))
-
-    def replace(self, **changes) -> "PretrainingConfig":
-        """Changed fields, named flat or dotted (`num_train_steps=...`, `**{"run.seed": 1}`)."""
-        return self.from_dict({**self.flat(), **_flat(changes, "override")}, source="override")
-
-    def with_overrides(self, assignments: list[str]) -> "PretrainingConfig":
-        """Applies `key=value` strings (the CLI's repeated `--set`), parsed by the key's type."""
-        parsed = SECTIONS.parse_assignments(assignments)
-        return self.replace(**{f"{section}.{key}": value for section, fields in parsed.items()
-                               for key, value in fields.items()})
-
-    def flat(self) -> dict[str, Any]:
-        """Every field by its flat name (TensorBoard's hyper-parameters, comparisons)."""
-        return {key: value for name in SECTIONS.sections for key, value in getattr(self, name).to_dict().items()}
-
-    def to_dict(self) -> dict[str, dict]:
-        return {name: getattr(self, name).to_dict() for name in SECTIONS.sections}
+        read = read_json_object(path, "key: value pairs")
+        values = _flat(read, str(path))
+        preset = read.get(PRESET_KEY) or preset_label(name_or_path)
+        return cls.from_dict({**values, **_flat(overrides or {}, "override"), PRESET_KEY: preset}, source=str(path))
 
     def to_json(self) -> str:
         """The sections plus the derived sizes (for people reading it; `load` drops them)."""
-        return json.dumps({**self.to_dict(), DERIVED_KEY: self.derived()}, indent=2)
+        return json.dumps({PRESET_KEY: self.preset, **self.to_dict(), DERIVED_KEY: self.derived()}, indent=2)
 
-    def save(self, path: str | os.PathLike) -> None:
-        atomic_write_text(path, self.to_json() + "\n")
+
+# The sections whose values decide the weights a run ends with; the others (what the run shows,
+# when it saves, where it runs) may change when a rerun continues it.
+TRAINING_SECTIONS = ("model", "objective", "optimizer", "run")
+SECTIONS = PretrainingConfig().section_map()
+
+
+def preset_label(name_or_path: str) -> str:
+    """How a config records the preset it came from: a preset's name, or a file's absolute path."""
+    path = Path(name_or_path)
+    return str(path.resolve()) if path.suffix == ".json" or path.exists() else name_or_path
+
+
+def same_preset(requested: str, recorded: str | None) -> bool:
+    """Whether `--config requested` names the preset (or file) a run recorded."""
+    return recorded is not None and preset_label(requested) == recorded
 
 
 def _flat(values: Mapping[str, Any], source: str) -> dict[str, Any]:
@@ -221,7 +253,7 @@ def _flat(values: Mapping[str, Any], source: str) -> dict[str, Any]:
     for key, value in values.items():
         if key in SECTIONS.sections and isinstance(value, Mapping):
             flat.update({SECTIONS.locate(f"{key}.{inner}", source)[1]: v for inner, v in value.items()})
-        elif key == DERIVED_KEY:
+        elif key in (DERIVED_KEY, PRESET_KEY):
             continue
         else:
             flat[SECTIONS.locate(key, source)[1]] = value

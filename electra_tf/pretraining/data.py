@@ -19,18 +19,12 @@ class DataSource:
     """What the command names. `data` None: the bundled Wikipedia sample; `vocab` None: the
     data's vocabulary (or one learned from raw text into the model_dir); `text_field`: the field
     of raw record inputs (JSON Lines, Parquet, Arrow) that holds the text; `eval_data`: a
-    build_data folder of held-out text (None: the data's held-out split); `eval_batches`: the
-    evaluation's batches."""
+    build_data folder of held-out text (None: the data's held-out split)."""
 
     data: tuple[str, ...] | None = None
     vocab: str | None = None
     text_field: str = "text"
     eval_data: str | None = None
-    eval_batches: int = 20
-
-    def __post_init__(self):
-        if self.eval_batches < 1:
-            raise RunError(f"--eval_batches must be at least 1, got {self.eval_batches}.")
 
 
 @dataclasses.dataclass(frozen=True)

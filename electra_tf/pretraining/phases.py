@@ -185,15 +185,16 @@ def position_note(config: PretrainingConfig) -> str | None:
 
 
 def differing_keys(saved: PretrainingConfig, config: PretrainingConfig) -> list[str]:
-    ours, theirs = saved.flat(), config.flat()
+    """The values deciding the weights (`TRAINING_SECTIONS`) that differ; the others may change."""
+    ours, theirs = saved.training_values(), config.training_values()
     return sorted(k for k in theirs if ours[k] != theirs[k])
 
 
 def describe_changes(saved: PretrainingConfig, config: PretrainingConfig, keys) -> str:
-    ours, theirs = saved.flat(), config.flat()
+    ours, theirs = saved.training_values(), config.training_values()
     return ", ".join(f"{k}: {ours[k]!r} -> {theirs[k]!r}" for k in keys)
 
 
 def _change(saved: PretrainingConfig, new: PretrainingConfig, rule: str) -> dict:
-    ours, theirs = saved.flat(), new.flat()
+    ours, theirs = saved.training_values(), new.training_values()
     return {"changed": {k: [ours[k], theirs[k]] for k in differing_keys(saved, new)}, "rule": rule}

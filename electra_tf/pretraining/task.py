@@ -14,17 +14,33 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import sys
 import time
-from typing import TYPE_CHECKING
 
-from electra_tf.pretraining.config import PretrainingConfig
-from electra_tf.pretraining.data import DataSource, PretrainingData
-from electra_tf.training.task import RunContext, ServedModel, Task, TaskCallbacks, TrainingPlan, register_task
-from electra_tf.utils.run_dir import ModelDir
+import keras
+import tensorflow as tf
+from tensorboard.plugins.hparams import api as hparams
 
-if TYPE_CHECKING:
-    from electra_tf.pretraining.evaluation import EvaluationText, TrainingHealth
-    from electra_tf.training.resumable_input import ResumableInput
+from electra_tf.data.shards import explain_read_error
+from electra_tf.models.backbone import Backbone, BackboneConfig
+from electra_tf.pretraining.config import ObjectiveConfig, PretrainingConfig
+from electra_tf.pretraining.data import (DataSource, PretrainingData, check_same_vocabulary, evaluation_text,
+                                         prepare_data)
+from electra_tf.pretraining.evaluation import EvaluationText, HeldOutEvaluation, TrainingHealth, describe
+from electra_tf.pretraining.input_pipeline import evaluation_dataset, pretraining_dataset, raw_text_dataset
+from electra_tf.pretraining.phases import continue_run, position_note
+from electra_tf.pretraining.pretrainer import ElectraPretrainer, pretraining_optimizer
+from electra_tf.pretraining.restore import initialize_from, source_model_dir
+from electra_tf.pretraining.samples import ReplacementSamples
+from electra_tf.runtime.optimizer import optimizer_step
+from electra_tf.training.checkpointing import latest_checkpoint_step
+from electra_tf.training.resumable_input import ResumableInput
+from electra_tf.training.task import (RunContext, ServedModel, Task, TaskCallbacks, TaskReport, TrainingData,
+                                      TrainingPlan, register_task)
+from electra_tf.training.workers import per_worker
+from electra_tf.utils.errors import RunError
+from electra_tf.utils.files import atomic_write_text
+from electra_tf.utils.run_dir import ModelDir, read_provenance
 
 FINAL_METRICS = ("masked_lm_accuracy", "masked_lm_loss", "sampled_masked_lm_accuracy", "disc_auc",
                  "disc_accuracy", "disc_precision", "disc_recall", "disc_loss", "loss")
@@ -47,32 +63,29 @@ class PretrainingInputs:
 @register_task("pretraining")
 @dataclasses.dataclass(frozen=True)
 class PretrainingTask(Task):
-    """`config`: what the command asks for (a rerun continues the model_dir's run: `phases`);
+    """ELECTRA pre-training (objective electra), or the BERT-style masked-LM baseline (objective
+    mlm). `config`: what the command asks for (a rerun continues the model_dir's run: `phases`);
     `phase` None continues the model_dir's current phase; `init_from`: a model_dir or checkpoint
-    whose weights a new run starts from; `sample_every`: steps between TensorBoard samples."""
+    whose weights a new run starts from."""
 
     config: PretrainingConfig
     source: DataSource = DataSource()
     phase: int | None = None
     init_from: str | None = None
-    sample_every: int = 200
+    command = "pretrain"
+    section = ObjectiveConfig
+    default = True
+    model_names = ("electra_tf>Discriminator",)
 
     def __post_init__(self):
-        from electra_tf.utils.errors import RunError
-
         if self.phase is not None and self.phase < 1:
             raise RunError(f"--phase must be at least 1, got {self.phase}.")
-        if self.sample_every < 1:
-            raise RunError(f"--sample_every must be at least 1, got {self.sample_every}.")
 
     def model_width(self) -> int:
         return self.config.model.hidden_size
 
     # --- inputs -------------------------------------------------------------------------------
     def build_inputs(self, context: RunContext) -> PretrainingInputs:
-        from electra_tf.pretraining.data import evaluation_text, prepare_data
-        from electra_tf.pretraining.evaluation import TrainingHealth
-
         model_dir = ModelDir(context.run_dir)
         data = prepare_data(self.source, self.config.run.max_seq_length, model_dir, context.role)
         config, decision = self._run_config(model_dir, data.tokenizer, context.role)
@@ -86,12 +99,6 @@ class PretrainingTask(Task):
     def _run_config(self, model_dir: ModelDir, tokenizer, role):
         """The config with the data's vocabulary size, continuing the model_dir's run if it holds
         one (`phases.continue_run`); the chief writes it, and the vocabulary, to the model_dir."""
-        import sys
-
-        from electra_tf.pretraining.data import check_same_vocabulary
-        from electra_tf.pretraining.phases import continue_run
-        from electra_tf.training.checkpointing import latest_checkpoint_step
-        from electra_tf.utils.errors import RunError
 
         config = self.config
         if config.model.vocab_size != tokenizer.vocabulary_size:
@@ -123,16 +130,13 @@ class PretrainingTask(Task):
 
     def plan(self, inputs: PretrainingInputs) -> TrainingPlan:
         run = inputs.config.run
-        return TrainingPlan(total_steps=run.num_train_steps, examples_per_step=run.effective_batch_size,
+        data = TrainingData(stream=inputs.train, explain=lambda error: _read_error(inputs.data, error))
+        return TrainingPlan(data, total_steps=run.num_train_steps, examples_per_step=run.effective_batch_size,
                             resumable=True, restore_input_position=not inputs.starting_phase,
                             console_metrics=CONSOLE_METRICS)
 
     # --- the model ----------------------------------------------------------------------------
     def build_model(self, inputs: PretrainingInputs, context: RunContext):
-        import keras
-
-        from electra_tf.pretraining.pretrainer import ElectraPretrainer, pretraining_optimizer
-
         config = inputs.config
         # Initial weights and every dropout seed generator follow the config's seed.
         keras.utils.set_random_seed(config.run.seed)
@@ -151,8 +155,6 @@ class PretrainingTask(Task):
         if resumed_from is not None:
             print(f"  --init_from {self.init_from} ignored: continuing this run's own checkpoints")
             return None
-        from electra_tf.pretraining.restore import initialize_from, source_model_dir
-        from electra_tf.utils.run_dir import read_provenance
 
         found = initialize_from(model, self.init_from)
         if read_provenance(source_model_dir(self.init_from)[0]).get("generator_initialised"):
@@ -160,45 +162,19 @@ class PretrainingTask(Task):
                   "starts from random weights of the config's size")
         return found
 
-    def describe(self, model, inputs: PretrainingInputs) -> list[str]:
-        from electra_tf.pretraining.phases import position_note
-
-        config, tokenizer, role = inputs.config, inputs.data.tokenizer, inputs.context.role
-        kept = model.discriminator or model.generator  # the MLM baseline keeps its generator
-        lines = [f"ELECTRA pre-training: {ModelDir(inputs.context.run_dir).name}, {kept.count_params():,} parameters "
-                 f"in the {'discriminator' if model.discriminator else 'encoder'} (the model kept after "
-                 f"pre-training); {_describe_steps(config)} of {_describe_batch(config)}.",
-                 f"  data: {inputs.data.description}; vocabulary {tokenizer.vocabulary_size:,} tokens"
-                 + (f" ({tokenizer.settings.describe()})" if tokenizer.sentencepiece_model is not None else ""),
-                 f"  evaluation {_every(inputs.context.trainer.eval_every)}at the end: {self.source.eval_batches} "
-                 f"batches of {inputs.eval_text.description}"]
-        if role.is_multi_worker:
-            lines.append(f"  this process: {role.describe()}, reading {config.run.effective_batch_size // role.count} of "
-                         f"every step's {config.run.effective_batch_size} examples from its own shards")
-        if inputs.data.kind != "records" and ModelDir(inputs.context.run_dir).checkpoints.is_dir():
-            lines.append("  note: raw text input restarts from the beginning of the text on resume (shards from "
-                         "build_data resume at the exact batch)")
-        note = position_note(config)
-        return lines + ([note] if note else [])
-
     def callbacks(self, model, inputs: PretrainingInputs, context: RunContext, writer) -> TaskCallbacks:
-        from electra_tf.pretraining.samples import ReplacementSamples
-
         callbacks = TaskCallbacks(observers=[inputs.health.observe] if context.role.is_chief else [])
         if context.role.is_chief:
             self._write_run_description(writer, model, inputs, context)
         if model.discriminator is not None and context.role.is_chief:
-            samples = ReplacementSamples(writer, inputs.eval_batches[0], inputs.data.tokenizer, self.sample_every)
+            samples = ReplacementSamples(writer, inputs.eval_batches[0], inputs.data.tokenizer,
+                                         inputs.config.evaluation.sample_every)
             callbacks.callbacks.append(samples)
             callbacks.pauses["replacement_samples"] = samples.pause
         return callbacks
 
     def _write_run_description(self, writer, model, inputs: PretrainingInputs, context: RunContext) -> None:
         """The run's data, runtime and config as TensorBoard text, and its hyper-parameters."""
-        import tensorflow as tf
-        from tensorboard.plugins.hparams import api as hparams
-
-        from electra_tf.runtime.optimizer import optimizer_step
 
         runtime = context.runtime
         text = "\n".join([
@@ -216,7 +192,6 @@ class PretrainingTask(Task):
         """During the run: the same batches, masking and generator samples every time. The final
         evaluation: the same batches and masking with the generator sampling on from the run's
         stream, as it always has."""
-        from electra_tf.pretraining.evaluation import HeldOutEvaluation
 
         evaluation = HeldOutEvaluation(model, inputs.eval_dataset, len(inputs.eval_batches),
                                        quiet=not inputs.context.role.is_chief)
@@ -224,38 +199,62 @@ class PretrainingTask(Task):
             return evaluation(progress_label="final evaluation", fixed_sampling=False), {}
         return evaluation(), {}
 
-    def describe_metrics(self, metrics: dict, inputs: PretrainingInputs) -> str:
-        from electra_tf.pretraining.evaluation import describe
-
-        return f"on {inputs.eval_text.description}: {describe(metrics)}"
-
-    def read_error(self, inputs: PretrainingInputs, error):
-        from electra_tf.data.shards import explain_read_error
-        from electra_tf.utils.errors import RunError
-
-        if inputs.data.kind == "records":
-            return explain_read_error(error, inputs.data.location)
-        return RunError(f"reading the raw text failed: {error}")
-
     def finish(self, model, inputs: PretrainingInputs, context: RunContext, evaluation) -> dict:
         """The discriminator as the run's backbone (the chief; the MLM baseline has none)."""
         served = self.served_model(model, inputs)
         if served is None or not context.role.is_chief:
             return {}
-        from electra_tf.models.backbone import Backbone
-
-        from electra_tf.runtime.optimizer import optimizer_step
 
         folder = ModelDir(context.run_dir).backbone
         Backbone(served.model, served.tokenizer, served.config).save(
             folder, {"step": optimizer_step(model), "source": str(ModelDir(context.run_dir).path.resolve())})
         return {"backbone": str(folder)}
 
-    def summary(self, model, inputs: PretrainingInputs, final: dict, evaluation) -> dict:
+    def served_model(self, model, inputs: PretrainingInputs) -> ServedModel | None:
+        if model.discriminator is None:
+            return None
+        config = inputs.config
+        return ServedModel(model.discriminator, inputs.data.tokenizer,
+                           BackboneConfig(config.model, config.run.max_seq_length), kind=self.name)
+
+    def report(self, inputs: PretrainingInputs) -> TaskReport:
+        return PretrainingReport(inputs)
+
+
+class PretrainingReport(TaskReport):
+    """What a pre-training run prints and keeps in metrics.json: its size and data, the
+    evaluation's metrics on the text they were computed on, what the run has seen."""
+
+    def __init__(self, inputs: PretrainingInputs):
+        self.inputs = inputs
+
+    def header(self, model) -> list[str]:
+        inputs = self.inputs
+        config, tokenizer, role = inputs.config, inputs.data.tokenizer, inputs.context.role
+        kept = model.discriminator or model.generator  # the MLM baseline keeps its generator
+        lines = [f"ELECTRA pre-training: {ModelDir(inputs.context.run_dir).name}, {kept.count_params():,} parameters "
+                 f"in the {'discriminator' if model.discriminator else 'encoder'} (the model kept after "
+                 f"pre-training); {_describe_steps(config)} of {_describe_batch(config)}.",
+                 f"  data: {inputs.data.description}; vocabulary {tokenizer.vocabulary_size:,} tokens"
+                 + (f" ({tokenizer.settings.describe()})" if tokenizer.sentencepiece_model is not None else ""),
+                 f"  evaluation {_every(inputs.context.trainer.eval_every)}at the end: "
+                 f"{config.evaluation.eval_batches} batches of {inputs.eval_text.description}"]
+        if role.is_multi_worker:
+            lines.append(f"  this process: {role.describe()}, reading {config.run.effective_batch_size // role.count} of "
+                         f"every step's {config.run.effective_batch_size} examples from its own shards")
+        if inputs.data.kind != "records" and ModelDir(inputs.context.run_dir).checkpoints.is_dir():
+            lines.append("  note: raw text input restarts from the beginning of the text on resume (shards from "
+                         "build_data resume at the exact batch)")
+        note = position_note(config)
+        return lines + ([note] if note else [])
+
+    def metrics_line(self, metrics: dict) -> str:
+        return f"on {self.inputs.eval_text.description}: {describe(metrics)}"
+
+    def summary(self, model, final: dict, evaluation) -> dict:
+        inputs = self.inputs
         config = inputs.config
         # In a later phase, this phase's: the earlier phases' batches and lengths were their own.
-        from electra_tf.runtime.optimizer import optimizer_step
-
         examples = (optimizer_step(model) - config.run.phase_start_step) * config.run.effective_batch_size
         return {"objective": config.objective.objective,
                 "batch": {"examples_per_update": config.run.effective_batch_size,
@@ -266,27 +265,21 @@ class PretrainingTask(Task):
                 "phase": {"phase": config.run.phase, "started_at_step": config.run.phase_start_step,
                           "max_seq_length": config.run.max_seq_length},
                 "final_eval": final, "evaluated_on": inputs.eval_text.description,
+                "evaluation_batches": config.evaluation.eval_batches,
                 "evaluated_on_held_out_text": inputs.eval_text.held_out,
                 "health_warnings": inputs.health.given, "data": inputs.data.description}
 
-    def served_model(self, model, inputs: PretrainingInputs) -> ServedModel | None:
-        if model.discriminator is None:
-            return None
-        from electra_tf.models.backbone import BackboneConfig
 
-        config = inputs.config
-        return ServedModel(model.discriminator, inputs.data.tokenizer,
-                           BackboneConfig(config.model, config.run.max_seq_length))
+def _read_error(data: PretrainingData, error) -> RunError:
+    """A DataLossError met while reading the training data, explained."""
+    if data.kind == "records":
+        return explain_read_error(error, data.location)
+    return RunError(f"reading the raw text failed: {error}")
 
 
 def _input(config: PretrainingConfig, data: PretrainingData, source: DataSource, text, context: RunContext):
     """(the resumable training stream, the evaluation's batches, the same as a dataset placed for
     the workers)."""
-    import tensorflow as tf
-
-    from electra_tf.pretraining.input_pipeline import evaluation_dataset, pretraining_dataset, raw_text_dataset
-    from electra_tf.training.resumable_input import ResumableInput
-    from electra_tf.training.workers import per_worker
 
     role, runtime = context.role, context.runtime
     # Each worker reads its own share of every update: all its micro-batches at once, which the
@@ -310,20 +303,16 @@ def _input(config: PretrainingConfig, data: PretrainingData, source: DataSource,
     evaluation = (evaluation_dataset(text.files, config, data.tokenizer, worker_batch, seed=config.run.seed + 1,
                                      input_context=input_context)
                   if text.held_out else make_dataset(config.run.seed + 1, worker_batch))
-    batches = [batch for batch in evaluation.take(source.eval_batches)]
+    batches = [batch for batch in evaluation.take(config.evaluation.eval_batches)]
     stacked = tf.data.Dataset.from_tensor_slices({k: tf.stack([b[k] for b in batches]) for k in batches[0]})
     return resumable, batches, per_worker(runtime.strategy, role, stacked)
 
 
 def _batch_spec(batch) -> dict:
-    import tensorflow as tf
-
     return {key: tf.TensorSpec.from_tensor(value) for key, value in batch.items()}
 
 
 def _record_change(model_dir: ModelDir, change: dict) -> None:
-    from electra_tf.utils.files import atomic_write_text
-
     history = json.loads(model_dir.config_history.read_text()) if model_dir.config_history.is_file() else []
     history.append({"time": time.strftime("%Y-%m-%d %H:%M:%S %Z"), **change})
     atomic_write_text(model_dir.config_history, json.dumps(history, indent=2) + "\n")

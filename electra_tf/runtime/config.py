@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from electra_tf.utils.sections import Section
+from electra_tf.utils.sections import Section, option
 
 STRATEGIES = ("auto", "one_device", "mirrored", "multi_worker", "tpu")
 PRECISIONS = ("auto", "float32", "mixed_float16", "mixed_bfloat16")
@@ -19,9 +19,12 @@ LAYER_DECAY_SCHEDULES = ("official", "corrected")
 class RuntimeConfig(Section):
     """The command's choices; `auto` (and `xla` None) leave them to `devices.resolve_runtime`."""
 
-    strategy: str = "auto"
-    mixed_precision: str = "auto"
-    xla: bool | None = None
+    strategy: str = option("auto", "auto: TPUStrategy with TPU_NAME, multi_worker with a TF_CONFIG cluster, mirrored "
+                           "on several GPUs, else one device (runtime/devices.py)", choices=STRATEGIES)
+    mixed_precision: str = option("auto", "auto: bfloat16 on TPUs and recent GPUs, float16 on older ones, bfloat16 on "
+                                  "CPUs with bfloat16 instructions at ELECTRA-Small's width and wider, else float32",
+                                  choices=PRECISIONS)
+    xla: bool | None = option(None, "compile the step with XLA (default: on GPU/TPU, off on CPU)")
 
     def check(self) -> None:
         self.require(self.strategy in STRATEGIES, "strategy", f"must be one of {STRATEGIES}.")

@@ -1,5 +1,5 @@
-"""Writing a SavedModel for TensorFlow Serving: `publish`, `export_discriminator`,
-`export_task_model`.
+"""Writing a SavedModel for TensorFlow Serving: `publish`, `export_model`, and the export format
+`saved_model` (`serving/exports.py`).
 
 `EXPORT_DIR/NAME/<version>/` (saved_model.pb, variables/, assets.extra/) is the layout TF
 Serving watches: the next integer version is built in a temporary folder and renamed, so a
@@ -20,11 +20,20 @@ import hashlib
 import json
 import os
 import shutil
+import sys
 from pathlib import Path
 
+import keras
+import tensorflow as tf
+from tensorflow_serving.apis import model_pb2, predict_pb2, prediction_log_pb2
+
+import electra_tf
+from electra_tf.models.encoders import model_weights
+from electra_tf.models.signatures import TEXT_SIGNATURE
+from electra_tf.serving.exports import ExportFormat, ExportOptions, ExportSource, register_format
 from electra_tf.utils.files import atomic_write_text
+from electra_tf.utils.progress import heartbeat
 from electra_tf.utils.run_dir import ExportMetadata
-from electra_tf.models.signatures import TEXT_SIGNATURE, discriminator_endpoints
 
 WARMUP_TEXTS = ("ELECTRA detects replaced tokens.", "", "A longer sentence to warm up the model "
                 "server, so that the first real request does not pay for graph initialisation.")
@@ -44,7 +53,6 @@ def write_saved_model(model, endpoints: dict, path: Path) -> None:
     tables held by the model are not collected: none of the package's models holds one, and
     `tf.saved_model.save` refuses, naming it, a signature that captures an untracked resource.
     """
-    import tensorflow as tf
 
     if not model.built:
         raise ValueError(f"{type(model).__name__} has not been built: call it on a batch before exporting.")
@@ -73,9 +81,6 @@ def in_float32(model):
     slow on CPUs without native bfloat16 instructions and a float16 one on most CPUs; and it is
     what `python -m electra_tf.export` writes from a checkpoint of the same run.
     """
-    import keras
-
-    from electra_tf.models.encoders import model_weights
 
     if model.dtype_policy.compute_dtype == model.dtype_policy.variable_dtype:
         return model
@@ -107,8 +112,6 @@ def _with_float32_policies(config):
 
 def write_warmup_requests(path: Path, model_name: str = "electra") -> None:
     """assets.extra/tf_serving_warmup_requests: PredictionLog records the server replays at load."""
-    import tensorflow as tf
-    from tensorflow_serving.apis import model_pb2, predict_pb2, prediction_log_pb2
 
     metadata = ExportMetadata.of(path)
     metadata.path.mkdir(parents=True, exist_ok=True)
@@ -132,7 +135,6 @@ def export_fingerprint(model, endpoints: dict, config=None, tokenizer=None, task
     """A digest of everything an export is made of: the weights (by path; not the dropout seed
     states, which change with every training call and do not reach the graph), the signatures,
     the config, the vocabulary, the task's labels and the package version that wrote it."""
-    import electra_tf
 
     digest = hashlib.sha256()
     for weight in sorted(model.weights, key=lambda w: w.path):
@@ -185,18 +187,35 @@ def publish(model, make_endpoints, export_dir: Path, name: str, config=None, tok
         shutil.rmtree(temporary, ignore_errors=True)
 
 
-def export_discriminator(discriminator, tokenizer, config, export_dir: Path, name: str) -> Path:
-    return publish(discriminator, lambda model: discriminator_endpoints(model, tokenizer, config.max_seq_length),
-                   export_dir, name, config, tokenizer)
-
-
-def export_task_model(model, tokenizer, config, export_dir: Path, name: str) -> Path:
-    """A fine-tuned task model, with the signatures and task description it gives itself
-    (`model.serving_endpoints(tokenizer, max_seq_length)`, `model.serving_task(max_seq_length)`: the
-    classifiers, the tagger and the question answerer of `finetuning/`). `config.max_seq_length`
-    is the length it was fine-tuned at."""
+def export_model(model, tokenizer, config, export_dir: Path, name: str) -> Path:
+    """A servable model (the discriminator, or a fine-tuned task model of any kind) with the
+    signatures and task description it gives itself (`model.serving_endpoints(tokenizer,
+    max_seq_length)`, `model.serving_task(max_seq_length)`). `config.max_seq_length` is the length
+    it was trained at."""
     return publish(model, lambda copy: copy.serving_endpoints(tokenizer, config.max_seq_length), export_dir, name,
                    config, tokenizer, model.serving_task(config.max_seq_length))
+
+
+@register_format("saved_model")
+class SavedModelFormat(ExportFormat):
+    """EXPORT_DIR/NAME/<version>/: a SavedModel for TensorFlow Serving (module docstring)."""
+
+    help = "a SavedModel for TensorFlow Serving: text in (serving_default) and token ids in (encode_ids)"
+
+    def refuses(self, source: ExportSource) -> str | None:
+        if not hasattr(source.served.model, "serving_endpoints"):
+            return f"a {type(source.served.model).__name__} gives no serving_endpoints"
+        return None
+
+    def write(self, source: ExportSource, options: ExportOptions) -> tuple[Path, list[str]]:
+        first_new_version = next_version(options.export_dir / options.name)
+        served = source.served
+        with heartbeat("export", stream=sys.stdout):
+            target = export_model(served.model, served.tokenizer, served.config, options.export_dir, options.name)
+        if int(target.name) < first_new_version:
+            return target, []  # nothing new: publish said which version already holds this model
+        return target, [f"Exported {source.describe()} for TensorFlow Serving to {target.resolve()}",
+                        f"  saved_model_cli show --dir {target.resolve()} --all"]
 
 
 def write_export_metadata(version_dir: Path, config, tokenizer, task: dict | None = None) -> None:

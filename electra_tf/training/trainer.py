@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from electra_tf.runtime.config import RuntimeConfig
 from electra_tf.training.config import TrainerConfig, steps_per_loop_needs_one_device
-from electra_tf.training.task import RunContext, Task, TrainingPlan
+from electra_tf.training.task import RunContext, Task, TaskReport, TrainingPlan
 from electra_tf.utils.errors import RunError
 from electra_tf.utils.run_dir import TrainingDir
 
@@ -94,8 +94,9 @@ class _ProcessRun:
     """One process's run, once prepared: what the task built and what the trainer keeps."""
 
     context: RunContext
-    inputs: Any  # what the task's build_inputs returned: each task its own
+    inputs: Any  # what the task's build_inputs returned: each task its own, opaque here
     plan: TrainingPlan
+    report: TaskReport
     model: keras.Model  # compiled
     writer: Any  # a tf.summary writer (a no-op one on workers that are not the chief)
     history: RunHistory
@@ -134,7 +135,7 @@ class Trainer:
         self.task, self.config, self.runtime_config = task, config, runtime
         self.run_dir = Path(run_dir)
         self.folder = TrainingDir(run_dir)
-        self.lock_name = lock_name or f"electra_tf.{task.kind}"
+        self.lock_name = lock_name or f"electra_tf.{task.name}"
 
     def run(self, after_training=None) -> RunResult:
         """The whole run, holding the folder's lock (one writer per folder; in a multi-worker
@@ -153,6 +154,41 @@ class Trainer:
             # GeneratorDataset iterator". `closing` released ours; this collects their cycles.
             gc.collect()
             return result
+
+    def evaluate(self, after_evaluation=None) -> RunResult:
+        """An evaluation without a step of training: the task's inputs and model (a model that
+        was fine-tuned, or one that needs no training), one evaluation, the task's `on_best`
+        (the folder keeps the model it evaluated and the evaluation's files) and `finish` (a
+        test file), and metrics.json as a run writes it. `after_evaluation(served_model)` is
+        `run`'s `after_training` (an export). One process: no multi-worker evaluation."""
+        from electra_tf.runtime.cluster import WorkerRole
+        from electra_tf.utils.locking import FolderLock
+
+        role = WorkerRole.from_environ()
+        if role.is_multi_worker:
+            raise RunError("an evaluation-only run is one process: unset TF_CONFIG (or use --strategy mirrored).")
+        with FolderLock(self.run_dir, self.lock_name), contextlib.ExitStack() as closing:
+            started = time.monotonic()
+            runtime, _ = start_runtime(self.runtime_config, role, self.task.model_width)
+            context = RunContext(self.run_dir, role, runtime, self.config, closing)
+            inputs = self.task.build_inputs(context)
+            model = self.task.build_model(inputs, context)
+            report = self.task.report(inputs)
+            for line in report.header(model):
+                print(line)
+            print(f"  runtime: {runtime.describe()}\n  evaluating only: no training step", flush=True)
+            metrics, files = self.task.evaluate(model, inputs, final=True)
+            print(f"evaluation: {report.metrics_line(metrics)}", flush=True)
+            self.task.on_best(model, inputs, context, files)
+            extra = self.task.finish(model, inputs, context, None)
+            if after_evaluation is not None:
+                extra.update(after_evaluation(self.task.served_model(model, inputs)) or {})
+            seconds = time.monotonic() - started
+            summary = {**report.summary(model, metrics, None), "evaluation_only": True, "step": 0,
+                       "seconds": round(seconds, 3), "runtime": runtime.describe(), **extra}
+            _write_json(self.folder.metrics, summary)
+        gc.collect()
+        return RunResult("finished", 0, self.run_dir, seconds, runtime.precision, metrics=metrics, summary=summary)
 
     def _run(self, role, closing, after_training) -> RunResult:
         from electra_tf.runtime.xla import cached_programs
@@ -189,7 +225,7 @@ class Trainer:
         if plan.resumable:
             from electra_tf.training.checkpointing import RunCheckpoint
 
-            checkpoint = RunCheckpoint(self.folder.checkpoints, model, inputs.train, self.config.keep_checkpoints,
+            checkpoint = RunCheckpoint(self.folder.checkpoints, model, plan.data.stream, self.config.keep_checkpoints,
                                        worker_index=role.index, num_workers=role.count)
             resumed_from = checkpoint.restore_latest(input_position=plan.restore_input_position)
         initialized_from = self.task.initialize(model, inputs, resumed_from)
@@ -198,13 +234,13 @@ class Trainer:
         writer = (tf.summary.create_file_writer(str(self.folder.train_logs)) if role.is_chief
                   else tf.summary.create_noop_writer())
         history = RunHistory(self.folder.processes, writes=role.is_chief, summary_path=self.folder.metrics)
-        run = _ProcessRun(context, inputs, plan, model, writer, history, checkpoint, resumed_from, initialized_from,
-                           cache, programs_before, started)
+        run = _ProcessRun(context, inputs, plan, self.task.report(inputs), model, writer, history, checkpoint,
+                          resumed_from, initialized_from, cache, programs_before, started)
         history.begin(resumed_from, run.step)
         return run
 
     def _print_header(self, run: _ProcessRun) -> None:
-        for line in self.task.describe(run.model, run.inputs):
+        for line in run.report.header(run.model):
             print(line)
         runtime = run.context.runtime
         print(f"  runtime: {runtime.describe()}")
@@ -220,11 +256,11 @@ class Trainer:
 
     def _callbacks(self, run: _ProcessRun) -> _Loop:
         from electra_tf.training.callbacks import CheckpointSaver, ProgressPlan, StepProfiler, StopOnSignal, TrainingMonitor
-        from electra_tf.training.resumable_input import InputTracker, ResumableInput
+        from electra_tf.training.resumable_input import InputTracker
 
         plan, role, config = run.plan, run.context.role, self.config
         task_callbacks = self.task.callbacks(run.model, run.inputs, run.context, run.writer)
-        stream = run.inputs.train if isinstance(run.inputs.train, ResumableInput) else None
+        stream = run.plan.data.stream
         monitor = TrainingMonitor(run.writer, ProgressPlan(
             plan.total_steps, plan.examples_per_step, config.log_every, plan.console_metrics,
             stop_on_nonfinite=run.context.runtime.precision != "mixed_float16", token_scale=role.count,
@@ -241,8 +277,8 @@ class Trainer:
             callbacks.append(saver)
         evaluation = self._evaluation(run)
         callbacks += ([evaluation] if evaluation else []) + task_callbacks.callbacks
-        if config.profile_steps and role.is_chief:
-            callbacks.append(StepProfiler(str(self.folder.profile_logs), *config.profile_steps))
+        if config.profile_range and role.is_chief:
+            callbacks.append(StepProfiler(str(self.folder.profile_logs), *config.profile_range))
         pauses = {"log_lines": monitor.pause, **({"checkpoint_writes": saver.pause} if saver else {}),
                   **task_callbacks.pauses}
         loop = _Loop(monitor, stop, saver, evaluation, callbacks, pauses)
@@ -257,8 +293,7 @@ class Trainer:
             return None
         task, model, inputs, context = self.task, run.model, run.inputs, run.context
         evaluation = PeriodicEvaluation(
-            lambda: task.evaluate(model, inputs), run.writer, lambda metrics: task.describe_metrics(metrics, inputs),
-            every=every,
+            lambda: task.evaluate(model, inputs), run.writer, run.report.metrics_line, every=every,
             keep_best=plan.keep_best, on_best=lambda record, files: task.on_best(model, inputs, context, files),
             quiet=not context.role.is_chief)
         evaluation.earlier = {int(step) for step in run.history.evaluations()}
@@ -279,21 +314,21 @@ class Trainer:
         try:
             if plan.epochs is not None:
                 with guard():
-                    run.model.fit(run.inputs.train, epochs=plan.epochs, verbose=0, shuffle=False,
-                                      callbacks=loop.callbacks)
+                    run.model.fit(plan.data.dataset, epochs=plan.epochs, verbose=0, shuffle=False,
+                                  callbacks=loop.callbacks)
                 return
             if run.step >= total:
                 print(f"  already trained to step {run.step}: nothing left to train.")
-            stream = run.inputs.train
+            stream = plan.data.stream
             while run.step < total and loop.monitor.diverged_at is None and loop.stop.received is None:
                 steps = _steps_this_fit(run.model, total - run.step, self.config.steps_per_loop)
                 with guard():
                     run.model.fit(per_worker(strategy, run.context.role, stream.dataset()), epochs=1,
-                                      shuffle=False, steps_per_epoch=steps, verbose=0, callbacks=loop.callbacks)
+                                  shuffle=False, steps_per_epoch=steps, verbose=0, callbacks=loop.callbacks)
                 if stream.steps_in_fit == 0:
                     raise RunError(f"the input ended at step {run.step} of {total}: no batch was left to train on.")
         except tf.errors.DataLossError as error:
-            raise self.task.read_error(run.inputs, error) from None
+            raise plan.data.read_error(error) from None
 
     def _finish(self, run: _ProcessRun, loop: _Loop, after_training) -> RunResult:
         """Training is saved: the final metrics (the best evaluation's weights back, or a final
@@ -334,18 +369,16 @@ class Trainer:
 
     def _write_summary(self, run: _ProcessRun, loop: _Loop, metrics: dict, extra: dict) -> dict:
         """RUN_DIR/metrics.json: the whole run across its processes, for scripts and tables."""
-        import json
 
         import tensorflow as tf
 
         from electra_tf.runtime.devices import gpu_names, peak_memory
         from electra_tf.runtime.xla import compile_cache_report
-        from electra_tf.utils.files import atomic_write_text
 
         runtime, history = run.context.runtime, run.history
         memory = loop.monitor.peak_memory or peak_memory()
         summary = {
-            **self.task.summary(run.model, run.inputs, metrics, loop.evaluation),
+            **run.report.summary(run.model, metrics, loop.evaluation),
             "step": run.step,
             "skipped_steps": int(loop.monitor.skipped_steps.numpy()),
             **history.totals(),
@@ -358,7 +391,7 @@ class Trainer:
             "runtime": runtime.describe(), "devices": runtime.devices, "gpus": gpu_names(), "tensorflow": tf.__version__,
             **extra,
         }
-        atomic_write_text(self.folder.metrics, json.dumps(summary, indent=2, default=_jsonable) + "\n")
+        _write_json(self.folder.metrics, summary)
         return summary
 
     def _result(self, run: _ProcessRun, status: str, **details) -> RunResult:
@@ -366,6 +399,14 @@ class Trainer:
         return RunResult(status, run.step, self.run_dir, time.monotonic() - run.started,
                          run.context.runtime.precision, latest_checkpoint=run.latest_checkpoint(),
                          skipped_steps=skipped, is_chief=run.context.role.is_chief, **details)
+
+
+def _write_json(path: Path, values: dict) -> None:
+    import json
+
+    from electra_tf.utils.files import atomic_write_text
+
+    atomic_write_text(path, json.dumps(values, indent=2, default=_jsonable) + "\n")
 
 
 def _jsonable(value):

@@ -87,19 +87,36 @@ def start_up_lines_left_out(extra: tuple = ()):
             sys.stderr.flush()
 
 
-def start_tensorflow():
-    """Imports TensorFlow and lists its devices with the start-up lines left out (module
-    docstring); returns the module. Set the XLA flags a run needs before this
-    (`runtime.xla.use_compile_cache`): listing devices starts TensorFlow's runtime, which reads
-    them once."""
+def import_tensorflow():
+    """Imports TensorFlow with its start-up lines left out, without starting its runtime: a
+    command may then import the package's modules (and read its kinds) before the run sets the
+    XLA flags TensorFlow reads when its runtime starts (`runtime.xla.use_compile_cache`)."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
     if os.environ.get(KEEP_ALL_VARIABLE) == "1" or "tensorflow" in sys.modules:
         import tensorflow as tf
     else:
         with start_up_lines_left_out():
             import tensorflow as tf
+    return tf
 
+
+_devices_listed = False
+
+
+def start_tensorflow():
+    """Imports TensorFlow and lists its devices with the start-up lines left out (module
+    docstring); returns the module. Set the XLA flags a run needs before this
+    (`runtime.xla.use_compile_cache`): listing devices starts TensorFlow's runtime, which reads
+    them once."""
+    global _devices_listed
+    tf = import_tensorflow()
+    if not _devices_listed:
+        _devices_listed = True
+        if os.environ.get(KEEP_ALL_VARIABLE) == "1":
             tf.config.list_physical_devices("GPU")
+        else:
+            with start_up_lines_left_out():
+                tf.config.list_physical_devices("GPU")
     return tf
 
 

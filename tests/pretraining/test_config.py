@@ -138,7 +138,9 @@ def test_a_key_finds_its_section_written_flat_dotted_or_nested(tmp_path):
     config = PretrainingConfig.load("electra_small")
     config.save(tmp_path / "config.json")
     saved = json.loads((tmp_path / "config.json").read_text())
-    assert list(saved) == ["model", "objective", "optimizer", "run", "_derived"]
+    assert list(saved) == ["preset", "model", "objective", "optimizer", "run", "evaluation", "trainer", "runtime",
+                           "_derived"]
+    assert saved["preset"] == "electra_small" and "log_every" in saved["trainer"] and "xla" in saved["runtime"]
     assert "hidden_size" in saved["model"] and "mask_prob" in saved["objective"]
     assert "adam_epsilon" in saved["optimizer"] and "phase" in saved["run"]
     with pytest.raises(ConfigError, match="unknown key 'model.mask_prob'"):  # a key in the wrong section
@@ -153,7 +155,7 @@ def test_a_flat_config_json_of_an_earlier_version_loads_unchanged():
     flat = json.loads(path.read_text())
     config = PretrainingConfig.load(str(path))
     assert "model" not in flat and config.model.hidden_size == flat["hidden_size"] == 16
-    assert config.flat() == {key: value for key, value in flat.items() if key != "_derived"}
+    assert config.training_values() == {key: value for key, value in flat.items() if key != "_derived"}
 
 
 def test_no_section_is_a_bag_of_everything():

@@ -51,9 +51,9 @@ def test_fine_tuning_reads_the_backbone_without_building_a_pretrainer(finished_r
 def test_the_plan_and_the_served_model():
     config = PretrainingConfig.load("electra_tiny", {"gradient_accumulation_steps": 2})
     task = PretrainingTask(config)
-    assert task.model_width() == 128 and task.kind == "pretraining"
-    inputs = type("Inputs", (), {"config": config, "starting_phase": True})()
+    assert task.model_width() == 128 and task.name == "pretraining"
+    inputs = type("Inputs", (), {"config": config, "starting_phase": True, "train": "stream", "data": None})()
     plan = task.plan(inputs)
     assert (plan.total_steps, plan.examples_per_step, plan.resumable, plan.restore_input_position) == \
         (2000, 64, True, False)
-    assert plan.epochs is None and not plan.keep_best
+    assert plan.epochs is None and not plan.keep_best and plan.data.stream == "stream"

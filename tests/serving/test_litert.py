@@ -18,7 +18,7 @@ from electra_tf.finetuning.pretrained import load_pretrained
 from electra_tf.finetuning.question_answering.model import ElectraQuestionAnswerer
 from electra_tf.finetuning.text.classifiers import ElectraClassifier, ElectraTokenClassifier
 from electra_tf.serving.litert import LiteRTError, write_litert
-from electra_tf.serving.publish import export_discriminator, export_task_model
+from electra_tf.serving.publish import export_model
 from tests.litert_only import run_litert_only
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "huggingface"
@@ -48,7 +48,7 @@ def both_ways(model, backbone, tmp_path, name, quantize="none"):
     """(the LiteRT file, the SavedModel export) of `model` over the pre-trained run's backbone."""
     lite = write_litert(model, backbone.tokenizer, backbone.config.max_seq_length, tmp_path / f"{name}.tflite",
                         quantize)
-    saved = export_task_model(model, backbone.tokenizer, backbone.config, tmp_path / "exports", name)
+    saved = export_model(model, backbone.tokenizer, backbone.config, tmp_path / "exports", name)
     return lite, saved
 
 
@@ -120,7 +120,7 @@ def test_sentencepiece_and_cased_vocabularies_tokenize_as_the_saved_model(senten
     for name, source in (("sentencepiece", sentencepiece), ("cased", cased)):
         lite = write_litert(source.discriminator, source.tokenizer, source.config.max_seq_length,
                             tmp_path / f"{name}.tflite")
-        saved = export_discriminator(source.discriminator, source.tokenizer, source.config, tmp_path / "exports", name)
+        saved = export_model(source.discriminator, source.tokenizer, source.config, tmp_path / "exports", name)
         theirs = run_litert_only(lite, [{"text": t} for t in texts], tmp_path / f"{name}.npz")
         np.testing.assert_array_equal(theirs["token_ids"], saved_model_outputs(saved, text=texts)["token_ids"])
 
@@ -164,7 +164,7 @@ def test_what_has_no_kernel_is_refused_and_nothing_is_written(backbone, small_vo
     lower_keep_accents = ElectraTokenizer(small_vocab, TokenizerSettings(lowercase=True, strip_accents=False))
     with pytest.raises(LiteRTError, match="no LiteRT kernel"):
         write_litert(backbone.discriminator, lower_keep_accents, 32, tmp_path / "a.tflite")
-    with pytest.raises(LiteRTError, match="question answering is not exported"):
+    with pytest.raises(LiteRTError, match="no LiteRT export \(its windows over a long context"):
         write_litert(ElectraQuestionAnswerer(backbone.discriminator), backbone.tokenizer, 32, tmp_path / "b.tflite")
     with pytest.raises(LiteRTError, match="--quantize"):
         write_litert(backbone.discriminator, backbone.tokenizer, 32, tmp_path / "c.tflite", "int4")
@@ -182,7 +182,7 @@ def test_a_fine_tuned_best_keras_exports_from_the_command(pretrained_run, corpus
     capsys.readouterr()
     assert export.main(["--model_dir", str(tmp_path / "tuned" / "best.keras"), "--format", "litert",
                         "--quantize", "dynamic"]) == 0
-    assert "the fine-tuned ElectraClassifier" in capsys.readouterr().out
+    assert "the classification run's ElectraClassifier" in capsys.readouterr().out
     lite = tmp_path / "tuned" / "export" / "topics-int8.tflite"
     theirs = run_litert_only(lite, [{"text": "Bees visit the orchard."}], tmp_path / "out.npz")
     assert sorted(theirs["label_names"]) == ["bees", "other"] and theirs["probabilities"].shape == (1, 2)

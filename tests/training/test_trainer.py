@@ -11,7 +11,8 @@ import tensorflow as tf
 
 from electra_tf.runtime.config import RuntimeConfig
 from electra_tf.training.config import TrainerConfig
-from electra_tf.training.task import TASKS, ServedModel, Task, TrainingPlan, register_task
+from electra_tf.training.task import KINDS, ServedModel, Task, TaskReport, TrainingData, TrainingPlan, register_task
+from electra_tf.utils.registry import RegistryError
 from electra_tf.training.trainer import Trainer
 
 
@@ -44,7 +45,8 @@ class LineFit(Task):
         return LineInputs(tf.data.Dataset.from_tensor_slices((features, targets)).batch(8), features, targets)
 
     def plan(self, inputs):
-        return TrainingPlan(total_steps=8 * self.epochs, examples_per_step=8, epochs=self.epochs, keep_best=True)
+        return TrainingPlan(TrainingData(dataset=inputs.train), total_steps=8 * self.epochs, examples_per_step=8,
+                            epochs=self.epochs, keep_best=True)
 
     def build_model(self, inputs, context):
         return dense_model(context)
@@ -53,11 +55,18 @@ class LineFit(Task):
         error = float(np.mean((model.predict(inputs.features, verbose=0)[:, 0] - inputs.targets) ** 2))
         return {"mse": error, "score": -error}, {}
 
-    def summary(self, model, inputs, final, evaluation):
-        return {"best_epoch": evaluation.best["epoch"], "mse_by_epoch": [e["mse"] for e in evaluation.history]}
-
     def served_model(self, model, inputs):
         return ServedModel(model, None, None, "line")
+
+    def report(self, inputs):
+        return LineReport()
+
+
+class LineReport(TaskReport):
+    def summary(self, model, final, evaluation):
+        if evaluation is None:  # evaluating only
+            return {"mse": final["mse"]}
+        return {"best_epoch": evaluation.best["epoch"], "mse_by_epoch": [e["mse"] for e in evaluation.history]}
 
 
 @dataclasses.dataclass
@@ -82,7 +91,8 @@ class StreamFit(Task):
         return StreamInputs(ResumableInput(data.repeat().batch(8, drop_remainder=True)), features)
 
     def plan(self, inputs):
-        return TrainingPlan(total_steps=self.steps, examples_per_step=8, evaluate_every=4, resumable=True)
+        return TrainingPlan(TrainingData(stream=inputs.train), total_steps=self.steps, examples_per_step=8,
+                            evaluate_every=4, resumable=True)
 
     def build_model(self, inputs, context):
         keras.utils.set_random_seed(0)
@@ -122,7 +132,7 @@ def test_a_task_of_epochs_keeps_its_best_evaluation_and_reports_the_whole_run(tm
     assert summary["steps_trained"] == 24 and len(summary["processes"]) == 1
     # The run ends with the best epoch's weights, and reports that epoch's metrics.
     assert result.metrics["mse"] == min(summary["mse_by_epoch"]) < summary["mse_by_epoch"][0]
-    assert "line_fit_for_tests" in TASKS and TASKS["line_fit_for_tests"] is LineFit
+    assert KINDS["line_fit_for_tests"] is LineFit
 
 
 def test_a_resumable_stream_checkpoints_resumes_and_sums_its_processes(tmp_path, capsys):
@@ -141,5 +151,18 @@ def test_a_resumable_stream_checkpoints_resumes_and_sums_its_processes(tmp_path,
 
 
 def test_a_task_kind_is_registered_once():
-    with pytest.raises(ValueError, match="registered twice"):
+    with pytest.raises(RegistryError, match="registered twice"):
         register_task("line_fit_for_tests")(type("Other", (Task,), {}))
+
+
+def test_evaluation_only_trains_no_step_and_writes_the_run_summary(tmp_path, capsys):
+    served = []
+    result = Trainer(LineFit(), TrainerConfig(log_every=4), RuntimeConfig(), tmp_path / "eval").evaluate(
+        after_evaluation=lambda model: served.append(model.name) or {"export": "somewhere"})
+    assert result.status == "finished" and result.step == 0 and served == ["line"]
+    printed = capsys.readouterr().out
+    assert "evaluating only: no training step" in printed and "step " not in printed.split("evaluating only")[1]
+    summary = json.loads((tmp_path / "eval" / "metrics.json").read_text())
+    assert summary["evaluation_only"] and summary["export"] == "somewhere" and summary["step"] == 0
+    assert summary["mse"] == result.metrics["mse"] > 0  # an untrained line, evaluated as it is
+    assert not (tmp_path / "eval" / "checkpoints").exists()

@@ -70,6 +70,10 @@ def span_cross_entropy(logits, positions):
 
 @keras.saving.register_keras_serializable(package="electra_tf")
 class ElectraQuestionAnswerer(CompiledGradients, keras.Model):
+    # Why it has no `litert_endpoint`, for the LiteRT format's refusal.
+    litert_refusal = ("its windows over a long context and the answer's text do not fit one fixed-shape graph "
+                      "without Select TF ops")
+
     def __init__(self, backbone, head: str = "electra", answerable: bool = True, beam_size: int = BEAM_SIZE,
                  answerable_weight: float = 0.5, max_query_length: int = 64, doc_stride: int | None = None,
                  max_answer_length: int = 30, **kwargs):

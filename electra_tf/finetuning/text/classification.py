@@ -1,5 +1,6 @@
-"""`ClassificationTask`: one text or a pair -> a class or a score (classes, sentence pairs,
-regression, GLUE), an `ElectraClassifier` fine-tuned by the trainer. See `finetuning/task.py`.
+"""The kind `classification`: one text or a pair -> a class or a score (classes, sentence pairs,
+regression, the GLUE tasks by `--task NAME`), an `ElectraClassifier` fine-tuned by the trainer.
+See `finetuning/task.py`.
 
 Before training it names every class with its training count, warns about a class with fewer
 than `FEW_EXAMPLES` examples (often a mistyped label, which becomes a class of its own), and
@@ -12,9 +13,17 @@ import collections
 import dataclasses
 import sys
 
-from electra_tf.finetuning.config import ClassificationConfig
+import tensorflow as tf
+
 from electra_tf.finetuning.task import FinetuningTask
+from electra_tf.finetuning.text.classifiers import ElectraClassifier
+from electra_tf.finetuning.text.inputs import evaluation_batches, training_batches
+from electra_tf.finetuning.text.metrics import predicted_metrics
+from electra_tf.finetuning.text.task_data import (GLUE_TASKS, Columns, LabelSpace, TaskData, default_metrics,
+                                                  glue_task, read_examples, read_task_files)
+from electra_tf.models.preprocessing import ElectraTextPreprocessor
 from electra_tf.training.task import register_task
+from electra_tf.utils.sections import Section, option
 
 # Epochs: the official 3, and 10 for the small GLUE tasks (RTE 2.5k, STS-B 5.7k examples). For
 # files of your own the size decides: 10 below 6,000 training examples. (Officially MRPC, 3.7k,
@@ -38,15 +47,46 @@ def default_epochs(num_train_examples: int, glue_name: str | None = None) -> int
     return SMALL_TASK_EPOCHS if num_train_examples < SMALL_TASK_EXAMPLES else OFFICIAL_EPOCHS
 
 
+@dataclasses.dataclass(frozen=True)
+class ClassificationConfig(Section):
+    """Classes, sentence pairs (`text_pair_column`) or a score (`regression`); `glue` (set by
+    `--task NAME`) reads a GLUE task's TSV layout and reports its official metrics instead."""
+
+    text_column: str | None = option(
+        "text", "the column (JSON Lines field) of the text; tagging: of the word list (default there: tokens in "
+        ".jsonl files, the first CoNLL column)")
+    text_pair_column: str | None = option(None, "the second text of sentence-pair tasks")
+    label_column: str | None = option(
+        "label", "the column (field) of the label; tagging: of the tag list (default there: tags in .jsonl files, "
+        "the last CoNLL column)")
+    regression: bool = option(False, "numeric labels, squared-error loss")
+    glue: str | None = None
+
+    def check(self) -> None:
+        self.require(bool(self.text_column), "text_column", "name the text's column.")
+        self.require(bool(self.label_column), "label_column", "name the label's column.")
+        if self.glue is not None:
+            glue_task(self.glue)
+
+    @property
+    def columns(self) -> Columns:
+        return Columns(self.text_column, self.text_pair_column, self.label_column)
+
+
+@dataclasses.dataclass(frozen=True)
+class EvaluationPart:
+    inputs: tf.data.Dataset  # batches of token ids
+    labels: object  # numpy array of class ids or scaled scores
+
+
 @dataclasses.dataclass
 class LabelledText:
-    """The task's files (`task_data.TaskData`) and, once prepared, its features."""
+    """The task's files (`task_data.TaskData`) and, once prepared, its preprocessor and evaluation."""
 
     task: object  # task_data.TaskData
     glue: object | None = None  # task_data.GlueTask
     preprocessor: object = None
-    eval_inputs: object = None  # tf.data.Dataset of eval input batches
-    eval_labels: object = None
+    evaluation: EvaluationPart | None = None
 
     @property
     def name(self) -> str:
@@ -79,92 +119,84 @@ def describe_classes(task, glue=None) -> list[str]:
 @register_task("classification")
 @dataclasses.dataclass(frozen=True)
 class ClassificationTask(FinetuningTask):
-    kind_config: ClassificationConfig = ClassificationConfig()
+    """Classes, sentence pairs or a score of one text or a pair; the GLUE tasks by --task NAME."""
 
-    def read_files(self) -> LabelledText:
-        from electra_tf.finetuning.text.task_data import glue_task, read_task_files
+    section = ClassificationConfig
+    default = True
+    task_names = tuple(task.name for task in GLUE_TASKS.values()) + tuple(GLUE_TASKS)
+    model_names = ("electra_tf>ElectraClassifier",)
 
-        config = self.kind_config
+    @classmethod
+    def task_values(cls, task_name: str) -> dict:
+        return {"glue": glue_task(task_name).name}
+
+    def read_files(self, labels: LabelSpace | None = None) -> LabelledText:
+        config, files = self.config.task, self.config.files
         glue = glue_task(config.glue) if config.glue else None
-        if glue is not None:
-            return LabelledText(read_task_files(self.files.train, self.files.eval, glue=glue), glue)
-        return LabelledText(read_task_files(self.files.train, self.files.eval, regression=config.regression,
-                                            columns=config.columns))
+        columns = None if glue else config.columns
+        if labels is not None:  # evaluating a fine-tuned model: its labels, the eval file only
+            examples = read_examples(files.eval, labels, columns, glue)
+            return LabelledText(TaskData(None, examples, labels, glue.name if glue else ""), glue)
+        return LabelledText(read_task_files(files.train, files.eval, columns, glue, config.regression), glue)
 
-    def preprocessor(self, tokenizer, max_seq_length: int):
-        from electra_tf.models.preprocessing import ElectraTextPreprocessor
-
-        return ElectraTextPreprocessor(tokenizer, max_seq_length)
+    def labels_of(self, model) -> LabelSpace:
+        glue = glue_task(self.config.task.glue) if self.config.task.glue else None
+        names = list(model.label_names) if model.label_names is not None else None
+        return LabelSpace(names=names, score_range=model.score_range, metrics=default_metrics(names, glue))
 
     def prepare(self, data: LabelledText, tokenizer, max_seq_length: int, seed: int):
-        preprocessor = self.preprocessor(tokenizer, max_seq_length)
-        train, eval_inputs = make_datasets(data.task, preprocessor, self.run.update_batch_size, seed)
-        return train, dataclasses.replace(data, preprocessor=preprocessor, eval_inputs=eval_inputs,
-                                          eval_labels=data.task.eval.labels)
+        preprocessor = ElectraTextPreprocessor(tokenizer, max_seq_length)
+        data = dataclasses.replace(data, preprocessor=preprocessor)
+        train = None
+        if data.task.train is not None:
+            labels = tf.constant(data.task.train.labels, tf.float32 if data.task.labels.num_classes == 1 else tf.int32)
+            train = training_batches(_features(data.task.train), labels, len(data.task.train), preprocessor,
+                                     self.config.run.update_batch_size, seed)
+        return train, dataclasses.replace(data, evaluation=self._part(data.task.eval, preprocessor))
+
+    def _part(self, examples, preprocessor) -> EvaluationPart:
+        return EvaluationPart(evaluation_batches(_features(examples), preprocessor, self.config.run.update_batch_size),
+                              examples.labels)
+
+    def evaluation_part(self, path: str, data: LabelledText, tokenizer, max_seq_length: int) -> EvaluationPart:
+        columns = None if data.glue else self.config.task.columns
+        return self._part(read_examples(path, data.task.labels, columns, data.glue), data.preprocessor)
+
+    def score(self, model, data: LabelledText, part: EvaluationPart):
+        return predicted_metrics(model, part.inputs, part.labels, self.metric_names(data),
+                                 data.task.labels.num_classes), {}
 
     def default_epochs(self, data: LabelledText) -> int:
         return default_epochs(len(data.task.train), data.glue.name if data.glue else None)
 
     def counts(self, data: LabelledText) -> tuple[int, int]:
-        return len(data.task.train), len(data.task.eval)
+        return len(data.task.train) if data.task.train is not None else 0, len(data.task.eval)
 
     def metric_names(self, data: LabelledText) -> tuple:
         return tuple(data.task.labels.metrics)
 
     def build_task_model(self, backbone, data: LabelledText, config):
-        from electra_tf.finetuning.text.classifiers import ElectraClassifier
-
         labels = data.task.labels
         return ElectraClassifier(backbone, labels.num_classes, dropout=config.model.dropout,
                                  preprocessor=data.preprocessor, label_names=labels.names,
-                                 score_range=labels.score_range, text_pair=data.task.train.text_pairs is not None)
-
-    def evaluate(self, model, inputs, final: bool = False):
-        from electra_tf.finetuning.text.metrics import predicted_metrics
-
-        data = inputs.data
-        return predicted_metrics(model, data.eval_inputs, data.eval_labels, self.metric_names(data),
-                                 data.task.labels.num_classes), {}
+                                 score_range=labels.score_range, text_pair=data.task.eval.text_pairs is not None)
 
     def describe_data(self, data: LabelledText) -> list[str]:
-        return describe_classes(data.task, data.glue) if data.task.labels.names else ["regression"]
+        if not data.task.labels.names:
+            return ["regression"]
+        if data.task.train is None:
+            return [f"{data.task.labels.num_classes} classes: {', '.join(map(repr, data.task.labels.names))}"]
+        return describe_classes(data.task, data.glue)
 
     def data_summary(self, data: LabelledText) -> dict:
         labels = data.task.labels
-        summary = {"tagging": False, "labels": labels.names, "score_range": labels.score_range}
-        if labels.names:
+        summary = {"labels": labels.names, "score_range": labels.score_range}
+        if labels.names and data.task.train is not None:
             summary["label_counts"] = dict(class_counts(data.task))
-            if "f1" in labels.metrics:
-                summary["f1_positive_class"] = labels.names[1]
+        if labels.names and "f1" in labels.metrics:
+            summary["f1_positive_class"] = labels.names[1]
         return summary
 
 
-def make_datasets(task, preprocessor, batch_size: int, seed: int):
-    """(train (inputs, label) batches, shuffled each epoch; eval input batches).
-
-    Texts are tokenized once, in large batches, and the token ids cached: every epoch (and
-    every evaluation) then reads ids instead of tokenizing again. Tagging examples are word
-    lists and tag lists of varying length, batched as ragged tensors.
-    """
-    import tensorflow as tf
-
-    if task.tagging:
-        def features(examples):
-            return tf.ragged.constant(examples.texts, tf.string)
-
-        train_labels = tf.ragged.constant(task.train.labels, tf.int32)
-        batched = lambda dataset, size: dataset.ragged_batch(size)  # noqa: E731
-    else:
-        def features(examples):
-            return examples.texts if examples.text_pairs is None else (examples.texts, examples.text_pairs)
-
-        train_labels = tf.constant(task.train.labels, tf.float32 if task.labels.num_classes == 1 else tf.int32)
-        batched = lambda dataset, size: dataset.batch(size)  # noqa: E731
-    train = tf.data.Dataset.from_tensor_slices((features(task.train), train_labels))
-    # unbatch() forgets the example count; restate it so Keras knows the steps per epoch.
-    train = batched(train, 1024).map(preprocessor).unbatch().apply(
-        tf.data.experimental.assert_cardinality(len(task.train))).cache()
-    train = train.shuffle(len(task.train), seed=seed, reshuffle_each_iteration=True).batch(batch_size)
-    # A 1-tuple, so a (text, text_pair) element reaches the preprocessor as one argument.
-    evaluation = batched(tf.data.Dataset.from_tensor_slices((features(task.eval),)), batch_size)
-    return train, evaluation.map(preprocessor).cache()
+def _features(examples):
+    return examples.texts if examples.text_pairs is None else (examples.texts, examples.text_pairs)

@@ -31,16 +31,24 @@ from electra_tf.runtime import optimizer  # noqa: F401  registers ElectraAdamW: 
 from electra_tf.runtime.compiled_step import CompiledGradients
 from electra_tf.finetuning.text.inputs import holds_text, map_string_labels, text_dataset
 from electra_tf.finetuning.text.losses import token_classification_loss
-from electra_tf.finetuning.text.serving import classifier_endpoints, tagger_endpoints
+from electra_tf.finetuning.text.serving import (classifier_endpoints, classifier_litert_endpoint, tagger_endpoints,
+                                                tagger_litert_endpoint)
 from electra_tf.models.dropout import Dropout
 from electra_tf.models.encoders import Discriminator, deserialize_as
 from electra_tf.finetuning.text.task_data import from_unit_interval
-from electra_tf.models.preprocessing import IGNORE_LABEL, ElectraTextPreprocessor, pack_words_with_starts
+from electra_tf.models.preprocessing import IGNORE_LABEL, pack_words_with_starts
 
 HEAD_NAME = "task_specific"  # the official variable scope, which its layer-wise learning rates key on
 
 
-class _TaskModel(CompiledGradients, keras.Model):
+class ElectraTaskModel(CompiledGradients, keras.Model):
+    """Base of a task model on the pre-trained discriminator (`backbone`): dropout and a dense
+    head of `num_classes` outputs (named `task_specific`, the scope layer-wise learning rates
+    key on), text in through `preprocessor` (`ElectraTextPreprocessor`, `ElectraWordPreprocessor`,
+    or any Keras layer mapping strings to token_ids / segment_ids / padding_mask), string labels
+    mapped through `label_names`. Subclasses give `call` (and what they serve); the kinds of
+    `finetuning/` and docs/finetuning.md's multi-label example build on it."""
+
     ragged_inputs = False  # True for word lists (tagging)
 
     def __init__(self, backbone, num_classes: int, dropout: float = 0.1, preprocessor=None, label_names=None,
@@ -48,8 +56,7 @@ class _TaskModel(CompiledGradients, keras.Model):
         super().__init__(**kwargs)
         backbone = deserialize_as(backbone, Discriminator, type(self).__name__, "backbone")
         if preprocessor is not None:
-            preprocessor = deserialize_as(preprocessor, ElectraTextPreprocessor, type(self).__name__,
-                                          "preprocessor")
+            preprocessor = deserialize_as(preprocessor, keras.layers.Layer, type(self).__name__, "preprocessor")
         if num_classes < 1:
             raise ValueError(f"num_classes must be at least 1, got {num_classes}.")
         if label_names is not None:
@@ -141,7 +148,7 @@ class _TaskModel(CompiledGradients, keras.Model):
 
 
 @keras.saving.register_keras_serializable(package="electra_tf")
-class ElectraClassifier(_TaskModel):
+class ElectraClassifier(ElectraTaskModel):
     """Single texts or text pairs -> class logits [B, classes] (or a score [B, 1] when
     num_classes == 1).
 
@@ -206,6 +213,10 @@ class ElectraClassifier(_TaskModel):
         return classifier_endpoints(self, tokenizer, max_seq_length, self.label_names, self.score_range,
                                     self.text_pair)
 
+    def litert_endpoint(self, lite_tokenizer, max_seq_length: int):
+        """(function of the text input(s) -> outputs, input names) of a LiteRT file."""
+        return classifier_litert_endpoint(self, lite_tokenizer, max_seq_length)
+
     def serving_task(self, max_seq_length: int) -> dict:
         """task.json of the export: what the outputs mean."""
         return {"label_names": list(self.label_names) if self.label_names is not None else None,
@@ -254,7 +265,7 @@ def labelled_token_loss(labels, logits):
 
 
 @keras.saving.register_keras_serializable(package="electra_tf")
-class ElectraTokenClassifier(_TaskModel):
+class ElectraTokenClassifier(ElectraTaskModel):
     """Pre-split words -> per-word-piece logits [B, L, classes]; the loss and accuracy only
     look at the first word piece of each word.
 
@@ -311,6 +322,10 @@ class ElectraTokenClassifier(_TaskModel):
     def serving_endpoints(self, tokenizer, max_seq_length: int) -> dict:
         """The export's signatures (`finetuning/text/serving.py`)."""
         return tagger_endpoints(self, tokenizer, max_seq_length, self.label_names)
+
+    def litert_endpoint(self, lite_tokenizer, max_seq_length: int):
+        """(function of the text -> outputs, input names) of a LiteRT file."""
+        return tagger_litert_endpoint(self, lite_tokenizer, max_seq_length)
 
     def serving_task(self, max_seq_length: int) -> dict:
         """task.json of the export: what the outputs mean."""

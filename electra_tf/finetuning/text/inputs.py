@@ -123,3 +123,29 @@ def map_string_labels(dataset: tf.data.Dataset, label_names) -> tf.data.Dataset:
         return (x, ids, *rest)
 
     return dataset.map(to_ids)
+
+
+def training_batches(features, labels, count: int, preprocessor, batch_size: int, seed: int, ragged: bool = False):
+    """(inputs, labels) batches of a run's training examples, shuffled each epoch: tokenized once,
+    in large batches, and cached as token ids, so every epoch reads ids instead of tokenizing
+    again. `ragged`: word lists and tag lists of varying length (tagging)."""
+    batch = _ragged_batch if ragged else _dense_batch
+    train = tf.data.Dataset.from_tensor_slices((features, labels))
+    # unbatch() forgets the example count; restate it so Keras knows the steps per epoch.
+    train = batch(train, 1024).map(preprocessor).unbatch().apply(tf.data.experimental.assert_cardinality(count)).cache()
+    return train.shuffle(count, seed=seed, reshuffle_each_iteration=True).batch(batch_size)
+
+
+def evaluation_batches(features, preprocessor, batch_size: int, ragged: bool = False):
+    """Batches of token ids of an evaluation's examples, in order, cached."""
+    batch = _ragged_batch if ragged else _dense_batch
+    # A 1-tuple, so a (text, text_pair) element reaches the preprocessor as one argument.
+    return batch(tf.data.Dataset.from_tensor_slices((features,)), batch_size).map(preprocessor).cache()
+
+
+def _dense_batch(dataset, size: int):
+    return dataset.batch(size)
+
+
+def _ragged_batch(dataset, size: int):
+    return dataset.ragged_batch(size)

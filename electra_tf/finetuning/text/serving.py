@@ -13,6 +13,14 @@ text and ids endpoints, and what bad input gives, are the ones of `models/signat
 
 from __future__ import annotations
 
+import tensorflow as tf
+
+from electra_tf.data.token_offsets import repair_utf8
+from electra_tf.finetuning.text.entities import is_entity_tag_set
+from electra_tf.finetuning.text.entities_in_graph import entity_outputs, words_with_offsets
+from electra_tf.finetuning.text.task_data import from_unit_interval
+from electra_tf.models.device_inputs import pack_pair, pack_text, pack_whitespace_words
+from electra_tf.models.preprocessing import pack_words_with_starts
 from electra_tf.models.signatures import (ID_INPUTS, IDS_SIGNATURE, TEXT_INPUT, TEXT_PAIR_INPUTS, TEXT_SIGNATURE,
                                           ids_endpoint, text_endpoint)
 
@@ -27,9 +35,6 @@ def classifier_endpoints(classifier, tokenizer, max_seq_length: int, label_names
     targets were scaled from): `score` [batch] on the original scale. With `text_pair` the
     text signature takes `text` and `text_pair`.
     """
-    import tensorflow as tf
-
-    from electra_tf.finetuning.text.task_data import from_unit_interval
 
     if (label_names is None) == (score_range is None):
         raise ValueError("give exactly one of label_names (classification) or score_range (regression).")
@@ -54,13 +59,6 @@ def classifier_endpoints(classifier, tokenizer, max_seq_length: int, label_names
 
 def tagger_endpoints(tagger, tokenizer, max_seq_length: int, tag_names) -> dict:
     """{signature: (fn, inputs)} for a fine-tuned `ElectraTokenClassifier`."""
-    import tensorflow as tf
-
-    from electra_tf.data.token_offsets import repair_utf8
-    from electra_tf.finetuning.text.entities import is_entity_tag_set
-    from electra_tf.models.preprocessing import pack_words_with_starts
-    from electra_tf.finetuning.text.entities_in_graph import entity_outputs, words_with_offsets
-
     names = tf.constant(list(tag_names))
     with_entities = is_entity_tag_set(tag_names)
 
@@ -98,3 +96,36 @@ def tagger_endpoints(tagger, tokenizer, max_seq_length: int, tag_names) -> dict:
 
     return {TEXT_SIGNATURE: (text_endpoint, TEXT_INPUT),
             IDS_SIGNATURE: (ids_endpoint(max_seq_length, tokenizer.vocabulary_size, ids_outputs), ID_INPUTS)}
+
+
+def classifier_litert_endpoint(classifier, lite_tokenizer, length: int):
+    """A LiteRT file's function for a fine-tuned `ElectraClassifier`: text (and text_pair) ->
+    probabilities [b, classes] and label_names [classes], or score [b] (`models/device_inputs.py`
+    packs the text); returns (function, input names)."""
+    tokenizer = lite_tokenizer.tokenizer
+
+    def outputs(inputs):
+        logits = tf.cast(classifier(inputs, training=False), tf.float32)
+        if classifier.is_regression:
+            return {"score": from_unit_interval(logits[:, 0], classifier.score_range)}
+        return {"probabilities": tf.nn.softmax(logits, axis=-1), "label_names": tf.constant(list(classifier.label_names))}
+
+    if classifier.text_pair:
+        return (lambda text, text_pair: outputs(pack_pair(lite_tokenizer.tokenize(text),
+                                                          lite_tokenizer.tokenize(text_pair), tokenizer, length)),
+                ["text", "text_pair"])
+    return lambda text: outputs(pack_text(lite_tokenizer.tokenize(text), tokenizer, length)), ["text"]
+
+
+def tagger_litert_endpoint(tagger, lite_tokenizer, length: int):
+    """A LiteRT file's function for a fine-tuned `ElectraTokenClassifier`: text -> tag_probabilities
+    [b, words, tags], word_start and word_end [b, words] (byte offsets of the whitespace-separated
+    words, -1 past the last word kept), tag_names [tags]; returns (function, input names)."""
+    def endpoint(text):
+        inputs, positions, word_start, word_end = pack_whitespace_words(text, lite_tokenizer, length)
+        probabilities = tf.nn.softmax(tf.cast(tagger(inputs, training=False), tf.float32), axis=-1)
+        per_word = tf.gather(probabilities, tf.maximum(positions, 0), batch_dims=1)
+        return {"tag_probabilities": per_word * tf.cast(positions >= 0, tf.float32)[..., tf.newaxis],
+                "word_start": word_start, "word_end": word_end, "tag_names": tf.constant(list(tagger.label_names))}
+
+    return endpoint, ["text"]

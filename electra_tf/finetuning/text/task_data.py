@@ -25,12 +25,20 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from electra_tf.finetuning.config import Columns
 from electra_tf.utils.errors import ElectraError
 
 
 class TaskDataError(ElectraError):
     pass
+
+
+@dataclass(frozen=True)
+class Columns:
+    """The columns (fields) of your own files."""
+
+    text: str = "text"
+    text_pair: str | None = None
+    label: str = "label"
 
 
 @dataclass(frozen=True)
@@ -104,11 +112,10 @@ class LabelSpace:
 
 @dataclass
 class TaskData:
-    train: Examples
+    train: Examples | None  # None: evaluating a fine-tuned model only
     eval: Examples
     labels: LabelSpace
     name: str
-    tagging: bool = False
 
 
 @dataclass
@@ -122,48 +129,71 @@ class _Row:
 def read_task_files(train_path, eval_path, columns: Columns | None = None,
                     glue: GlueTask | None = None, regression: bool = False) -> TaskData:
     """Reads and checks both files; class names come from the training file (or GLUE)."""
-    train_path, eval_path = Path(train_path), Path(eval_path)
+    train_path = Path(train_path)
+    train_rows = _labelled_rows(train_path, columns, glue)
+    space = label_space(train_path, train_rows, glue, regression, columns)
+    return TaskData(_examples(train_path, train_rows, space, columns, glue),
+                    read_examples(eval_path, space, columns, glue), space, glue.name if glue else _task_name(train_path))
+
+
+def read_examples(path, space: LabelSpace, columns: Columns | None = None, glue: GlueTask | None = None) -> Examples:
+    """Another file of the task (evaluation, test) read with the labels of its training file
+    or of a fine-tuned model (`space`)."""
+    path = Path(path)
+    return _examples(path, _labelled_rows(path, columns, glue), space, columns, glue)
+
+
+def default_metrics(names: list | None, glue: GlueTask | None = None) -> tuple:
+    """The metrics of a task: GLUE's official ones; accuracy and the second class's F1 for two
+    classes, accuracy and macro F1 for more; Pearson and Spearman for a score (`names` None)."""
     if glue is not None:
-        train_rows, eval_rows = _read_glue(train_path, glue), _read_glue(eval_path, glue)
-        regression = glue.labels is None
-        pairs = glue.text_pair is not None
-    else:
-        if columns is None:
-            raise ValueError("give the columns of your files, or a GLUE task.")
-        train_rows, eval_rows = _read_named(train_path, columns), _read_named(eval_path, columns)
-        pairs = columns.text_pair is not None
-    label_column = "the label column" if glue else f"column {columns.label!r}"
-    for path, rows in ((train_path, train_rows), (eval_path, eval_rows)):
-        if not rows:
-            raise TaskDataError(f"{path}: no examples.")
-        _check_label_types(path, rows, label_column)
+        return glue.metrics
+    if names is None:
+        return ("pearson", "spearman")
+    return ("accuracy", "f1") if len(names) == 2 else ("accuracy", "macro_f1")
 
-    if regression:
-        low, high = glue.score_range if glue else _score_range(train_path, train_rows, label_column)
-        space = LabelSpace(score_range=(low, high), metrics=glue.metrics if glue else ("pearson", "spearman"))
-        encode = lambda path, row: to_unit_interval(  # noqa: E731
-            _require_number(path, row, label_column), (low, high))
-    else:
-        names = list(glue.labels) if glue else _class_names(train_rows)
-        default_metrics = ("accuracy", "f1") if len(names) == 2 else ("accuracy", "macro_f1")
-        space = LabelSpace(names=names, metrics=glue.metrics if glue else default_metrics)
-        index = {name: i for i, name in enumerate(names)}
 
-        def encode(path, row):
+def label_space(train_path: Path, train_rows: list, glue: GlueTask | None, regression: bool,
+                columns: Columns | None) -> LabelSpace:
+    """Class names (GLUE's, or the training file's in order) or the score range of a regression."""
+    if (glue is not None and glue.labels is None) or (glue is None and regression):
+        low, high = glue.score_range if glue else _score_range(train_path, train_rows, _label_column(columns, glue))
+        return LabelSpace(score_range=(low, high), metrics=default_metrics(None, glue))
+    names = list(glue.labels) if glue else _class_names(train_rows)
+    return LabelSpace(names=names, metrics=default_metrics(names, glue))
+
+
+def _label_column(columns: Columns | None, glue: GlueTask | None) -> str:
+    return "the label column" if glue else f"column {columns.label!r}"
+
+
+def _labelled_rows(path: Path, columns: Columns | None, glue: GlueTask | None) -> list:
+    if glue is None and columns is None:
+        raise ValueError("give the columns of your files, or a GLUE task.")
+    rows = _read_glue(path, glue) if glue is not None else _read_named(path, columns)
+    if not rows:
+        raise TaskDataError(f"{path}: no examples.")
+    _check_label_types(path, rows, _label_column(columns, glue))
+    return rows
+
+
+def _examples(path: Path, rows: list, space: LabelSpace, columns: Columns | None, glue: GlueTask | None) -> Examples:
+    pairs = glue.text_pair is not None if glue is not None else columns.text_pair is not None
+    column = _label_column(columns, glue)
+    if space.names is None:
+        labels = [to_unit_interval(_require_number(path, row, column), space.score_range) for row in rows]
+    else:
+        index = {name: i for i, name in enumerate(space.names)}
+        where = f"GLUE {glue.name}" if glue else "the training file (or the fine-tuned model)"
+        labels = []
+        for row in rows:
             key = _label_text(row.label)
             if key not in index:
-                where = "the training file" if glue is None else f"GLUE {glue.name}"
-                raise TaskDataError(f"{path}, line {row.line}: label {key!r} in {label_column} is not one "
-                                    f"of the labels of {where}: {names}. Remove the row, or add "
-                                    "examples of that label to the training file.")
-            return index[key]
-
-    def examples(path, rows):
-        return Examples([r.text for r in rows], [r.text_pair for r in rows] if pairs else None,
-                        [encode(path, r) for r in rows], str(path))
-
-    name = glue.name if glue else _task_name(train_path)
-    return TaskData(examples(train_path, train_rows), examples(eval_path, eval_rows), space, name)
+                raise TaskDataError(f"{path}, line {row.line}: label {key!r} in {column} is not one of the labels of "
+                                    f"{where}: {space.names}. Remove the row, or add examples of that label to the "
+                                    "training file.")
+            labels.append(index[key])
+    return Examples([r.text for r in rows], [r.text_pair for r in rows] if pairs else None, labels, str(path))
 
 
 # Names that say where a file sits or what split it is, not what task it holds.
@@ -208,23 +238,39 @@ def read_tagging_files(train_path, eval_path, columns: Columns | None = None) ->
     (['DT', 'NN', 'NNS', 'VBP', 'VBD'], [['The', 'cat'], ['Dogs', 'bark']], [[0, 1, 4]])
     """
     train_path, eval_path = Path(train_path), Path(eval_path)
-    columns = columns or Columns("tokens", None, "tags")
-    train_rows, eval_rows = _read_tagged(train_path, columns), _read_tagged(eval_path, columns)
-    for path, rows in ((train_path, train_rows), (eval_path, eval_rows)):
-        if not rows:
-            raise TaskDataError(f"{path}: no sentences.")
+    columns = columns or TAGGING_COLUMNS
+    train_rows, eval_rows = _tagged_rows(train_path, columns), _tagged_rows(eval_path, columns)
     names = sorted({tag for row in train_rows for tag in row.label})
     if len(names) < 2:
         raise TaskDataError(f"{train_path}: every word has the tag {names[0]!r}: nothing to learn.")
     names += sorted({tag for row in eval_rows for tag in row.label} - set(names))
+    space = LabelSpace(names=names, metrics=("accuracy",))
+    return TaskData(_tagged_examples(train_path, train_rows, names), _tagged_examples(eval_path, eval_rows, names),
+                    space, _task_name(train_path))
+
+
+def read_tagged_examples(path, names: list, columns: Columns | None = None) -> Examples:
+    """Another tagging file (evaluation, test) with the tags of a training file or a model
+    (`names`); a tag outside them becomes "O" (or the first tag), so its words count as errors."""
+    path = Path(path)
+    return _tagged_examples(path, _tagged_rows(path, columns or TAGGING_COLUMNS), names)
+
+
+TAGGING_COLUMNS = Columns("tokens", None, "tags")  # JSON Lines fields, HuggingFace datasets' names
+
+
+def _tagged_rows(path: Path, columns: Columns) -> list:
+    rows = _read_tagged(path, columns)
+    if not rows:
+        raise TaskDataError(f"{path}: no sentences.")
+    return rows
+
+
+def _tagged_examples(path: Path, rows: list, names: list) -> Examples:
     index = {name: i for i, name in enumerate(names)}
-
-    def examples(path, rows):
-        return Examples([row.text for row in rows], None, [[index[t] for t in row.label] for row in rows],
-                        str(path))
-
-    return TaskData(examples(train_path, train_rows), examples(eval_path, eval_rows),
-                    LabelSpace(names=names, metrics=("accuracy",)), _task_name(train_path), tagging=True)
+    unknown = index.get("O", 0)
+    return Examples([row.text for row in rows], None, [[index.get(t, unknown) for t in row.label] for row in rows],
+                    str(path))
 
 
 def _read_tagged(path: Path, columns: Columns) -> list:

@@ -14,7 +14,7 @@ from electra_tf.finetuning.question_answering.answers import WindowBeam, best_an
 from electra_tf.finetuning.question_answering.model import ElectraQuestionAnswerer
 from electra_tf.finetuning.question_answering.squad import QAExample, make_windows
 from electra_tf.models.encoders import build_discriminator
-from electra_tf.serving.publish import export_task_model
+from electra_tf.serving.publish import export_model
 
 SEQ, STRIDE, QUERY, LONGEST, BEAM = 32, 8, 6, 5, 4
 WORDS = ("the a river flows north through hills city was founded in 1902 by settlers who built library ##s ##ed "
@@ -48,7 +48,7 @@ def _export(head, answerable, tmp_path_factory):
                                                         max_seq_length=SEQ)
     model = ElectraQuestionAnswerer(build_discriminator(config.model), head=head, answerable=answerable, beam_size=BEAM,
                                     max_query_length=QUERY, doc_stride=STRIDE, max_answer_length=LONGEST)
-    path = export_task_model(model, tokenizer, BackboneConfig(config.model, SEQ), tmp_path_factory.mktemp("qa_export"),
+    path = export_model(model, tokenizer, BackboneConfig(config.model, SEQ), tmp_path_factory.mktemp("qa_export"),
                              "qa")
     return model, tokenizer, tf.saved_model.load(str(path)).signatures["serving_default"]
 

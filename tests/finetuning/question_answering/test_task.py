@@ -122,13 +122,13 @@ def test_answerability_labels_are_the_questions_not_the_windows(small_vocab, cor
     import numpy as np
 
     from electra_tf.data.tokenization import ElectraTokenizer
-    from electra_tf.finetuning.config import FinetuningRunConfig, PretrainedSource, QuestionAnsweringConfig, TaskFiles
+    from electra_tf.finetuning.config import FinetuningConfig
     from electra_tf.finetuning.question_answering.task import QuestionAnsweringTask
 
     data = squad_file(tmp_path / "train-v2.0.json", corpus.DOCUMENTS, version="v2.0", impossible=True)
-    task = QuestionAnsweringTask(PretrainedSource("x"), TaskFiles(str(data), str(data)),
-                                 run=FinetuningRunConfig(batch_size=1000),
-                                 kind_config=QuestionAnsweringConfig(doc_stride=8, max_query_length=16))
+    config = FinetuningConfig.for_kind("question_answering").replace(
+        pretrained="x", train=str(data), eval=str(data), batch_size=1000, doc_stride=8, max_query_length=16)
+    task = QuestionAnsweringTask(config)
     train, _ = task.prepare(task.read_files(), ElectraTokenizer(small_vocab), 40, seed=0)
     _, labels = next(iter(train.take(1)))
     starts, impossible = labels["start_positions"].numpy(), labels["is_impossible"].numpy()

@@ -4,7 +4,7 @@ class a binary F1 is computed for, the epochs by task and size."""
 import io
 import contextlib
 
-from electra_tf.finetuning.config import Columns
+from electra_tf.finetuning.text.task_data import Columns
 from electra_tf.finetuning.text.classification import default_epochs, describe_classes
 from electra_tf.finetuning.text.task_data import glue_task, read_task_files
 

@@ -76,8 +76,13 @@ print(json.dumps({{key: out[key].numpy().tolist() for key in
 
 
 @pytest.mark.parametrize("extra, message", [
-    (["--task", "squad", "--test", "x.json"], "--test is supported for --tagging runs"),
-    (["--tagging", "--task", "MRPC"], "--tagging reads word/tag files"),
+    (["--tagging", "--task", "MRPC"], "--task MRPC is a classification task, and the command also asks for --kind "
+                                      "tagging: give one"),
+    (["--task", "squad", "--strict_entities"], "--strict_entities is an option of tagging runs; this is a "
+                                               "question_answering run"),
+    (["--kind", "counting"], "unknown kind of run 'counting'; known: classification, pretraining, "
+                             "question_answering, tagging"),
+    (["--task", "imdb"], "--task 'imdb' is not a task any kind runs; known: CoLA, cola, conll2003"),
 ])
 def test_option_combinations_refused(tmp_path, capsys, extra, message):
     assert finetune.main(["--pretrained", "x", "--train", "a", "--eval", "b", "--output_dir", str(tmp_path / "o"),
