@@ -277,7 +277,7 @@ def reference_state_dicts(config, values_by_ours: dict) -> dict:
     """Our weights (by variable path) as the two transformers models' state dicts, through the
     interop name table."""
     from electra_tf.interop.huggingface import tensors_for
-    from electra_tf.interop.names import DISCRIMINATOR, GENERATOR, embedding_names, weight_table
+    from electra_tf.models.weight_names import DISCRIMINATOR, GENERATOR, embedding_names, weight_table
 
     names = weight_table(config.model, config.generator_model)
     return {"discriminator": tensors_for(names, DISCRIMINATOR, values_by_ours),

@@ -157,7 +157,7 @@ def save_model_dirs(output: Path, config, pretrainer, reference, tokenizer) -> l
     A difference in fine-tuning can then only come from the weights."""
     from electra_tf.interop.convert import import_huggingface, write_huggingface_folders
     from electra_tf.interop.huggingface import write_tokenizer_files
-    from electra_tf.interop.names import DISCRIMINATOR, GENERATOR
+    from electra_tf.models.weight_names import DISCRIMINATOR, GENERATOR
 
     folders = {name: output / "huggingface" / name for name in ("electra_tf", "transformers")}
     for folder in folders.values():

@@ -295,3 +295,25 @@ def test_tagging_bad_input_is_a_clear_error(pretrained_dir, tmp_path, capsys):
 
     assert run(pretrained_dir, tmp_path / "c", "--tagging", "--regression", train=good, eval_file=good) == 2
     assert "--regression is an option of classification runs; this is a tagging run" in capsys.readouterr().err
+
+
+def test_a_run_reruns_from_its_config_to_the_last_digit_and_set_reaches_every_setting(topic_csv, pretrained_dir,
+                                                                                        tmp_path):
+    data = topic_csv(tmp_path / "reviews.csv")
+    assert run(pretrained_dir, tmp_path / "first", "--epochs", "1", "--set", "adam_epsilon=1e-8",
+               "--set", "optimizer.clip_global_norm=5", train=data, eval_file=data) == 0
+    config = json.loads((tmp_path / "first" / "config.json").read_text())
+    assert config["kind"] == "classification" and config["optimizer"]["adam_epsilon"] == 1e-8
+    assert config["optimizer"]["clip_global_norm"] == 5.0 and config["trainer"]["log_every"] == 2
+    assert config["files"]["train"] == str(data.resolve()) and config["model"]["num_layers"] == 1
+    # Rerun from the saved config alone, from another folder: the same run to the last digit.
+    assert finetune.main(["--config", str(tmp_path / "first" / "config.json"), "--output_dir",
+                          str(tmp_path / "again")]) == 0
+    first, again = (json.loads((tmp_path / name / "metrics.json").read_text()) for name in ("first", "again"))
+    assert again["eval"] == first["eval"] and [e["train_loss"] for e in again["epochs"]] == \
+        [e["train_loss"] for e in first["epochs"]]
+    assert again["settings"]["adam_epsilon"] == 1e-8
+    # A flag or --set on top of the config changes that setting only.
+    assert finetune.main(["--config", str(tmp_path / "first" / "config.json"), "--output_dir",
+                          str(tmp_path / "other"), "--seed", "7"]) == 0
+    assert json.loads((tmp_path / "other" / "config.json").read_text())["run"]["seed"] == 7

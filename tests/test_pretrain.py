@@ -617,7 +617,7 @@ def test_a_model_dir_written_before_config_sections_resumes_fine_tunes_and_expor
     assert saved["model"]["hidden_size"] == 16 and saved["run"]["num_train_steps"] == 8  # written by section now
     summary = json.loads((model_dir / "metrics.json").read_text())
     assert [p["steps"] for p in summary["processes"]] == [6, 2]  # the earlier process, read from its metrics.json
-    assert (model_dir / "backbone" / "model.safetensors").is_file()
+    assert (model_dir / "backbone" / "model.weights.h5").is_file()
 
     rows = [(s, "nature" if i % 2 else "town") for i, s in enumerate(s for d in corpus.DOCUMENTS for s in d)]
     data = tmp_path / "topics.csv"

@@ -177,6 +177,9 @@ def requested_kind(args, base: FinetuningConfig | None, model_kind: str | None =
     --task, else the base config's (--config), else the saved model's (`model_kind`), else the
     command's default kind. Two that disagree are an error."""
     named = getattr(args, "kind", None)
+    if named is not None and named not in kinds(COMMAND):
+        raise ConfigError(f"--kind {named}: not a kind of fine-tuning run; kinds: {', '.join(kinds(COMMAND))} (a kind "
+                          "of your own: --import MODULE).")
     by_task = None
     if getattr(args, "task", None):
         found = kind_for_task_name(COMMAND, args.task)

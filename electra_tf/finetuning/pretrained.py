@@ -1,22 +1,22 @@
-"""Where a pre-trained discriminator comes from: `load_pretrained(path) -> Backbone`.
-
-Used by fine-tuning (`--pretrained`) and by `python -m electra_tf.export`; the folder layouts
-it reads are defined in `utils/run_dir.py`.
+"""Where a pre-trained discriminator comes from: `load_pretrained(path) -> Backbone`, the one
+loader fine-tuning (`--pretrained`) and `python -m electra_tf.export` read every source with.
 
 `path` may be
 - a pre-training model_dir (`config.json`, `vocab.txt`, `checkpoints/`): its backbone folder
   (`backbone/`, written when the run finished) when that holds its latest checkpoint's step,
   else the latest checkpoint, or `checkpoint="ckpt-2000"`;
-- a backbone folder (`models/backbone.py`);
-- a `.keras` file of a fine-tuned `ElectraClassifier` / `ElectraTokenClassifier` (its
-  preprocessor carries the vocabulary), or of a bare `Discriminator` with `vocab.txt` and
-  `config.json` beside it;
+- a backbone folder (`models/backbone.py`: a keras-hub-layout preset, or an earlier version's
+  folder), or a keras-hub ElectraBackbone preset (its encoder; the replaced-token head fresh);
+- a fine-tuning run's folder or a `.keras` file of a fine-tuned task model (its encoder; a task
+  model's preprocessor carries the vocabulary), or of a bare `Discriminator` with `vocab.txt`
+  and `config.json` beside it;
 - a SavedModel written by `electra_tf.export` (a version folder, or the model folder, whose
   highest version is used): variables are matched to a freshly built discriminator by name,
   using the `config.json` and `vocab.txt` the export keeps in `assets.extra/`.
 
 Each returns a `models.backbone.Backbone(discriminator, tokenizer, config, source)`; anything
-else is a `PretrainedError` that names the path and says what was expected.
+else is a `PretrainedError` that names the path and says what was expected. `load_task_model`
+reads a fine-tuned model whole, head and labels included.
 """
 
 from __future__ import annotations
@@ -26,64 +26,61 @@ import zipfile
 from pathlib import Path
 
 import keras
+import tensorflow as tf
+import tensorflow_text  # noqa: F401  (an export's tokenizer ops)
 
-from electra_tf.models.backbone import CONFIG_FILE as BACKBONE_CONFIG, WEIGHTS_FILE, Backbone, BackboneConfig, read_tokenizer
+from electra_tf.models.backbone import (Backbone, BackboneConfig, backbone_hidden_size, backbone_step,
+                                        is_backbone_folder, read_tokenizer)
 from electra_tf.models.encoders import Discriminator, build_discriminator, model_weights
 from electra_tf.pretraining.restore import restore_pretrainer
+from electra_tf.training.checkpointing import latest_checkpoint_step
 from electra_tf.training.task import KINDS
 from electra_tf.utils.errors import PretrainedError
 from electra_tf.utils.run_dir import CONFIG_FILE, VOCAB_FILE, ExportMetadata, FinetuneDir, ModelDir
 
 
 def load_pretrained(path, checkpoint: str | None = None, encoder_only: bool = False) -> Backbone:
-    """The discriminator of a model_dir, backbone folder, `.keras` file or export.
-    `encoder_only` (fine-tuning) also accepts a run of the BERT-style baseline (`objective:
-    mlm`): its encoder comes in a discriminator whose replaced-token head is freshly
-    initialised, since only the encoder is fine-tuned."""
+    """The discriminator of any source (module docstring). `encoder_only` (fine-tuning) also
+    accepts a run of the BERT-style baseline (`objective: mlm`): its encoder comes in a
+    discriminator whose replaced-token head is freshly initialised, since only the encoder is
+    fine-tuned."""
     path = Path(path)
     if not path.exists():
         raise PretrainedError(f"{path} does not exist.")
     if path.is_file() and path.suffix == ".keras":
         return _from_keras_file(path)
-    if path.is_dir() and (path / WEIGHTS_FILE).is_file() and (path / BACKBONE_CONFIG).is_file():
+    if is_backbone_folder(path):
         return Backbone.load(path)
     if path.is_dir() and ModelDir(path).has_checkpoints():
         backbone = current_backbone(path) if checkpoint is None else None
         return Backbone.load(backbone) if backbone else _from_model_dir(path, checkpoint, encoder_only)
+    if path.is_dir() and FinetuneDir(path).best_model.is_file():
+        return _from_keras_file(FinetuneDir(path).best_model)
+    if path.is_dir() and FinetuneDir(path).metrics.is_file():
+        raise PretrainedError(f"{path} is a fine-tuning run's folder without its model: {FinetuneDir(path).best_model} "
+                              "is missing (the run stopped before its first epoch ended, or the file was moved).")
     if path.is_dir():
         version_dir = _export_version(path)
         if version_dir is not None:
             return _from_export(version_dir)
-        finetuned = FinetuneDir(path)
-        if finetuned.best_model.is_file() or finetuned.metrics.is_file():
-            exports = sorted(str(p) for p in finetuned.exports.glob("*/*") if p.name.isdigit())
-            raise PretrainedError(
-                f"{path} is a fine-tuning output folder, not a pre-training run. Its TF Serving export is "
-                f"{exports[-1] if exports else finetuned.exports}; its model, with the task head, is "
-                f"{finetuned.best_model} (give that file to export or fine-tune from it).")
         if (path / CONFIG_FILE).is_file():
             raise PretrainedError(
                 f"{path} has a config.json but no checkpoints/ folder: pre-training did not save a "
                 "checkpoint there yet (or it was moved). Give a model_dir with checkpoints, a .keras file "
                 "or an export instead.")
     raise PretrainedError(
-        f"{path} holds no discriminator: expected a pre-training model_dir (config.json + "
-        "checkpoints/), a .keras file, or a SavedModel from `python -m electra_tf.export`.")
+        f"{path} holds no discriminator: expected a pre-training model_dir (config.json + checkpoints/), a "
+        "backbone or keras-hub preset folder, a fine-tuning run's folder or .keras file, or a SavedModel from "
+        "`python -m electra_tf.export`.")
 
 
 def current_backbone(model_dir) -> Path | None:
     """The model_dir's backbone folder when it holds the run's latest checkpoint (the run
     finished there); None when it is missing or older (a later phase stopped part-way)."""
-    from electra_tf.training.checkpointing import latest_checkpoint_step
-
     model_dir = ModelDir(model_dir)
-    metadata = model_dir.backbone / "metadata.json"
-    if not metadata.is_file() or not (model_dir.backbone / WEIGHTS_FILE).is_file():
+    if not is_backbone_folder(model_dir.backbone):
         return None
-    try:
-        step = json.loads(metadata.read_text(encoding="utf-8")).get("step")
-    except json.JSONDecodeError:
-        return None
+    step = backbone_step(model_dir.backbone)
     return model_dir.backbone if step is not None and step == latest_checkpoint_step(model_dir.checkpoints) else None
 
 
@@ -92,6 +89,8 @@ def pretrained_hidden_size(path) -> int | None:
     without building anything (the runtime's precision is chosen before the model exists).
     None when there is no readable config; `load_pretrained` then explains what is wrong."""
     path = Path(path)
+    if is_backbone_folder(path):
+        return backbone_hidden_size(path)
     if path.suffix == ".keras":
         config_file = path.parent / CONFIG_FILE
     elif (path / CONFIG_FILE).is_file():
@@ -233,13 +232,10 @@ def _config_of(backbone, preprocessor) -> BackboneConfig:
 
 
 def _from_export(version_dir: Path) -> Backbone:
-    import tensorflow as tf
-    import tensorflow_text  # noqa: F401  (the export's tokenizer ops)
-
     metadata = ExportMetadata.of(version_dir)
     if not metadata.config.is_file():
         raise PretrainedError(f"{version_dir} is a SavedModel without {metadata.config}: "
-                              "only exports written by electra_tf (0.2+) can be fine-tuned from.")
+                              "only exports written by electra_tf can be fine-tuned from.")
     config = BackboneConfig.load(metadata.config)
     tokenizer = read_tokenizer(metadata.vocab)
     discriminator = build_discriminator(config.model)

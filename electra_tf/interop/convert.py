@@ -26,7 +26,7 @@ from electra_tf.data.tokenization import (ElectraTokenizer, TokenizerSettings, V
 from electra_tf.interop.google import GoogleCheckpoint
 from electra_tf.interop.huggingface import (ConversionError, HuggingFaceFolder, check_huggingface_tokenizer,
                                             config_from_huggingface, tensors_for, write_folder)
-from electra_tf.interop.names import DISCRIMINATOR, GENERATOR, WeightName, embedding_names, weight_table
+from electra_tf.models.weight_names import DISCRIMINATOR, GENERATOR, WeightName, embedding_names, weight_table
 from electra_tf.interop.question_answering import export_question_answerer, has_qa_head, write_question_answerer
 from electra_tf.models.backbone import Backbone, BackboneConfig
 from electra_tf.pretraining.config import PretrainingConfig

@@ -23,7 +23,7 @@ import numpy as np
 from safetensors.numpy import load_file, save_file
 
 from electra_tf.data.tokenization import SENTENCEPIECE, TokenizerSettings, VocabularyError, write_vocabulary
-from electra_tf.interop.names import DISCRIMINATOR, GENERATOR
+from electra_tf.models.weight_names import DISCRIMINATOR, GENERATOR
 from electra_tf.pretraining.config import PretrainingConfig
 from electra_tf.utils.errors import ElectraError
 from electra_tf.utils.files import atomic_write_text

@@ -12,7 +12,8 @@ A preset, as keras-hub's `save_to_preset` writes it (and as Kaggle ships ELECTRA
     electra_tf.json              (written here) where the weights came from, what differs
 
 Both directions go through keras-hub's own classes (`save_to_preset`, `from_preset`), so the
-folder is exactly what keras-hub writes and reads. What a preset cannot say, stated rather than
+folder is exactly what keras-hub writes and reads. Reading is `models/keras_hub_electra.py`, which
+`--pretrained PRESET` uses directly; `import_keras_hub` writes a model_dir from it. What a preset cannot say, stated rather than
 hidden (docs/interop.md, "keras-hub presets"):
 
 - keras-hub's transformer layers compute GELU with the tanh approximation; ELECTRA (and this
@@ -38,32 +39,25 @@ hidden (docs/interop.md, "keras-hub presets"):
 from __future__ import annotations
 
 import json
-import os
-import shutil
 from pathlib import Path
 
 import keras
 import keras_hub
 import numpy as np
-import sentencepiece
 
-from electra_tf.data.tokenization import (SENTENCEPIECE, SPECIAL_TOKENS, TokenizerSettings, VocabularyError,
-                                          check_casing, model_pieces)
+from electra_tf.data.tokenization import SENTENCEPIECE, SPECIAL_TOKENS, VocabularyError, check_casing
 from electra_tf.interop.convert import ConvertedWeights, checked_vocabulary, write_model_dir
-from electra_tf.interop.huggingface import DEFAULT_MAX_SEQ_LENGTH, ConversionError, read_json_file
-from electra_tf.interop.names import weight_table
+from electra_tf.interop.huggingface import DEFAULT_MAX_SEQ_LENGTH, ConversionError
+from electra_tf.models.backbone import keras_hub_tokenizer
 from electra_tf.models.config import ModelConfig
+from electra_tf.models.keras_hub_electra import (CONFIG_FILE, VOCABULARY_FILE, WEIGHTS_FILE, ElectraBackbonePreset,
+                                                 model_values, sentencepiece_tokenizer_file)
+from electra_tf.models.weight_names import weight_table
 from electra_tf.pretraining.config import PretrainingConfig
 from electra_tf.serving.exports import ExportFormat, ExportOptions, ExportSource, register_format
+from electra_tf.utils.files import atomic_folder
 from electra_tf.utils.sections import ConfigError
 
-BACKBONE_CLASS = "keras_hub>ElectraBackbone"
-WORDPIECE_TOKENIZER_CLASS = "keras_hub>ElectraTokenizer"
-SENTENCEPIECE_TOKENIZER_CLASS = "keras_hub>SentencePieceTokenizer"
-CONFIG_FILE, TOKENIZER_FILE, WEIGHTS_FILE, SHARDED_WEIGHTS_FILE = (
-    "config.json", "tokenizer.json", "model.weights.h5", "model.weights.json")
-VOCABULARY_FILE = Path("assets") / "tokenizer" / "vocabulary.txt"
-SENTENCEPIECE_FILE = Path("assets") / "tokenizer" / "vocabulary.spm"
 PROVENANCE_FILE = "electra_tf.json"
 KERAS_HUB_LAYER_NORM_EPSILON = 1e-12  # fixed inside keras-hub's ElectraBackbone
 POOLER_SEED = 0  # the pooler's initial values are drawn with this seed: an export is reproducible
@@ -82,16 +76,6 @@ def backbone_arguments(model) -> dict:
             "max_sequence_length": model.max_position_embeddings, "num_segments": model.type_vocab_size}
 
 
-def model_values(arguments: dict) -> dict:
-    """`ModelConfig` values for keras-hub `ElectraBackbone` arguments (the inverse of `backbone_arguments`)."""
-    return {"vocab_size": arguments["vocab_size"], "num_layers": arguments["num_layers"],
-            "num_heads": arguments["num_heads"], "hidden_size": arguments["hidden_dim"],
-            "embedding_size": arguments["embedding_dim"], "intermediate_size": arguments["intermediate_dim"],
-            "dropout": float(arguments.get("dropout", 0.1)),
-            "max_position_embeddings": arguments.get("max_sequence_length", 512),
-            "type_vocab_size": arguments.get("num_segments", 2)}
-
-
 def write_preset(backbone, output: str | Path, overwrite: bool = False, provenance: dict | None = None) -> Path:
     """Writes `backbone` (a `models.backbone.Backbone`) as a keras-hub preset folder at `output`:
     built in a temporary folder beside it and renamed, so a failure leaves nothing; an existing
@@ -100,12 +84,11 @@ def write_preset(backbone, output: str | Path, overwrite: bool = False, provenan
     _check_output(output, overwrite, "--export_dir")
     arguments = backbone_arguments(backbone.config.model)  # refusals before anything is written
     _check_tokenizer(backbone.tokenizer)
-    temporary = output.parent / f".{output.name}.tmp-{os.getpid()}"
-    shutil.rmtree(temporary, ignore_errors=True)
-    try:
+    with atomic_folder(output) as write:
+        temporary = write.temporary
         theirs = _keras_hub_backbone(backbone.discriminator, arguments)
         theirs.save_to_preset(str(temporary))
-        _write_tokenizer(backbone.tokenizer, temporary)
+        keras_hub_tokenizer(backbone.tokenizer).save_to_preset(str(temporary))
         (temporary / PROVENANCE_FILE).write_text(json.dumps({
             "source": backbone.source, "max_seq_length": backbone.config.max_seq_length,
             "tokenizer": backbone.tokenizer.settings.describe(), **(provenance or {}),
@@ -113,9 +96,6 @@ def write_preset(backbone, output: str | Path, overwrite: bool = False, provenan
                             "pooled_dense: keras-hub's initialisation (seed 0), not trained by ELECTRA; "
                             "classifiers read sequence_output[:, 0]",
                             "no replaced-token head, no generator"]}, indent=2) + "\n", encoding="utf-8")
-        _replace(temporary, output)
-    finally:
-        shutil.rmtree(temporary, ignore_errors=True)
     return output
 
 
@@ -145,93 +125,6 @@ def _check_tokenizer(tokenizer) -> None:
             "splitting them, which would change the ids. Nothing was written.")
 
 
-def _write_tokenizer(tokenizer, folder: Path) -> None:
-    """WordPiece as keras-hub's `ElectraTokenizer`, normalising as ours does; SentencePiece as
-    its `SentencePieceTokenizer` over the same model (it has no ELECTRA class for it), whose ids
-    are the model's own, as ours are."""
-
-    if tokenizer.kind == SENTENCEPIECE:
-        theirs = keras_hub.tokenizers.SentencePieceTokenizer(proto=tokenizer.sentencepiece_model)
-    else:
-        settings = tokenizer.settings
-        theirs = keras_hub.models.ElectraTokenizer(vocabulary=list(tokenizer.vocabulary), lowercase=settings.lowercase,
-                                                   strip_accents=settings.strip_accents, split_on_cjk=True)
-    theirs.save_to_preset(str(folder))
-
-
-def sentencepiece_tokenizer_file(preset: str | Path) -> Path:
-    """Where a preset keeps a SentencePiece tokenizer's model (keras-hub's asset name)."""
-    return Path(preset) / SENTENCEPIECE_FILE
-
-
-class PresetFolder:
-    """A keras-hub ELECTRA preset folder, checked before anything is built: its backbone
-    arguments (`arguments`), its tokenizer's class and settings."""
-
-    def __init__(self, path):
-        self.path = Path(path)
-        if not self.path.is_dir():
-            raise ConversionError(f"{self.path} is not a folder: give the preset folder (config.json, "
-                                  "model.weights.h5, tokenizer.json) that keras-hub's save_to_preset writes.")
-        config = read_json_file(self.path / CONFIG_FILE, "the backbone's config, which a keras-hub preset has,")
-        registered = config.get("registered_name")
-        if registered != BACKBONE_CLASS:
-            raise ConversionError(f"{self.path / CONFIG_FILE}: registered_name is {registered!r}, not "
-                                  f"{BACKBONE_CLASS!r}: this is not a keras-hub ELECTRA preset"
-                                  + (" (another model's backbone)" if str(registered).startswith("keras_hub>") else "")
-                                  + ".")
-        self.arguments = config.get("config") if isinstance(config.get("config"), dict) else {}
-        missing = [key for key in ("vocab_size", "num_layers", "num_heads", "hidden_dim", "embedding_dim",
-                                   "intermediate_dim") if key not in self.arguments]
-        if missing:
-            raise ConversionError(f"{self.path / CONFIG_FILE}: the backbone's config lacks {', '.join(missing)}.")
-        if not (self.path / WEIGHTS_FILE).is_file() and not (self.path / SHARDED_WEIGHTS_FILE).is_file():
-            raise ConversionError(f"{self.path} has no {WEIGHTS_FILE}: the preset's weights are missing (a preset "
-                                  "saved with load_weights=False, or a download cut short). Copy the whole folder.")
-        tokenizer = read_json_file(self.path / TOKENIZER_FILE, "the tokenizer's config, which a preset has,")
-        self.tokenizer_class = tokenizer.get("registered_name")
-        if self.tokenizer_class not in (WORDPIECE_TOKENIZER_CLASS, SENTENCEPIECE_TOKENIZER_CLASS):
-            raise ConversionError(f"{self.path / TOKENIZER_FILE}: registered_name is {self.tokenizer_class!r}; "
-                                  f"expected {WORDPIECE_TOKENIZER_CLASS!r} (or {SENTENCEPIECE_TOKENIZER_CLASS!r}).")
-
-    def load_backbone(self):
-        """keras-hub's ElectraBackbone with the preset's weights; a ConversionError naming the
-        weights file when they cannot be read or do not fit the config."""
-
-        try:
-            return keras_hub.models.ElectraBackbone.from_preset(str(self.path), dtype="float32")
-        except Exception as error:  # h5py and Keras raise many types for a damaged or mismatched file
-            raise ConversionError(f"{self.path / WEIGHTS_FILE}: cannot be loaded into the backbone config.json "
-                                  f"describes ({type(error).__name__}: {str(error)[:400]}). The file is truncated or "
-                                  "damaged, or holds another model's weights: copy the preset again.") from None
-
-    def tokenizer(self):
-        """(vocabulary, TokenizerSettings, SentencePiece model bytes or None) of the preset."""
-
-        where = self.path / TOKENIZER_FILE
-        if self.tokenizer_class == SENTENCEPIECE_TOKENIZER_CLASS:
-            model_file = sentencepiece_tokenizer_file(self.path)
-            if not model_file.is_file():
-                raise ConversionError(f"{model_file} is missing: the SentencePiece model the tokenizer needs.")
-            model = model_file.read_bytes()
-            try:
-                return model_pieces(model), TokenizerSettings.sentencepiece(_folds_case(model)), model
-            except (RuntimeError, OSError) as error:
-                raise ConversionError(f"{model_file}: not a readable SentencePiece model ({error}).") from None
-        if not (self.path / VOCABULARY_FILE).is_file():
-            raise ConversionError(f"{self.path / VOCABULARY_FILE} is missing: the vocabulary the model was trained "
-                                  "with is needed.")
-        theirs = keras_hub.models.ElectraTokenizer.from_preset(str(self.path))
-        for setting, value, ours in (("split", theirs.split, True), ("suffix_indicator", theirs.suffix_indicator, "##"),
-                                     ("oov_token", theirs.oov_token, "[UNK]"),
-                                     ("special_tokens_in_strings", theirs.special_tokens_in_strings, False)):
-            if value != ours:
-                raise ConversionError(f"{where}: {setting} is {value!r}; ELECTRA's tokenizer has {ours!r}, so the "
-                                      "ids would differ.")
-        settings = TokenizerSettings(lowercase=bool(theirs.lowercase), strip_accents=bool(theirs.strip_accents),
-                                     split_cjk=bool(theirs.split_on_cjk))
-        return theirs.get_vocabulary(), settings, None
-
 
 def import_keras_hub(preset: str | Path, output: str | Path, max_seq_length: int | None = None,
                      overwrite: bool = False):
@@ -241,7 +134,7 @@ def import_keras_hub(preset: str | Path, output: str | Path, max_seq_length: int
     the config's size (ELECTRA's default fraction of the discriminator) start fresh, which the
     model_dir's imported_from.json records and continued pre-training accepts."""
 
-    folder = PresetFolder(preset)
+    folder = ElectraBackbonePreset(preset)
     _check_output(Path(output), overwrite, "--output")
     values = model_values(folder.arguments)
     values["max_seq_length"] = min(max_seq_length or DEFAULT_MAX_SEQ_LENGTH, int(values["max_position_embeddings"]))
@@ -251,23 +144,16 @@ def import_keras_hub(preset: str | Path, output: str | Path, max_seq_length: int
         raise ConversionError(str(error)) from None
     vocabulary, settings, sentencepiece_model = folder.tokenizer()
     _check_vocabulary(vocabulary, settings, config, folder.path)
-    theirs = {v.path: v for v in folder.load_backbone().weights}
+    theirs = folder.weights()
 
     def read(name):
-        return np.asarray(theirs[name.keras_hub].numpy()), f"{folder.path / WEIGHTS_FILE}: {name.keras_hub}"
+        return theirs[name.keras_hub], f"{folder.path / WEIGHTS_FILE}: {name.keras_hub}"
 
     provenance = {"format": "keras_hub", "preset": str(folder.path), "rtd_head": False, "generator_weights": False,
                   "generator_initialised": True}
     names = weight_table(config.model, rtd_head=False)
     return write_model_dir(config, (vocabulary, settings, sentencepiece_model),
                             ConvertedWeights(names, read, "keras_hub", provenance), output, overwrite)
-
-
-def _folds_case(model: bytes) -> bool:
-    """Whether a SentencePiece model's normaliser folds case (nmt_nfkc_cf), seen in what it does."""
-
-    processor = sentencepiece.SentencePieceProcessor(model_proto=model)
-    return processor.encode("Aa Bb Cc", out_type=str) == processor.encode("aa bb cc", out_type=str)
 
 
 def _check_vocabulary(vocabulary, settings, config, where: Path) -> None:
@@ -286,19 +172,6 @@ def _check_output(output: Path, overwrite: bool, flag: str) -> None:
     if output.exists() and (not output.is_dir() or any(output.iterdir())) and not overwrite:
         raise ConversionError(f"{output} exists and is not empty; choose another {flag} or pass --overwrite "
                               "(nothing was written).")
-
-
-def _replace(temporary: Path, output: Path) -> None:
-    """`temporary` renamed to `output`; an earlier `output` is moved aside first and removed after."""
-    output.parent.mkdir(parents=True, exist_ok=True)
-    old = output.parent / f".{output.name}.old-{os.getpid()}"
-    if output.exists():
-        os.replace(output, old)
-    os.replace(temporary, output)
-    if old.is_dir():
-        shutil.rmtree(old)
-    elif old.exists():
-        old.unlink()
 
 
 @register_format("keras_hub")

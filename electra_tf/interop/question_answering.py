@@ -23,7 +23,7 @@ from pathlib import Path
 from electra_tf.finetuning.pretrained import load_pretrained
 from electra_tf.finetuning.question_answering.model import ElectraQuestionAnswerer
 from electra_tf.interop.huggingface import ConversionError, tensors_for, write_folder
-from electra_tf.interop.names import DISCRIMINATOR, weight_table
+from electra_tf.models.weight_names import DISCRIMINATOR, weight_table
 
 QA_WEIGHT, QA_BIAS = "qa_outputs.weight", "qa_outputs.bias"
 QA_MODEL_FILE = "question_answerer.keras"

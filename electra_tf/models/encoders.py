@@ -40,12 +40,8 @@ import keras
 
 from electra_tf.models.config import ModelConfig
 from electra_tf.models.embeddings import ElectraEmbeddings
-from electra_tf.models.heads import (
-    OFFICIAL_DEFAULT_DENSE_INIT,
-    MaskedLMHead,
-    ReplacedTokenDetectionHead,
-    truncated_normal,
-)
+from electra_tf.models.heads import (OFFICIAL_DEFAULT_DENSE_INIT, MaskedLMHead, ReplacedTokenDetectionHead,
+                                     truncated_normal)
 from electra_tf.models.signatures import discriminator_endpoints, discriminator_litert_endpoint
 from electra_tf.models.transformer import TransformerLayer, attention_mask
 

@@ -4,7 +4,7 @@
 projections and the attention output (`EinsumDense`, the heads as an axis), two
 `LayerNormalization`s and the feed-forward `Dense` pair, created under the names keras-hub's
 `TransformerEncoder` gives them, so the variable paths (`self_attention_layer/query/kernel`,
-...) are the ones checkpoints and the HuggingFace / TF1 name table (`interop/names.py`) use.
+...) are the ones checkpoints and the HuggingFace / TF1 name table (`models/weight_names.py`) use.
 Its arithmetic is one function, `post_ln_block`: with the same weights (and dropout masks) its
 outputs equal keras-hub's `TransformerEncoder(normalize_first=False, activation="gelu")` and
 transformers' BERT layer to float32 rounding (tests/models/test_transformer.py, tests/interop).

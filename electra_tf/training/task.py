@@ -65,8 +65,7 @@ def default_kind(command: str) -> type:
 
 def kind_for_task_name(command: str, task_name: str) -> type | None:
     """The kind that runs the named task (`--task NAME`), or None."""
-    key = task_name.lower()
-    matches = [cls for cls in kinds(command).values() if key in (n.lower() for n in cls.task_names)]
+    matches = [cls for cls in kinds(command).values() if cls.runs_task(task_name)]
     return matches[0] if matches else None
 
 
@@ -172,6 +171,11 @@ class Task:
     flag: str | None = None  # a flag that chooses it (`--tagging`)
     task_names: tuple = ()  # the named tasks (`--task NAME`) it runs
     model_names: tuple = ()  # registered Keras names of the models its runs save
+
+    @classmethod
+    def runs_task(cls, task_name: str) -> bool:
+        """Whether it runs the named task (`--task NAME`, any case)."""
+        return task_name.lower() in (name.lower() for name in cls.task_names)
 
     @classmethod
     def task_values(cls, task_name: str) -> dict:

@@ -90,6 +90,8 @@ def import_modules(modules) -> None:
         try:
             if module.endswith(".py"):
                 path = Path(module).resolve()
+                if getattr(sys.modules.get(path.stem), "__file__", None) == str(path):
+                    continue  # imported already (a command run twice in one process)
                 spec = importlib.util.spec_from_file_location(path.stem, path)
                 if spec is None or not path.is_file():
                     raise FileNotFoundError(f"no file {path}")

@@ -3,11 +3,13 @@ and an export's metadata is spelled here once, and used by the writer and every 
 
 A pre-training model_dir (`python -m electra_tf.pretrain --model_dir DIR`)::
 
-    DIR/config.json         the resolved PretrainingConfig, by section (model, objective, optimizer, run)
+    DIR/config.json         the resolved PretrainingConfig, by section (model, objective, optimizer, run,
+                            evaluation, trainer, runtime) and the preset it started from
     DIR/config_history.json what later runs changed (a longer --steps, a new phase), and when
     DIR/vocab.txt           the vocabulary the run tokenizes with
     DIR/checkpoints/        ckpt-<step>.{index,data-*} and the `checkpoint` index
-    DIR/backbone/           the discriminator on its own (models/backbone.py), when the run finished
+    DIR/backbone/           the discriminator on its own, a keras-hub-layout preset (models/backbone.py),
+                            when the run finished
     DIR/logs/train/         TensorBoard events (step-keyed scalars, samples, run config)
     DIR/logs/profile/       profiler traces (--profile_steps)
     DIR/export/NAME/<n>/    the discriminator for TF Serving (NAME: the run's folder name)
@@ -18,8 +20,9 @@ A pre-training model_dir (`python -m electra_tf.pretrain --model_dir DIR`)::
 
 A fine-tuning output folder (`python -m electra_tf.finetune --output_dir DIR`)::
 
-    DIR/metrics.json        the best epoch's metrics, every epoch, the settings
-    DIR/config.json         the backbone's config (BackboneConfig), which best.keras is read with
+    DIR/metrics.json        the best epoch's metrics, every epoch, the settings, the test file's scores
+    DIR/config.json         the run's FinetuningConfig (finetune --config reruns it), the model's architecture
+                            included, which best.keras is read with
     DIR/best.keras          the best epoch's classifier, preprocessor included
     DIR/logs/train/         TensorBoard events
     DIR/processes.json      the process that trained it
@@ -113,7 +116,7 @@ def read_provenance(model_dir: str | Path) -> dict:
 class FinetuneDir(TrainingDir):
     """A fine-tuning run's output folder."""
 
-    config = _Entry(CONFIG_FILE)  # the fine-tuned model's BackboneConfig (its max_seq_length)
+    config = _Entry(CONFIG_FILE)  # the run's FinetuningConfig, its model and max_seq_length included
     vocab = _Entry(VOCAB_FILE)  # for task models that keep no preprocessor (question answering)
     best_model = _Entry("best.keras")
     exports = _Entry("export")

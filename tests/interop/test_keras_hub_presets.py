@@ -208,6 +208,23 @@ def test_a_converted_preset_fine_tunes_exports_and_continues_pre_training(small_
     assert "holds no trained generator" in printed and "step 2/2" in printed
 
 
+def test_a_keras_hub_preset_is_pretrained_as_it_is_without_a_convert_step(small_vocab, corpus, tmp_path):
+    """`--pretrained PRESET` reads keras-hub's own preset through the one loader: the same
+    encoder and tokenizer as the model_dir `convert` would write, and a fine-tuning run from it."""
+    preset = keras_hub_preset(tmp_path / "preset", small_vocab.read_text().splitlines(), True)
+    direct, converted = load_pretrained(preset), load_pretrained(import_keras_hub(preset, tmp_path / "model").path)
+    assert direct.config.model == converted.config.model and direct.tokenizer.vocabulary == converted.tokenizer.vocabulary
+    ids = np.array([[2, 7, 9, 11, 3]], "int32")
+    mask = np.ones_like(ids)
+    np.testing.assert_array_equal(our_hidden_states(direct, ids, mask), our_hidden_states(converted, ids, mask))
+    rows = [(s, "a" if i % 2 else "b") for i, document in enumerate(corpus.DOCUMENTS) for s in document]
+    data = tmp_path / "topics.csv"
+    data.write_text("text,label\n" + "".join(f'"{t}",{label}\n' for t, label in rows))
+    assert finetune.main(["--pretrained", str(preset), "--train", str(data), "--eval", str(data), "--max_seq_length",
+                          "32", "--output_dir", str(tmp_path / "tuned"), "--epochs", "1", "--batch_size", "8"]) == 0
+    assert json.loads((tmp_path / "tuned" / "metrics.json").read_text())["pretrained"] == str(preset.resolve())
+
+
 def test_bad_input_is_refused_and_nothing_is_written(small_vocab, tmp_path, capsys):
     import keras_hub
 

@@ -24,14 +24,28 @@ def test_a_finished_run_leaves_its_discriminator_as_a_backbone(finished_run):
     config = PretrainingConfig.load(str(finished_run / "config.json"))
     assert backbone.config.model == config.model and backbone.config.max_seq_length == config.run.max_seq_length
     metadata = json.loads((finished_run / "backbone" / "metadata.json").read_text())
-    assert metadata["step"] == config.run.num_train_steps
+    assert metadata["electra_tf"]["step"] == config.run.num_train_steps and metadata["parameter_count"] > 0
+    # A keras-hub preset folder: its config names the registered class, keras-hub's own loader reads it.
+    saved = json.loads((finished_run / "backbone" / "config.json").read_text())
+    assert saved["registered_name"] == "electra_tf>DiscriminatorBackbone"
+    assert (finished_run / "backbone" / "tokenizer.json").is_file()
+    assert (finished_run / "backbone" / "assets" / "tokenizer" / "vocabulary.txt").is_file()
+    import keras_hub
+
+    by_keras_hub = keras_hub.models.Backbone.from_preset(str(finished_run / "backbone")).discriminator
     pretrainer, tokenizer, _, _ = restore_pretrainer(finished_run)
     assert backbone.tokenizer.vocabulary == tokenizer.vocabulary
-    ours = {v.path: v.numpy() for v in model_weights(backbone.discriminator)}
     theirs = {v.path: v.numpy() for v in model_weights(pretrainer.discriminator)}
-    assert ours.keys() == theirs.keys()
-    for path, value in theirs.items():
-        np.testing.assert_array_equal(ours[path], value, err_msg=path)
+    for model in (backbone.discriminator, by_keras_hub):
+        ours = {v.path: v.numpy() for v in model_weights(model)}
+        assert ours.keys() == theirs.keys()
+        for path, value in theirs.items():
+            np.testing.assert_array_equal(ours[path], value, err_msg=path)
+    # The dropout layers' random-number states too (by position: their paths are numbered in creation
+    # order), so fine-tuning from the backbone draws the masks it would from the checkpoint.
+    seeds = [[v.numpy().tolist() for v in m.variables if "seed_generator" in v.path]
+             for m in (backbone.discriminator, pretrainer.discriminator)]
+    assert seeds[0] == seeds[1]
 
 
 def test_fine_tuning_reads_the_backbone_without_building_a_pretrainer(finished_run, monkeypatch):

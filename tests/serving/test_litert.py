@@ -209,5 +209,5 @@ def test_a_fine_tuning_folder_without_its_model_is_refused(tmp_path, capsys):
     (tmp_path / "tuned").mkdir()
     (tmp_path / "tuned" / "metrics.json").write_text('{"task": "topics"}')
     assert export.main(["--model_dir", str(tmp_path / "tuned"), "--format", "litert"]) == 2
-    assert "fine-tuning output folder" in capsys.readouterr().err
+    assert "a fine-tuning run's folder without its model" in capsys.readouterr().err
     assert not list((tmp_path / "tuned").glob("**/*.tflite"))

@@ -19,8 +19,8 @@ from electra_tf.finetuning.task import FinetuningTask
 from electra_tf.finetuning.text.classifiers import ElectraClassifier
 from electra_tf.finetuning.text.inputs import evaluation_batches, training_batches
 from electra_tf.finetuning.text.metrics import predicted_metrics
-from electra_tf.finetuning.text.task_data import (GLUE_TASKS, Columns, LabelSpace, TaskData, default_metrics,
-                                                  glue_task, read_examples, read_task_files)
+from electra_tf.finetuning.text.task_data import (GLUE_TASKS, Columns, LabelSpace, TaskData, default_metrics, glue_task,
+                                                  is_glue_task, read_examples, read_task_files)
 from electra_tf.models.preprocessing import ElectraTextPreprocessor
 from electra_tf.training.task import register_task
 from electra_tf.utils.sections import Section, option
@@ -123,8 +123,12 @@ class ClassificationTask(FinetuningTask):
 
     section = ClassificationConfig
     default = True
-    task_names = tuple(task.name for task in GLUE_TASKS.values()) + tuple(GLUE_TASKS)
+    task_names = tuple(task.name for task in GLUE_TASKS.values())
     model_names = ("electra_tf>ElectraClassifier",)
+
+    @classmethod
+    def runs_task(cls, task_name: str) -> bool:
+        return is_glue_task(task_name)
 
     @classmethod
     def task_values(cls, task_name: str) -> dict:

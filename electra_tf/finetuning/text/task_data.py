@@ -66,9 +66,18 @@ GLUE_TASKS = {task.name.lower().replace("-", ""): task for task in (
 )}
 
 
-def glue_task(name: str) -> GlueTask:
+def _glue_key(name: str) -> str:
     key = name.lower().replace("-", "").replace("_", "")
-    key = {"sst": "sst2", "sts": "stsb"}.get(key, key)
+    return {"sst": "sst2", "sts": "stsb"}.get(key, key)
+
+
+def is_glue_task(name: str) -> bool:
+    """`name` names a GLUE task (any case, with or without its dash: MRPC, sst-2, STSB)."""
+    return _glue_key(name) in GLUE_TASKS
+
+
+def glue_task(name: str) -> GlueTask:
+    key = _glue_key(name)
     if key not in GLUE_TASKS:
         raise TaskDataError(f"--task {name!r} is not a GLUE task; choose one of "
                             f"{', '.join(t.name for t in GLUE_TASKS.values())}.")

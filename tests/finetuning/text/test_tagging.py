@@ -80,9 +80,9 @@ print(json.dumps({{key: out[key].numpy().tolist() for key in
                                       "tagging: give one"),
     (["--task", "squad", "--strict_entities"], "--strict_entities is an option of tagging runs; this is a "
                                                "question_answering run"),
-    (["--kind", "counting"], "unknown kind of run 'counting'; known: classification, pretraining, "
+    (["--kind", "counting"], "--kind counting: not a kind of fine-tuning run; kinds: classification, "
                              "question_answering, tagging"),
-    (["--task", "imdb"], "--task 'imdb' is not a task any kind runs; known: CoLA, cola, conll2003"),
+    (["--task", "imdb"], "--task 'imdb' is not a task any kind runs; known: CoLA, conll2003, MNLI, MRPC"),
 ])
 def test_option_combinations_refused(tmp_path, capsys, extra, message):
     assert finetune.main(["--pretrained", "x", "--train", "a", "--eval", "b", "--output_dir", str(tmp_path / "o"),
