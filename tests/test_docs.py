@@ -103,6 +103,8 @@ def command_lines(text: str):
 
 def parse_error(module: str, arguments: list[str]) -> str | None:
     """What the command's own parser says of these arguments (None: accepted)."""
+    from electra_tf.utils.registry import import_modules, imports_in
+
     name = module.removeprefix("electra_tf").lstrip(".")
     if name == "":  # `python -m electra_tf [COMMAND ...]`
         if not arguments or arguments[0] in ("--version", "-V", "--help", "-h"):
@@ -112,30 +114,55 @@ def parse_error(module: str, arguments: list[str]) -> str | None:
         name, arguments = arguments[0], arguments[1:]
     if name not in COMMANDS:
         return f"no command electra_tf.{name} (commands: {', '.join(COMMANDS)})"
-    parser = importlib.import_module(f"electra_tf.{name}").build_parser()
-    parser.allow_abbrev = False  # a doc must spell a flag out, as the parser may later gain a longer one
-    errors = io.StringIO()
-    try:
-        with contextlib.redirect_stderr(errors), contextlib.redirect_stdout(io.StringIO()):
-            parsed = parser.parse_args(arguments)
-    except SystemExit as stop:
-        return None if stop.code == 0 else errors.getvalue().strip().splitlines()[-1]
-    problems = [bad_override(assignment, getattr(parsed, "config", None)) for assignment in getattr(parsed, "set", [])]
+    with kinds_and_formats_as_they_were():
+        import_modules(imports_in(arguments))  # a kind or format of one's own adds options
+        parser = importlib.import_module(f"electra_tf.{name}").build_parser()
+        parser.allow_abbrev = False  # a doc must spell a flag out, as the parser may later gain a longer one
+        errors = io.StringIO()
+        try:
+            with contextlib.redirect_stderr(errors), contextlib.redirect_stdout(io.StringIO()):
+                parsed = parser.parse_args(arguments)
+        except SystemExit as stop:
+            return None if stop.code == 0 else errors.getvalue().strip().splitlines()[-1]
+        problems = [bad_override(name, assignment, parsed) for assignment in getattr(parsed, "set", [])]
     if name == "launch":  # the arguments after -- are the worker command's
         worker = parsed.arguments[1:] if parsed.arguments[:1] == ["--"] else parsed.arguments
         problems.append(parse_error(parsed.module, worker))
     return "; ".join(p for p in problems if p) or None
 
 
-def bad_override(assignment: str, config: str | None) -> str | None:
+def bad_override(command: str, assignment: str, parsed) -> str | None:
+    """What the command's config says of a `--set` (a preset's, or the fine-tuning kind's)."""
+    from electra_tf.finetuning.config import FinetuningConfig, requested_kind
     from electra_tf.pretraining.config import PretrainingConfig, preset_names
     from electra_tf.utils.sections import ConfigError
 
     try:
-        PretrainingConfig.load(config if config in preset_names() else "electra_tiny").with_overrides([assignment])
+        if command == "finetune":
+            FinetuningConfig.for_kind(requested_kind(parsed, None)).with_overrides([assignment])
+        else:
+            config = getattr(parsed, "config", None)
+            PretrainingConfig.load(config if config in preset_names() else "electra_tiny").with_overrides([assignment])
     except ConfigError as error:
         return f"--set {assignment}: {error}"
     return None
+
+
+@contextlib.contextmanager
+def kinds_and_formats_as_they_were():
+    """Kinds and formats a doc's --import registers are gone after it: the other tests of this
+    process see the package's own."""
+    from electra_tf.serving.exports import FORMATS
+    from electra_tf.training.task import KINDS
+
+    for registry in (KINDS, FORMATS):
+        registry.load()
+    saved = {registry: dict(registry.classes) for registry in (KINDS, FORMATS)}
+    try:
+        yield
+    finally:
+        for registry, classes in saved.items():
+            registry.classes = classes
 
 
 def command_problems(text: str, where: str) -> list[str]:

@@ -239,3 +239,56 @@ def test_gpu_payoff_commands_budget_and_row(tmp_path):
         "conll": [{"dev_f1": 0.8, "test_f1": 0.75}, {"dev_f1": 0.82, "test_f1": 0.77}]})
     assert row == ("| electra | 23,437 steps, 15.1 min, 384M tokens (3.2 epochs), AUC 0.912, MLM acc 0.400 | "
                    "41.0 / 51.0 | 81.0 / 76.0 | 2 seed(s) |")
+
+
+MULTI_LABEL_TOPICS = [["nature", "water"], ["town", "books"], ["nature"], ["town"]]  # per test document
+
+
+def test_a_kind_of_ones_own_registers_and_runs_through_the_commands(corpus, short_run, tmp_path):
+    """examples/multi_label.py, a module outside the package, imported by the commands (--import):
+    fine-tuned, scored on a test file, served (TF Serving and LiteRT), evaluated alone, all by the
+    package's own commands with no edit of the package."""
+    import subprocess
+    import sys
+
+    from tests.cli_runs import REPO, environment
+
+    rows = [{"text": s, "labels": MULTI_LABEL_TOPICS[d]} for d, document in enumerate(corpus.DOCUMENTS) for s in document]
+    for name, chosen in (("train.jsonl", rows), ("dev.jsonl", rows[::2])):
+        (tmp_path / name).write_text("".join(json.dumps(row) + "\n" for row in chosen), encoding="utf-8")
+    module, out = str(REPO / "examples" / "multi_label.py"), tmp_path / "out"
+    code = f"""
+import json, sys
+from electra_tf import export, finetune
+common = ["--import", {module!r}]
+assert finetune.main(common + ["--kind", "multi_label", "--pretrained", {str(short_run / "run")!r},
+    "--train", {str(tmp_path / "train.jsonl")!r}, "--eval", {str(tmp_path / "dev.jsonl")!r},
+    "--test", {str(tmp_path / "dev.jsonl")!r}, "--output_dir", {str(out)!r}, "--epochs", "3", "--batch_size", "4",
+    "--learning_rate", "3e-3", "--threshold", "0.4"]) == 0
+assert export.main(common + ["--model_dir", {str(out)!r}, "--format", "litert"]) == 0
+assert finetune.main(common + ["--eval_only", "--pretrained", {str(out)!r}, "--eval", {str(tmp_path / "dev.jsonl")!r},
+    "--output_dir", {str(tmp_path / "evaluated")!r}]) == 0
+"""
+    result = subprocess.run([sys.executable, "-c", code], env=environment(), capture_output=True, text=True,
+                            timeout=600, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = json.loads((out / "metrics.json").read_text())
+    assert summary["kind"] == "multi_label" and summary["labels"] == ["books", "nature", "town", "water"]
+    assert set(summary["eval"]) == {"micro_f1", "macro_f1", "exact_match", "score"} == set(summary["test"])
+    assert summary["eval"]["score"] == summary["eval"]["micro_f1"] > 0
+    assert json.loads((out / "config.json").read_text())["task"]["threshold"] == 0.4
+    assert (out / "export" / "multi_label.tflite").is_file() or list((out / "export").glob("*.tflite"))
+    evaluated = json.loads((tmp_path / "evaluated" / "metrics.json").read_text())
+    assert evaluated["eval"] == summary["eval"]  # the best epoch's model, read back, scores as it did
+    served = run_python_served(out / "export" / summary["task"] / "1", ["The river rises.", "The library opened."])
+    assert np.array(served["probabilities"]).shape == (2, 4) and served["label_names"][0] == summary["labels"]
+    assert all(label in ("", *summary["labels"]) for row in served["labels"] for label in row)
+
+
+def run_python_served(version_dir, texts):
+    from tests.conftest import run_python
+
+    return run_python(
+        "import json, tensorflow as tf, tensorflow_text\n"
+        f"out = tf.saved_model.load({str(version_dir)!r}).signatures['serving_default'](text=tf.constant({texts!r}))\n"
+        "print(json.dumps({k: v.numpy().tolist() for k, v in out.items()}, default=lambda b: b.decode()))")
