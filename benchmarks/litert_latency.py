@@ -159,7 +159,8 @@ def tokenizer_agreement(args) -> None:
 
     import tensorflow as tf
 
-    from electra_tf.data.tokenization import ElectraTokenizer, TokenizerSettings
+    from electra_tf.data.tokenization import ElectraTokenizer
+    from electra_tf.data.vocabulary_files import TokenizerSettings
     from electra_tf.serving.litert import LiteRTTokenizer
 
     from electra_tf.data.corpus import sample_paragraphs

@@ -15,6 +15,9 @@ import importlib.util
 import sys
 from pathlib import Path
 
+from electra_tf import __version__
+from electra_tf.pretraining.config import PretrainingConfig
+
 # In the order of the workflow. Each is a module `electra_tf.<name>` with `build_parser()` and `main(argv)`.
 COMMANDS = ("build_vocab", "build_data", "pretrain", "finetune", "export", "convert", "launch")
 
@@ -33,11 +36,9 @@ def commands() -> list[tuple[str, str]]:
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] in (["--version"], ["-V"]):
-        from electra_tf import __version__
         print(f"electra_tf {__version__}")
         return 0
     if argv[:1] == ["--check"]:
-        from electra_tf.pretraining.config import PretrainingConfig
         from electra_tf.runtime.check import check
 
         preset = "electra_small"

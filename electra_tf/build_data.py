@@ -29,8 +29,9 @@ import os
 import sys
 import time
 
-from electra_tf.data.vocabulary import DEFAULT_VOCAB_SAMPLE_SENTENCES, DEFAULT_VOCAB_SIZE, VOCAB_MODELS
-from electra_tf.utils.errors import command
+from electra_tf.data.shards import metadata_tokenizer_settings, metadata_vocab_file
+from electra_tf.data.vocabulary import DEFAULT_VOCAB_SAMPLE_SENTENCES, DEFAULT_VOCAB_SIZE, VOCAB_MODELS, VocabularySpec
+from electra_tf.utils.errors import RunError, command
 from electra_tf.utils.logs import start_tensorflow
 
 
@@ -79,8 +80,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def print_summary(metadata: dict, output_dir: str, elapsed: float) -> None:
-    from electra_tf.data.shards import metadata_tokenizer_settings, metadata_vocab_file
-
     print(f"\nWrote {metadata['examples']:,} examples to {len(metadata['shards'])} shards in "
           f"{output_dir} ({elapsed:.0f} s).")
     print(f"  documents         {metadata['documents']:,}")
@@ -107,10 +106,8 @@ def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     start_tensorflow()  # quietly, before anything else loads it
     if args.pipeline_args and args.runner != "beam":
-        from electra_tf.utils.errors import RunError
         raise RunError(f"{' '.join(args.pipeline_args)}: options after -- are Beam's; they need --runner beam.")
     from electra_tf.data.builder import BuildRunner, ShardSpec, build_shards  # heavy (TensorFlow): after the arguments
-    from electra_tf.data.vocabulary import VocabularySpec
 
     started = time.monotonic()
     spec = ShardSpec(args.max_seq_length, args.num_shards, args.seed, args.held_out, args.text_field)

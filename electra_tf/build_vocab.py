@@ -28,9 +28,9 @@ import sys
 from pathlib import Path
 
 from electra_tf.data.corpus import embedded_sample_path
-from electra_tf.data.tokenization import tokenizer_settings_path, vocabulary_files
 from electra_tf.data.vocabulary import (DEFAULT_VOCAB_SAMPLE_SENTENCES, DEFAULT_VOCAB_SIZE, VOCAB_MODELS,
                                         VocabularySpec, build_vocabulary)
+from electra_tf.data.vocabulary_files import tokenizer_settings_path, vocabulary_files
 from electra_tf.utils.errors import ElectraError, command
 from electra_tf.utils.logs import start_tensorflow
 

@@ -35,6 +35,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from electra_tf.data.vocabulary_files import read_tokenizer_settings
 from electra_tf.utils.errors import command
 from electra_tf.utils.logs import int64_notice_left_out, start_tensorflow
 from electra_tf.utils.run_dir import read_provenance
@@ -97,7 +98,6 @@ def main(argv=None) -> int:
         model_dir = import_google(args.input, args.output, base, args.max_seq_length, args.overwrite,
                                   tokenizer_overrides(args))
     provenance = read_provenance(model_dir.path)
-    from electra_tf.data.tokenization import read_tokenizer_settings
 
     print(f"Converted {args.input} into {model_dir.path} "
           f"(tokenizer: {read_tokenizer_settings(model_dir.vocab).describe()})")

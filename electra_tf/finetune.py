@@ -63,6 +63,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from electra_tf.finetuning.config import COMMAND, add_finetuning_options
+from electra_tf.training.task import kinds
 from electra_tf.utils.errors import command
 from electra_tf.utils.logs import import_tensorflow
 from electra_tf.utils.registry import import_modules, imports_in
@@ -73,9 +75,7 @@ DIVERGED = 3
 
 def build_parser() -> argparse.ArgumentParser:
     import_tensorflow()  # quietly: the kinds' modules import it
-    from electra_tf.finetuning.config import COMMAND, add_finetuning_options
     from electra_tf.serving.exports import add_export_options
-    from electra_tf.training.task import kinds
 
     parser = argparse.ArgumentParser(prog="python -m electra_tf.finetune", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)

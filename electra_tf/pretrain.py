@@ -21,9 +21,14 @@ import argparse
 import sys
 from pathlib import Path
 
+from electra_tf.pretraining.config import EvaluationConfig, PretrainingConfig, preset_names, same_preset
+from electra_tf.pretraining.phases import RunShortcuts, requested_config
+from electra_tf.runtime.config import RuntimeConfig
+from electra_tf.training.config import TrainerConfig
 from electra_tf.utils.errors import RunError, command
 from electra_tf.utils.logs import import_tensorflow
 from electra_tf.utils.run_dir import ModelDir
+from electra_tf.utils.sections import add_options, given_options
 
 DEFAULT_CONFIG = "electra_tiny"
 DIVERGED = 3
@@ -31,11 +36,7 @@ DIVERGED = 3
 
 def build_parser() -> argparse.ArgumentParser:
     import_tensorflow()  # quietly: the export formats' modules import it
-    from electra_tf.pretraining.config import EvaluationConfig, preset_names
-    from electra_tf.runtime.config import RuntimeConfig
     from electra_tf.serving.exports import add_export_options
-    from electra_tf.training.config import TrainerConfig
-    from electra_tf.utils.sections import add_options
 
     parser = argparse.ArgumentParser(prog="python -m electra_tf.pretrain", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -91,6 +92,7 @@ def main(argv=None) -> int:
     if args.steps is not None and args.steps < 1:
         raise RunError("--steps must be at least 1.")
     task, model_dir = _run_settings(args)
+    from electra_tf.pretraining.task import FINAL_METRICS
     from electra_tf.serving.exports import exporter
     from electra_tf.training.trainer import Trainer  # heavy: after the argument checks
 
@@ -98,21 +100,16 @@ def main(argv=None) -> int:
     export = exporter(args, model_dir.path, model_dir.exports, model_dir.name)
     result = Trainer(task, task.config.trainer, task.config.runtime, model_dir.path,
                      lock_name="electra_tf.pretrain").run(after_training=export)
-    return report(result, task.config.evaluation.eval_batches, export is not None)
+    return report(result, task.config.evaluation.eval_batches, export is not None, FINAL_METRICS)
 
 
 def _run_settings(args):
     """(the pre-training task, the model_dir) the arguments ask for. A model_dir that holds a run
     starts from that run's config (not the preset's), so `--set` changes the run's own values;
     `--config` naming another preset (or file) than the run started from names another base."""
-    from electra_tf.pretraining.config import EvaluationConfig, PretrainingConfig, same_preset
     from electra_tf.pretraining.data import DataSource
-    from electra_tf.pretraining.phases import RunShortcuts, requested_config
     from electra_tf.pretraining.restore import source_model_dir
     from electra_tf.pretraining.task import PretrainingTask
-    from electra_tf.runtime.config import RuntimeConfig
-    from electra_tf.training.config import TrainerConfig
-    from electra_tf.utils.sections import given_options
 
     config_name, vocab, default_name = args.config or DEFAULT_CONFIG, args.vocab, None
     if args.init_from:
@@ -137,11 +134,10 @@ def _run_settings(args):
     return PretrainingTask(config, source, phase=args.phase, init_from=args.init_from), model_dir
 
 
-def report(result, eval_batches: int, exported: bool = True) -> int:
+def report(result, eval_batches: int, exported: bool = True, final_metrics: tuple = ()) -> int:
     """Prints how the run ended; returns its exit status."""
     if result.status == "diverged" and result.overflowing:
         from electra_tf.training.callbacks import MAX_CONSECUTIVE_SKIPS
-
         print(f"error: float16 gradients overflowed on {MAX_CONSECUTIVE_SKIPS} batches in a row at step "
               f"{result.diverged_at} (the loss scale halved at each, {MAX_CONSECUTIVE_SKIPS} times): the overflow "
               "does not come from the scale, and none of them made an update; stopped. The last good checkpoint is intact: "
@@ -180,8 +176,7 @@ def report(result, eval_batches: int, exported: bool = True) -> int:
         print(f"  backbone:      {model_dir.backbone} (what fine-tuning and the exports start from)")
     print(f"  summary:       {model_dir.metrics}")
     print(f"Final metrics on {eval_batches} batches of {result.summary['evaluated_on']}:")
-    from electra_tf.pretraining.task import FINAL_METRICS
-    for key in FINAL_METRICS:
+    for key in final_metrics:
         if key in result.metrics:
             print(f"  {key:28s} {result.metrics[key]:.4f}")
     return 0

@@ -176,7 +176,7 @@ def small_vocab(tmp_path_factory):
 def sentencepiece_vocab(tmp_path_factory):
     """A SentencePiece (unigram, uncased) vocabulary folder learned from the test corpus in three
     languages: vocab.txt, spm.model and tokenizer_config.json."""
-    from electra_tf.data.tokenization import TokenizerSettings
+    from electra_tf.data.vocabulary_files import TokenizerSettings
     from electra_tf.data.vocabulary import VocabularySpec, build_vocabulary
 
     folder = tmp_path_factory.mktemp("sentencepiece")

@@ -1,7 +1,7 @@
 """`python -m electra_tf.build_vocab`: writes a vocabulary, refuses to overwrite or to be tiny."""
 
 from electra_tf import build_vocab
-from electra_tf.data.tokenization import read_vocabulary
+from electra_tf.data.vocabulary_files import read_vocabulary
 
 
 def test_writes_then_refuses_to_overwrite_unless_told(corpus, tmp_path, capsys):

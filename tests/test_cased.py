@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from electra_tf import build_data, finetune, pretrain
-from electra_tf.data.tokenization import TokenizerSettings, read_tokenizer_settings
+from electra_tf.data.vocabulary_files import TokenizerSettings, read_tokenizer_settings
 
 SEQ = 32
 

@@ -178,3 +178,23 @@ def test_no_private_framework_api_outside_the_compatibility_module():
                     and node.attr not in own):
                 found.append(f"{path.relative_to(root)}:{node.lineno}: .{node.attr}")
     assert not found, "\n".join(found)
+
+
+def test_every_module_that_holds_logic_has_a_test_module_of_its_own():
+    """Tests mirror the package: electra_tf/<sub>/<module>.py is tested in tests/<sub>/test_<module>.py
+    (a command in tests/test_<command>.py; `python -m electra_tf` in tests/test_main.py)."""
+    import ast
+    from pathlib import Path
+
+    root = Path(electra_tf.__file__).parent
+    tests = Path(__file__).parent
+    missing = []
+    for path in sorted(root.rglob("*.py")):
+        if path.name == "__init__.py" or not any(isinstance(node, (ast.FunctionDef, ast.ClassDef))
+                                                  for node in ast.parse(path.read_text(encoding="utf-8")).body):
+            continue
+        relative = path.relative_to(root)
+        name = "main" if path.stem == "__main__" else path.stem
+        if not (tests / relative.parent / f"test_{name}.py").is_file():
+            missing.append(str(relative))
+    assert not missing, missing

@@ -22,7 +22,13 @@ inputs, the vocabulary and OUTPUT_DIR must be paths every worker can read and wr
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
+
+from electra_tf.data.corpus import Skips, file_documents
+from electra_tf.data.packing import DocumentPacker
+from electra_tf.data.shards import HELD_OUT_FILE, DataError, shard_name
+from electra_tf.utils.logs import start_up_lines_left_out
 
 try:  # an optional extra: without it, --runner beam says how to install it
     import apache_beam as beam
@@ -37,7 +43,6 @@ def beam_shard_writer(pipeline_args: list[str]):
     """The shard-producing step of `builder.build_shards` (`produce(job)`), run as a Beam pipeline
     with `pipeline_args`."""
     if beam is None:
-        from electra_tf.data.shards import DataError
         raise DataError(INSTALL_HINT)
 
     def produce(job):
@@ -83,7 +88,6 @@ def _pipeline(files: list[str], vocab_path: str, spec, beam_dir: Path, pipeline_
 
 def _results(job, beam_dir: Path):
     """The pipeline's counts into the job (skips, skipped files), and its shards into the work folder."""
-    from electra_tf.data.shards import HELD_OUT_FILE, shard_name
 
     skips, skipped_files, work_dir, num_shards = job.skips, job.skipped_files, Path(job.work_dir), job.spec.num_shards
     stats = {"documents": 0, "sentences": 0, "examples": 0, "tokens": 0}
@@ -129,8 +133,6 @@ class ReadDocuments(DoFn):
         self.text_field = text_field
 
     def process(self, path):
-        from electra_tf.data.corpus import Skips, file_documents
-
         skips, skipped_files = Skips(), []
         yield from file_documents(Path(path), skips, skipped_files, self.text_field)
         for reason, count in skips.items():
@@ -147,21 +149,16 @@ class PackDocuments(DoFn):
         self.held_out = held_out
 
     def setup(self):
-        import os
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-        from electra_tf.utils.logs import start_up_lines_left_out
 
         with start_up_lines_left_out():  # TensorFlow's start-up lines, once per Beam worker
             import tensorflow as tf
 
             tf.config.set_visible_devices([], "GPU")
-        from electra_tf.data.packing import DocumentPacker
 
         self.packer = DocumentPacker(self.vocab_path, self.max_seq_length, self.seed, self.held_out)
 
     def process(self, document):
-        from electra_tf.data.corpus import Skips
-
         skips = Skips()
         sentences, examples = self.packer.pack(document, skips)
         for reason, count in skips.items():

@@ -29,20 +29,15 @@ import time
 import traceback
 from pathlib import Path
 
-from electra_tf.data.corpus import (
-    InputError,
-    Skips,
-    embedded_sample_path,
-    expand_inputs,
-    file_documents,
-    total_input_bytes,
-)
+from electra_tf.data.corpus import (InputError, Skips, embedded_sample_path, expand_inputs, file_documents,
+                                    total_input_bytes)
+from electra_tf.data.packing import DocumentPacker
 from electra_tf.data.shards import FORMAT, HELD_OUT_FILE, METADATA_FILE, DataError, shard_name
-from electra_tf.data.tokenization import (check_casing, read_tokenizer_settings, read_vocabulary,
-                                         tokenizer_settings_path, vocabulary_files,
-                                         vocabulary_fingerprint)
 from electra_tf.data.vocabulary import VocabularySpec, build_vocabulary
+from electra_tf.data.vocabulary_files import (check_casing, read_tokenizer_settings, read_vocabulary,
+                                              tokenizer_settings_path, vocabulary_files, vocabulary_fingerprint)
 from electra_tf.utils.files import atomic_write_text, file_sha256
+from electra_tf.utils.locking import FolderLock
 from electra_tf.utils.logs import start_tensorflow, start_up_lines_left_out
 from electra_tf.utils.progress import Progress
 from electra_tf.utils.run_dir import VOCAB_FILE
@@ -137,7 +132,6 @@ def build_shards(output_dir: str | Path, inputs: list[str] | None = None, spec: 
         raise DataError(f"--vocab_model {learned.kind} learns a vocabulary, but --vocab gives one ({vocab}), which "
                         "brings its own kind (its tokenizer_config.json). Drop one of the two.")
     output_dir = Path(output_dir)
-    from electra_tf.utils.locking import FolderLock
 
     with FolderLock(output_dir, "electra_tf.build_data"):
         return _build(output_dir, inputs, spec, _VocabularyChoice(vocab, vocabulary), runner, overwrite, produce)
@@ -480,8 +474,6 @@ class _ShardParts:
 
     def __init__(self, worker_id: int, num_workers: int, vocab_path, spec: ShardSpec, work_dir):
         import tensorflow as tf
-
-        from electra_tf.data.packing import DocumentPacker
 
         self._tf = tf
         self.worker_id, self.num_workers, self.num_shards = worker_id, num_workers, spec.num_shards

@@ -30,6 +30,10 @@ import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 from typing import Iterator
 
+import mwparserfromhell
+import mwparserfromhell.nodes as nodes
+from blingfire import text_to_sentences
+
 from electra_tf.data.records import (DEFAULT_TEXT_FIELD, SNIFF_LINES, looks_like_json_lines, open_decompressed,
                                      record_format, record_texts)
 from electra_tf.utils.errors import ElectraError
@@ -225,7 +229,6 @@ def to_sentences(document: RawDocument, skips: Skips) -> list[str]:
         if not paragraphs:
             skips["wiki pages with no prose after markup removal"] += 1
             return []
-    from blingfire import text_to_sentences
 
     sentences = []
     for paragraph in paragraphs:
@@ -235,7 +238,6 @@ def to_sentences(document: RawDocument, skips: Skips) -> list[str]:
 
 def wikitext_to_paragraphs(wikitext: str, min_words: int = 4) -> list[str]:
     """Prose paragraphs of a page: no templates, tables, references, images or headings."""
-    import mwparserfromhell
 
     code = mwparserfromhell.parse(wikitext)
     # One pass over the page's top-level nodes: `Wikicode.remove` searches the page for each
@@ -251,8 +253,6 @@ def wikitext_to_paragraphs(wikitext: str, min_words: int = 4) -> list[str]:
 
 
 def _is_non_prose(node) -> bool:
-    import mwparserfromhell.nodes as nodes
-
     if isinstance(node, (nodes.Heading, nodes.Template, nodes.Comment)):
         return True
     if isinstance(node, nodes.Wikilink):

@@ -22,6 +22,9 @@ import random
 from pathlib import Path
 from typing import Iterable
 
+from electra_tf.data.corpus import to_sentences
+from electra_tf.data.shards import serialize_example
+
 SINGLE_SEGMENT_RATE = 0.1
 SHORT_TARGET_RATE = 0.05
 MIN_SHORT_TARGET = 5
@@ -136,8 +139,6 @@ class DocumentPacker:
 
     def pack(self, document, skips) -> tuple[list[str], list[tuple[bytes, int]]]:
         """(sentences, [(serialized example, its token count)]); no sentences, no examples."""
-        from electra_tf.data.corpus import to_sentences
-        from electra_tf.data.shards import serialize_example
 
         sentences = to_sentences(document, skips)
         if not sentences:

@@ -18,7 +18,9 @@ pyarrow, and `.zst` the zstandard package: the `.[records]` extra.
 
 from __future__ import annotations
 
+import bz2
 import contextlib
+import gzip
 import io
 import json
 from pathlib import Path
@@ -99,8 +101,6 @@ def missing_field(text_field: str, fields) -> str:
 @contextlib.contextmanager
 def open_decompressed(path: Path):
     """Yields (decompressed binary stream, raw file); raw.tell() measures progress."""
-    import bz2
-    import gzip
 
     with open(path, "rb") as raw:
         suffix = path.suffix.lower()

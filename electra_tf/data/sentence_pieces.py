@@ -9,7 +9,7 @@ end-of-sentence pieces: [CLS] and [SEP] are added when examples are packed, as f
 
 Example:
 >>> sentences = ["the quick brown fox jumps over the lazy dog"] * 50 + ["a quick fox"] * 50
->>> from electra_tf.data.tokenization import model_pieces
+>>> from electra_tf.data.vocabulary_files import model_pieces
 >>> model = learn_sentencepiece(sentences, 40, lowercase=True)
 >>> model_pieces(model)[:6]
 ['[PAD]', '[UNK]', '[CLS]', '[SEP]', '[MASK]', '▁']
@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import io
 
-from electra_tf.data.tokenization import SPECIAL_TOKENS, VocabularyError
+import sentencepiece
+
+from electra_tf.data.vocabulary_files import SPECIAL_TOKENS, VocabularyError
 
 MODEL_TYPES = ("unigram", "bpe")  # sentencepiece's subword algorithms offered by build_vocab / build_data
 # Share of the text's characters the model must cover (sentencepiece's default, right for
@@ -34,7 +36,6 @@ def learn_sentencepiece(sentences: list[str], vocabulary_size: int, lowercase: b
     """The serialized model (ModelProto bytes) learned from `sentences`, at most `vocabulary_size`
     pieces with ELECTRA's special tokens first. `lowercase`: the normaliser folds case
     (sentencepiece's nmt_nfkc_cf rule; nmt_nfkc otherwise)."""
-    import sentencepiece
 
     if model_type not in MODEL_TYPES:
         raise VocabularyError(f"SentencePiece model type {model_type!r}; expected one of {', '.join(MODEL_TYPES)}.")

@@ -14,11 +14,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-
-from electra_tf.data.tokenization import ElectraTokenizer
+from electra_tf.data.vocabulary_files import WORDPIECE, TokenizerSettings
 from electra_tf.utils.errors import ElectraError
 from electra_tf.utils.files import file_sha256
+
+if TYPE_CHECKING:  # the tokenizer is TensorFlow's; this module reads files without it
+    from electra_tf.data.tokenization import ElectraTokenizer
 
 METADATA_FILE = "metadata.json"
 FORMAT = "electra_tf.pretraining_shards.v1"
@@ -100,7 +103,6 @@ def metadata_vocab_file(data_dir: str | Path, metadata: dict) -> str:
 def metadata_tokenizer_settings(metadata: dict):
     """How the data was tokenized (metadata.json keeps `TokenizerSettings`' fields; data built
     before cased vocabularies only says lowercase: true, before SentencePiece no `tokenizer`)."""
-    from electra_tf.data.tokenization import WORDPIECE, TokenizerSettings
 
     lowercase = metadata.get("lowercase", True)
     return TokenizerSettings(lowercase, metadata.get("strip_accents", lowercase), metadata.get("split_cjk", True),

@@ -35,12 +35,17 @@ Example:
 
 from __future__ import annotations
 
+import unicodedata
 import weakref
+
+import tensorflow as tf
+import tensorflow_text as tf_text
+
+from electra_tf.data.tokenization import CJK_PATTERN, rows_to_values, split_patterns
 
 
 def repair_utf8(texts):
     """Invalid UTF-8 bytes become U+FFFD (as the serving signatures treat text)."""
-    import tensorflow as tf
 
     return tf.strings.unicode_transcode(texts, "UTF-8", "UTF-8", errors="replace", replacement_char=0xFFFD)
 
@@ -52,7 +57,6 @@ _TRACED = weakref.WeakKeyDictionary()
 def traced_tokenize_with_offsets(tokenizer, texts):
     """`tokenize_with_offsets` through a tf.function traced once per tokenizer: what an eager
     caller with many batches (question answering's contexts) calls."""
-    import tensorflow as tf
 
     if tokenizer not in _TRACED:
         held = weakref.ref(tokenizer)  # the function must not keep its tokenizer (its key) alive
@@ -68,13 +72,9 @@ def tokenize_with_offsets(tokenizer, texts):
     `text[start:end]` (code points). Invalid UTF-8 is repaired first (`repair_utf8`), and the
     offsets count characters of the repaired text. A SentencePiece tokenizer's offsets come from
     its op (`sentencepiece_offsets`); the rest of this function is WordPiece's."""
-    import tensorflow as tf
-    import tensorflow_text as tf_text
 
     if tokenizer.sentencepiece_model is not None:
         return sentencepiece_offsets(tokenizer, texts)
-
-    from electra_tf.data.tokenization import CJK_PATTERN, rows_to_values, split_patterns
 
     settings = tokenizer.settings
     split_pattern, keep_pattern = split_patterns(settings.split_cjk)
@@ -128,7 +128,6 @@ def sentencepiece_offsets(tokenizer, texts):
     the pieces the normaliser made from one character (a ligature "ﬁ" as "f" and "i"), one covers
     the character and the others nothing (start == end), as does the lone "▁" before a piece that
     the text did not separate by a space."""
-    import tensorflow as tf
 
     if tf.executing_eagerly():  # the op is made in a graph (`ElectraTokenizer.sentencepiece_op`)
         return tf.function(lambda batch: sentencepiece_offsets(tokenizer, batch), autograph=False)(
@@ -170,8 +169,6 @@ CJK_RANGES = ((0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2A6DF), (0x2A700, 
 
 
 def is_word_character(character: str) -> bool:
-    import unicodedata
-
     code = ord(character)
     return unicodedata.category(character)[0] in "LNM" and not any(low <= code <= high for low, high in CJK_RANGES)
 
@@ -195,7 +192,6 @@ def whole_word_span(text: str, start: int, end: int) -> tuple[int, int]:
 def whole_word_spans(texts, starts, ends):
     """`whole_word_span` in graph for a batch: `texts` [B] (valid UTF-8), `starts`, `ends` [B]
     character offsets; returns the widened (starts, ends). Core TensorFlow ops only."""
-    import tensorflow as tf
 
     characters = tf.strings.unicode_split(texts, "UTF-8")  # [B, C]
     codes = tf.strings.unicode_decode(texts, "UTF-8").flat_values

@@ -1,4 +1,5 @@
-"""The one tokenizer, in-graph: WordPiece (tf-text's FastWordpiece) or SentencePiece.
+"""The one tokenizer, in-graph: WordPiece (tf-text's FastWordpiece) or SentencePiece. Its
+vocabulary files and settings are read and written by `vocabulary_files.py`, without TensorFlow.
 
 Data building, pre-training, fine-tuning and the exported serving graph all tokenize with
 `ElectraTokenizer`, so ids can never drift between stages. A vocabulary is one of two kinds,
@@ -40,22 +41,16 @@ fixture of tests/interop/test_cased_checkpoints.py).
 
 from __future__ import annotations
 
-import hashlib
-import json
-from dataclasses import dataclass
 from pathlib import Path
 
-from electra_tf.utils.errors import ElectraError
+import keras_hub
+import tensorflow as tf
+import tensorflow_text as tf_text
 
-SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
-TOKENIZER_CONFIG_FILE = "tokenizer_config.json"  # beside vocab.txt; transformers' name and keys
-SENTENCEPIECE_MODEL_FILE = "spm.model"  # beside vocab.txt for a SentencePiece vocabulary (DeBERTa-v3's name)
-WORDPIECE, SENTENCEPIECE = "wordpiece", "sentencepiece"  # the tokenizer kinds
-WORD_START = "\u2581"  # "▁": a SentencePiece piece that starts a word
-# An uncased tokenizer never produces a token with an upper-case letter. A vocabulary where more
-# than this share of tokens has one was made cased (bert-base-cased: about a fifth).
-CASED_TOKEN_SHARE = 0.01
-SUFFIX_INDICATOR = "##"  # a WordPiece that continues a word
+from electra_tf.data.vocabulary_files import (SENTENCEPIECE, SPECIAL_TOKENS, SUFFIX_INDICATOR, WORD_START,
+                                              TokenizerSettings, VocabularyError, check_casing, check_model_pieces,
+                                              read_sentencepiece_model, read_tokenizer_settings, read_vocabulary,
+                                              vocabulary_fingerprint, write_vocabulary)
 
 # BERT's basic tokenizer as regular expressions (RE2, as tf-text reads them): whitespace and
 # control/format characters separate words and are dropped; ASCII and Unicode punctuation and
@@ -64,182 +59,6 @@ WHITESPACE_PATTERN = r"\s|\p{Cc}|\p{Cf}"
 PUNCTUATION_PATTERN = r"[!-/]|[:-@]|[\[-`]|[{-~]|[\p{P}]"
 CJK_PATTERN = (r"[\x{4E00}-\x{9FFF}]|[\x{3400}-\x{4DBF}]|[\x{20000}-\x{2A6DF}]|[\x{2A700}-\x{2B73F}]"
                r"|[\x{2B740}-\x{2B81F}]|[\x{2B820}-\x{2CEAF}]|[\x{F900}-\x{FAFF}]|[\x{2F800}-\x{2FA1F}]")
-
-
-class VocabularyError(ElectraError):
-    """A vocabulary file is missing, unreadable, or lacks a required token."""
-
-
-@dataclass(frozen=True)
-class TokenizerSettings:
-    """The tokenizer's kind and how it normalises text; for WordPiece, transformers'
-    `BertTokenizer` switches.
-
-    lowercase: case folding (`do_lower_case`). strip_accents: NFD, then accent marks removed
-    (transformers' `strip_accents`; its None means "as do_lower_case", resolved here).
-    split_cjk: every CJK ideograph is a word of its own (`tokenize_chinese_chars`).
-    kind: "wordpiece" or "sentencepiece"; a SentencePiece model normalises text itself (its
-    `lowercase` says whether that folds case; the other two switches are off).
-
-    >>> TokenizerSettings.from_huggingface({"do_lower_case": False}).describe()
-    'cased'
-    >>> TokenizerSettings().to_huggingface()
-    {'do_lower_case': True, 'strip_accents': None, 'tokenize_chinese_chars': True}
-    >>> TokenizerSettings.sentencepiece(lowercase=False).describe()
-    'SentencePiece, cased'
-    """
-
-    lowercase: bool = True
-    strip_accents: bool = True
-    split_cjk: bool = True
-    kind: str = WORDPIECE
-
-    @classmethod
-    def sentencepiece(cls, lowercase: bool = True) -> "TokenizerSettings":
-        """A SentencePiece model's settings (uncased: its normaliser folds case)."""
-        return cls(lowercase=lowercase, strip_accents=False, split_cjk=False, kind=SENTENCEPIECE)
-
-    @classmethod
-    def cased(cls) -> "TokenizerSettings":
-        """Case and accents kept (transformers' `do_lower_case=False`)."""
-        return cls(lowercase=False, strip_accents=False)
-
-    @classmethod
-    def from_huggingface(cls, values: dict, where: str = "tokenizer settings") -> "TokenizerSettings":
-        """From a `tokenizer_config.json`'s keys (absent keys: transformers' defaults)."""
-        kind = values.get("tokenizer_kind", WORDPIECE)
-        if kind not in (WORDPIECE, SENTENCEPIECE):
-            raise VocabularyError(f"{where}: tokenizer_kind is {kind!r}; expected {WORDPIECE!r} or {SENTENCEPIECE!r}.")
-        if kind == SENTENCEPIECE:
-            lowercase = values.get("do_lower_case", True)
-            if not isinstance(lowercase, bool):
-                raise VocabularyError(f"{where}: do_lower_case is {lowercase!r}; expected true or false.")
-            return cls.sentencepiece(lowercase)
-        lowercase = values.get("do_lower_case", True)
-        strip_accents = values.get("strip_accents")
-        split_cjk = values.get("tokenize_chinese_chars", True)
-        for key, value, allowed in (("do_lower_case", lowercase, (bool,)),
-                                    ("strip_accents", strip_accents, (bool, type(None))),
-                                    ("tokenize_chinese_chars", split_cjk, (bool,))):
-            if not isinstance(value, allowed):
-                raise VocabularyError(f"{where}: {key} is {value!r}; expected true or false"
-                                      f"{' or null' if key == 'strip_accents' else ''}.")
-        return cls(lowercase, lowercase if strip_accents is None else strip_accents, split_cjk)
-
-    def to_huggingface(self) -> dict:
-        """transformers' keys, in its own spelling (strip_accents null when it follows do_lower_case);
-        a SentencePiece vocabulary adds its kind and model file."""
-        if self.kind == SENTENCEPIECE:
-            return {"tokenizer_kind": SENTENCEPIECE, "sentencepiece_model_file": SENTENCEPIECE_MODEL_FILE,
-                    "do_lower_case": self.lowercase}
-        return {"do_lower_case": self.lowercase,
-                "strip_accents": None if self.strip_accents == self.lowercase else self.strip_accents,
-                "tokenize_chinese_chars": self.split_cjk}
-
-    def describe(self) -> str:
-        """'uncased', 'cased', or all three switches (prefixed with 'SentencePiece, ' for that kind)."""
-        if self.kind == SENTENCEPIECE:
-            return f"SentencePiece, {'uncased' if self.lowercase else 'cased'}"
-        if self == TokenizerSettings():
-            return "uncased"
-        if self == TokenizerSettings.cased():
-            return "cased"
-        return (f"do_lower_case={self.lowercase}, strip_accents={self.strip_accents}, "
-                f"tokenize_chinese_chars={self.split_cjk}")
-
-
-def tokenizer_settings_path(vocab_path: str | Path) -> Path:
-    """Where the settings of a vocabulary file live: `tokenizer_config.json` in its folder."""
-    return Path(vocab_path).with_name(TOKENIZER_CONFIG_FILE)
-
-
-def read_tokenizer_settings(vocab_path: str | Path) -> TokenizerSettings:
-    """The settings beside `vocab_path`; uncased when there are none."""
-    path = tokenizer_settings_path(vocab_path)
-    if not path.is_file():
-        return TokenizerSettings()
-    try:
-        values = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise VocabularyError(f"{path}: not valid JSON ({error}); it says how {Path(vocab_path).name} "
-                              "tokenizes (do_lower_case, strip_accents, tokenize_chinese_chars).") from None
-    if not isinstance(values, dict):
-        raise VocabularyError(f"{path}: expected a JSON object with do_lower_case, strip_accents and "
-                              "tokenize_chinese_chars.")
-    return TokenizerSettings.from_huggingface(values, str(path))
-
-
-def write_tokenizer_settings(vocab_path: str | Path, settings: TokenizerSettings) -> None:
-    """Writes the settings beside `vocab_path` (atomically)."""
-    from electra_tf.utils.files import atomic_write_text
-
-    atomic_write_text(tokenizer_settings_path(vocab_path), json.dumps(settings.to_huggingface(), indent=2) + "\n")
-
-
-def cased_tokens(tokens: list[str]) -> list[str]:
-    """The tokens holding an upper-case letter (special tokens such as [CLS] aside)."""
-    return [t for t in tokens if t != t.lower() and not (t.startswith("[") and t.endswith("]"))]
-
-
-def check_casing(tokens: list[str], settings: TokenizerSettings, where: str, advice: str | None = None) -> None:
-    """An uncased tokenizer over a cased vocabulary would never produce its capitalised tokens:
-    the classic mix-up of a cased vocab.txt read without its settings."""
-    if not settings.lowercase:
-        return
-    capitalised = cased_tokens(tokens)
-    if len(capitalised) > CASED_TOKEN_SHARE * len(tokens):
-        raise VocabularyError(
-            f"{where} holds {len(capitalised):,} tokens with upper-case letters (e.g. {capitalised[:3]}), so it "
-            "was made cased, but it is read uncased (lower-cased text never reaches them). " + (advice or (
-                f'Put a {TOKENIZER_CONFIG_FILE} with {{"do_lower_case": false}} beside it (build_vocab --cased '
-                "writes one), or use an uncased vocabulary.")))
-
-
-def read_vocabulary(path: str | Path) -> list[str]:
-    """The tokens of a `vocab.txt`, checked for ELECTRA's special tokens."""
-    path = Path(path)
-    if not path.is_file():
-        raise VocabularyError(f"vocabulary {path} does not exist. Build one with "
-                              "`python -m electra_tf.build_vocab` or pass a BERT-style vocab.txt.")
-    try:
-        tokens = path.read_text(encoding="utf-8").splitlines()
-    except UnicodeDecodeError as error:
-        raise VocabularyError(f"vocabulary {path} is not UTF-8 text ({error}).") from None
-    if "" in tokens:
-        raise VocabularyError(f"vocabulary {path} has an empty line at line {tokens.index('') + 1}; "
-                              "every line must hold one token.")
-    missing = [token for token in SPECIAL_TOKENS if token not in tokens]
-    if missing:
-        raise VocabularyError(f"vocabulary {path} lacks {', '.join(missing)}; ELECTRA needs "
-                              f"{', '.join(SPECIAL_TOKENS)}. Add them or rebuild the vocabulary.")
-    duplicates = sorted({t for t in tokens if tokens.count(t) > 1}) if len(set(tokens)) < len(tokens) else []
-    if duplicates:
-        raise VocabularyError(f"vocabulary {path} lists {duplicates[:5]} more than once.")
-    return tokens
-
-
-def write_vocabulary(path: str | Path, tokens, settings: TokenizerSettings | None = None,
-                     sentencepiece_model: bytes | None = None) -> None:
-    """Writes a `vocab.txt` (one token per line) atomically, its settings beside it if given, and
-    a SentencePiece vocabulary's model beside it (`vocabulary_files`)."""
-    from electra_tf.utils.files import atomic_write_bytes, atomic_write_text
-
-    if sentencepiece_model is not None:
-        atomic_write_bytes(sentencepiece_model_path(path), sentencepiece_model)
-    atomic_write_text(path, "\n".join(tokens) + "\n")
-    if settings is not None:
-        write_tokenizer_settings(path, settings)
-
-
-def vocabulary_files(vocab_path: str | Path) -> list[Path]:
-    """The files a vocabulary is made of: `vocab.txt`, the `tokenizer_config.json` beside it, and
-    for SentencePiece the `spm.model` beside it (what is copied, moved or refused as a whole)."""
-    return [Path(vocab_path), tokenizer_settings_path(vocab_path), sentencepiece_model_path(vocab_path)]
-
-
-def vocabulary_fingerprint(tokens: list[str]) -> str:
-    """sha256 of the token list: data built with one vocabulary must be read with it."""
-    return hashlib.sha256("\n".join(tokens).encode("utf-8")).hexdigest()
 
 
 def split_patterns(split_cjk: bool) -> tuple[str, str]:
@@ -253,8 +72,6 @@ def split_patterns(split_cjk: bool) -> tuple[str, str]:
 def normalize(texts, settings: "TokenizerSettings"):
     """What BERT's basic tokenizer does to text before splitting: CJK ideographs padded with
     spaces, then NFD and accent marks (Unicode Mn) removed, as `settings` say."""
-    import tensorflow as tf
-    import tensorflow_text as tf_text
 
     if settings.split_cjk:
         texts = tf.strings.regex_replace(texts, CJK_PATTERN, r" \0 ")
@@ -265,7 +82,6 @@ def normalize(texts, settings: "TokenizerSettings"):
 
 def pretokenize(texts, settings: "TokenizerSettings"):
     """A batch of strings -> ragged words [batch, words]: normalised, split, case folded."""
-    import tensorflow_text as tf_text
 
     split, keep = split_patterns(settings.split_cjk)
     words = tf_text.regex_split(normalize(texts, settings), split, keep)
@@ -283,45 +99,8 @@ def rows_to_values(row_values, ragged):
     >>> rows_to_values(tf.constant([10, 20]), tf.ragged.constant([[1, 2, 3], [4]])).numpy().tolist()
     [10, 10, 10, 20]
     """
-    import tensorflow as tf
 
     return tf.gather(row_values, ragged.value_rowids())
-
-
-def sentencepiece_model_path(vocab_path: str | Path) -> Path:
-    """Where a SentencePiece vocabulary's model lives: `spm.model` beside its `vocab.txt`."""
-    return Path(vocab_path).with_name(SENTENCEPIECE_MODEL_FILE)
-
-
-def read_sentencepiece_model(vocab_path: str | Path) -> bytes:
-    """The serialized SentencePiece model beside `vocab_path`."""
-    path = sentencepiece_model_path(vocab_path)
-    if not path.is_file():
-        raise VocabularyError(f"{tokenizer_settings_path(vocab_path)} says {Path(vocab_path).name} is a SentencePiece "
-                              f"vocabulary, but its model {path} is missing. Copy the vocabulary's whole folder "
-                              f"({Path(vocab_path).name}, {SENTENCEPIECE_MODEL_FILE}, {TOKENIZER_CONFIG_FILE}).")
-    return path.read_bytes()
-
-
-def model_pieces(model: bytes) -> list[str]:
-    """The pieces of a serialized model, in id order (what its vocab.txt lists)."""
-    import sentencepiece
-
-    processor = sentencepiece.SentencePieceProcessor(model_proto=model)
-    return [processor.id_to_piece(i) for i in range(processor.get_piece_size())]
-
-
-def check_model_pieces(model: bytes, vocabulary: list[str], where: str) -> None:
-    """A SentencePiece vocabulary's model and its token list must agree, and the model must hold
-    ELECTRA's special tokens as pieces."""
-    try:
-        pieces = model_pieces(model)
-    except (RuntimeError, OSError) as error:
-        raise VocabularyError(f"{where}: its SentencePiece model cannot be read ({error}).") from None
-    if pieces != list(vocabulary):
-        raise VocabularyError(f"{where}: the SentencePiece model's {len(pieces):,} pieces are not the vocabulary's "
-                              f"{len(vocabulary):,} tokens: keep vocab.txt and spm.model from the same build.")
-
 
 
 class ElectraTokenizer:
@@ -370,8 +149,6 @@ class ElectraTokenizer:
             index[token] for token in SPECIAL_TOKENS)
         self.special_token_ids = tuple(sorted(
             i for token, i in index.items() if token.startswith("[") and token.endswith("]")))
-        import tensorflow as tf  # deferred: importing the module does not start TensorFlow
-        import tensorflow_text as tf_text
 
         self.wordpiece = self.sentencepiece_model = None
         # SentencePiece's bare word start "▁", a piece of its own before text not separated by a
@@ -400,8 +177,6 @@ class ElectraTokenizer:
         context, where tf.data functions and a reconfigured runtime lose it ("Resource
         _0_SentencepieceOp does not exist"); made in the graph, it lives with the graph's
         function, and an export holds it without tracking anything."""
-        import tensorflow as tf
-        import tensorflow_text as tf_text
 
         if tf.executing_eagerly():
             raise RuntimeError("sentencepiece_op() is for graphs: call it inside a tf.function.")
@@ -419,7 +194,6 @@ class ElectraTokenizer:
 
     def tokenize(self, texts):
         """A batch of strings -> a ragged int32 [batch, None] tensor of ids (no [CLS]/[SEP])."""
-        import tensorflow as tf
 
         return self._tokenize(tf.convert_to_tensor(texts, tf.string))
 
@@ -428,7 +202,6 @@ class ElectraTokenizer:
         own. SentencePiece starts a lone word with its word start; where running text would not
         (a Chinese word, which no space precedes) that is a bare "▁" piece, dropped here, so a
         word's first piece has text and its pieces are those of running text."""
-        import tensorflow as tf
 
         pieces = tf.cast(self.tokenize(words), tf.int32)
         if self.bare_word_start_id is None:
@@ -464,7 +237,6 @@ def learn_vocabulary(texts, vocabulary_size: int, settings: TokenizerSettings | 
 
     `texts` is a `tf.data.Dataset` of strings (one sentence or paragraph each).
     """
-    import keras_hub
 
     settings = settings or TokenizerSettings()
     vocabulary = keras_hub.tokenizers.compute_word_piece_vocabulary(

@@ -19,6 +19,8 @@ import time
 from pathlib import Path
 
 from electra_tf.data.corpus import InputError, Skips, expand_inputs, iter_raw_documents, to_sentences
+from electra_tf.data.sentence_pieces import learn_sentencepiece
+from electra_tf.data.vocabulary_files import SENTENCEPIECE, TokenizerSettings, model_pieces, write_vocabulary
 from electra_tf.utils.progress import Progress, heartbeat
 
 # Right for a small corpus such as the bundled sample (BERT's is 30522).
@@ -56,14 +58,11 @@ class VocabularySpec:
 
     @property
     def tokenizer_settings(self):
-        from electra_tf.data.tokenization import TokenizerSettings
-
         return self.settings or TokenizerSettings()
 
 
 def vocabulary_kind(vocab_model: str, cased: bool):
     """(TokenizerSettings, SentencePiece model type or None) for a --vocab_model and --cased."""
-    from electra_tf.data.tokenization import TokenizerSettings
 
     if vocab_model not in VOCAB_MODELS:
         raise ValueError(f"vocab_model {vocab_model!r}; expected one of {', '.join(VOCAB_MODELS)}.")
@@ -119,7 +118,7 @@ def build_vocabulary(inputs: list[str], output: Path, spec: VocabularySpec = Voc
     the seed."""
     import tensorflow as tf
 
-    from electra_tf.data.tokenization import SENTENCEPIECE, learn_vocabulary, write_vocabulary
+    from electra_tf.data.tokenization import learn_vocabulary
 
     settings, vocab_size, seed = spec.tokenizer_settings, spec.size, spec.seed
     skips = Skips()
@@ -136,8 +135,6 @@ def build_vocabulary(inputs: list[str], output: Path, spec: VocabularySpec = Voc
     with heartbeat("learning the vocabulary"):  # one call into the learner: no percentage to show
         model = None
         if settings.kind == SENTENCEPIECE:
-            from electra_tf.data.sentence_pieces import learn_sentencepiece
-            from electra_tf.data.tokenization import model_pieces
 
             model = learn_sentencepiece(sentences, vocab_size, settings.lowercase, spec.sentencepiece_type)
             vocabulary = model_pieces(model)

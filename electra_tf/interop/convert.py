@@ -13,27 +13,25 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
-import shutil
 from pathlib import Path
 
 import keras
 import numpy as np
 import tensorflow as tf
 
-from electra_tf.data.tokenization import (ElectraTokenizer, TokenizerSettings, VocabularyError, check_casing,
-                                          write_vocabulary)
+from electra_tf.data.tokenization import ElectraTokenizer
+from electra_tf.data.vocabulary_files import TokenizerSettings, VocabularyError, check_casing, write_vocabulary
 from electra_tf.interop.google import GoogleCheckpoint
 from electra_tf.interop.huggingface import (ConversionError, HuggingFaceFolder, check_huggingface_tokenizer,
                                             config_from_huggingface, tensors_for, write_folder)
-from electra_tf.models.weight_names import DISCRIMINATOR, GENERATOR, WeightName, embedding_names, weight_table
 from electra_tf.interop.question_answering import export_question_answerer, has_qa_head, write_question_answerer
 from electra_tf.models.backbone import Backbone, BackboneConfig
+from electra_tf.models.weight_names import DISCRIMINATOR, GENERATOR, WeightName, embedding_names, weight_table
 from electra_tf.pretraining.config import PretrainingConfig
 from electra_tf.pretraining.pretrainer import ElectraPretrainer
 from electra_tf.pretraining.restore import restore_pretrainer
 from electra_tf.serving.exports import ExportFormat, ExportOptions, ExportSource, register_format
-from electra_tf.utils.files import atomic_write_text
+from electra_tf.utils.files import atomic_folder, atomic_write_text
 from electra_tf.utils.run_dir import ModelDir, read_provenance
 
 
@@ -118,22 +116,16 @@ def write_huggingface_folders(pretrainer, config: PretrainingConfig, tokenizer, 
     check_huggingface_tokenizer(tokenizer)
     names = weight_table(config.model, config.generator_model if with_generator else None, rtd_head)
     values = {variable.path: variable.numpy() for variable in pretrainer.variables}
-    temporary = output.parent / f".{output.name}.tmp-{os.getpid()}"
-    shutil.rmtree(temporary, ignore_errors=True)
-    try:
-        folders = [(DISCRIMINATOR, "ElectraForPreTraining" if rtd_head else "ElectraModel")]
-        if with_generator:
-            folders.append((GENERATOR, "ElectraForMaskedLM"))
+    folders = [(DISCRIMINATOR, "ElectraForPreTraining" if rtd_head else "ElectraModel")]
+    if with_generator:
+        folders.append((GENERATOR, "ElectraForMaskedLM"))
+    with atomic_folder(output, replace=False) as write:
         for model, model_class in folders:
             tensors = tensors_for(names + (embedding_names(GENERATOR) if model == GENERATOR else []), model, values)
             if model_class == "ElectraModel":
                 tensors = {key[len("electra."):]: value for key, value in tensors.items()}
-            write_folder(temporary / model, model_class, config.generator_model if model == GENERATOR else config.model,
-                         tensors, tokenizer)
-        output.parent.mkdir(parents=True, exist_ok=True)
-        os.rename(temporary, output)
-    finally:
-        shutil.rmtree(temporary, ignore_errors=True)
+            write_folder(write.temporary / model, model_class,
+                         config.generator_model if model == GENERATOR else config.model, tensors, tokenizer)
     return [output / model for model, _ in folders]
 
 
@@ -194,10 +186,8 @@ def write_model_dir(config, vocabulary, weights: ConvertedWeights, output, overw
             raise ConversionError(f"{where} has shape {tuple(np.shape(value))}, but the config makes {name.ours} "
                                   f"{tuple(variable.shape)}; the weights do not match the config.") from None
         variable.assign(converted)
-    temporary = ModelDir(output.parent / f".{output.name}.tmp-{os.getpid()}")
-    shutil.rmtree(temporary.path, ignore_errors=True)
-    try:
-        temporary.path.mkdir(parents=True)
+    with atomic_folder(output) as write:
+        temporary = ModelDir(write.temporary)
         config.save(temporary.config)
         write_vocabulary(temporary.vocab, *vocabulary)
         manager = tf.train.CheckpointManager(tf.train.Checkpoint(model_variables=list(pretrainer.variables)),
@@ -205,12 +195,6 @@ def write_model_dir(config, vocabulary, weights: ConvertedWeights, output, overw
         manager.save(checkpoint_number=0)
         _write_backbone(pretrainer, config, temporary, weights.provenance)
         atomic_write_text(temporary.provenance, json.dumps(weights.provenance, indent=2) + "\n")
-        if output.exists():
-            shutil.rmtree(output)
-        output.parent.mkdir(parents=True, exist_ok=True)
-        os.rename(temporary.path, output)
-    finally:
-        shutil.rmtree(temporary.path, ignore_errors=True)
     return ModelDir(output)
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import tensorflow as tf
 
-from electra_tf.data.tokenization import read_vocabulary
+from electra_tf.data.vocabulary_files import read_vocabulary
 from electra_tf.interop.huggingface import DEFAULT_MAX_SEQ_LENGTH, ConversionError
 from electra_tf.pretraining.config import PretrainingConfig
 from electra_tf.utils.sections import ConfigError

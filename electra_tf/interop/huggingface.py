@@ -22,7 +22,8 @@ from pathlib import Path
 import numpy as np
 from safetensors.numpy import load_file, save_file
 
-from electra_tf.data.tokenization import SENTENCEPIECE, TokenizerSettings, VocabularyError, write_vocabulary
+from electra_tf.data.vocabulary_files import (SENTENCEPIECE, TokenizerSettings, VocabularyError, read_vocabulary,
+                                              write_vocabulary)
 from electra_tf.models.weight_names import DISCRIMINATOR, GENERATOR
 from electra_tf.pretraining.config import PretrainingConfig
 from electra_tf.utils.errors import ElectraError
@@ -89,7 +90,6 @@ class HuggingFaceFolder:
     def vocabulary(self) -> list[str]:
         vocab_file = self.path / "vocab.txt"
         if vocab_file.is_file():
-            from electra_tf.data.tokenization import read_vocabulary
             return read_vocabulary(vocab_file)
         tokenizer_file = self.path / "tokenizer.json"
         if not tokenizer_file.is_file():

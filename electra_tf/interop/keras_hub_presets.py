@@ -45,7 +45,7 @@ import keras
 import keras_hub
 import numpy as np
 
-from electra_tf.data.tokenization import SENTENCEPIECE, SPECIAL_TOKENS, VocabularyError, check_casing
+from electra_tf.data.vocabulary_files import SENTENCEPIECE, SPECIAL_TOKENS, VocabularyError, check_casing
 from electra_tf.interop.convert import ConvertedWeights, checked_vocabulary, write_model_dir
 from electra_tf.interop.huggingface import DEFAULT_MAX_SEQ_LENGTH, ConversionError
 from electra_tf.models.backbone import keras_hub_tokenizer

@@ -17,13 +17,13 @@ the start, answerability) has no transformers counterpart and is refused with a 
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 
 from electra_tf.finetuning.pretrained import load_pretrained
 from electra_tf.finetuning.question_answering.model import ElectraQuestionAnswerer
 from electra_tf.interop.huggingface import ConversionError, tensors_for, write_folder
 from electra_tf.models.weight_names import DISCRIMINATOR, weight_table
+from electra_tf.utils.files import atomic_folder
 
 QA_WEIGHT, QA_BIAS = "qa_outputs.weight", "qa_outputs.bias"
 QA_MODEL_FILE = "question_answerer.keras"
@@ -75,12 +75,6 @@ def export_question_answerer(model, config, tokenizer, output: Path) -> list[Pat
     output = Path(output)
     if output.exists():
         raise ConversionError(f"{output} exists; choose another output folder (nothing was written).")
-    temporary = output.parent / f".{output.name}.tmp-{os.getpid()}"
-    shutil.rmtree(temporary, ignore_errors=True)
-    try:
-        write_folder(temporary / "question_answerer", QA_CLASS, config.model, tensors, tokenizer)
-        output.parent.mkdir(parents=True, exist_ok=True)
-        os.rename(temporary, output)
-    finally:
-        shutil.rmtree(temporary, ignore_errors=True)
+    with atomic_folder(output, replace=False) as write:
+        write_folder(write.temporary / "question_answerer", QA_CLASS, config.model, tensors, tokenizer)
     return [output / "question_answerer"]

@@ -52,8 +52,8 @@ from safetensors import SafetensorError
 from safetensors.numpy import load_file
 
 import electra_tf
-from electra_tf.data.tokenization import (SENTENCEPIECE, ElectraTokenizer, VocabularyError, read_tokenizer_settings,
-                                          write_vocabulary)
+from electra_tf.data.tokenization import ElectraTokenizer
+from electra_tf.data.vocabulary_files import SENTENCEPIECE, VocabularyError, read_tokenizer_settings, write_vocabulary
 from electra_tf.models.config import ModelConfig, read_json_object
 from electra_tf.models.encoders import Discriminator, build_discriminator, deserialize_as, model_weights
 from electra_tf.models.keras_hub_electra import KERAS_HUB_MAX_SEQ_LENGTH, ElectraBackbonePreset
@@ -363,8 +363,10 @@ def backbone_hidden_size(folder: Path) -> int | None:
     except (OSError, ConfigError):
         return None
     arguments = values.get("config") if isinstance(values.get("config"), dict) else {}
-    if "registered_name" in values:  # ours, or keras-hub's ElectraBackbone
-        return arguments.get("hidden_size", arguments.get("hidden_dim"))
+    if values.get("registered_name") == REGISTERED_NAME:
+        return arguments.get("discriminator", {}).get("config", {}).get("hidden_size")
+    if "registered_name" in values:  # keras-hub's ElectraBackbone
+        return arguments.get("hidden_dim")
     try:
         return BackboneConfig.from_dict(values).model.hidden_size  # an earlier version's folder
     except ConfigError:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from electra_tf.data.tokenization import SENTENCEPIECE, SUFFIX_INDICATOR
+from electra_tf.data.vocabulary_files import SENTENCEPIECE, SUFFIX_INDICATOR
 from electra_tf.models.preprocessing import pair_lengths
 from electra_tf.utils.errors import ElectraError
 

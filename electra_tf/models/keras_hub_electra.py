@@ -18,18 +18,19 @@ form: the same weights give slightly different hidden states (docs/results.md).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import keras_hub
 import numpy as np
 import sentencepiece
 
-from electra_tf.data.tokenization import SPECIAL_TOKENS, ElectraTokenizer, TokenizerSettings, model_pieces
-from electra_tf.models.config import ModelConfig
+from electra_tf.data.tokenization import ElectraTokenizer
+from electra_tf.data.vocabulary_files import SPECIAL_TOKENS, TokenizerSettings, model_pieces
+from electra_tf.models.config import ModelConfig, read_json_object
 from electra_tf.models.encoders import build_discriminator
 from electra_tf.models.weight_names import weight_table
 from electra_tf.utils.errors import ElectraError, PretrainedError
+from electra_tf.utils.sections import ConfigError
 
 BACKBONE_CLASS = "keras_hub>ElectraBackbone"
 WORDPIECE_TOKENIZER_CLASS = "keras_hub>ElectraTokenizer"
@@ -166,9 +167,6 @@ def _read_json(path: Path, what: str) -> dict:
     if not path.is_file():
         raise PretrainedError(f"{path} is missing: {what} is needed.")
     try:
-        values = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise PretrainedError(f"{path}: not valid JSON ({error}).") from None
-    if not isinstance(values, dict):
-        raise PretrainedError(f"{path}: expected a JSON object.")
-    return values
+        return read_json_object(path)
+    except (ConfigError, UnicodeDecodeError) as error:
+        raise PretrainedError(str(error)) from None

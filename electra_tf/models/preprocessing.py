@@ -21,7 +21,8 @@ import base64
 import keras
 import tensorflow as tf
 
-from electra_tf.data.tokenization import ElectraTokenizer, TokenizerSettings, rows_to_values
+from electra_tf.data.tokenization import ElectraTokenizer, rows_to_values
+from electra_tf.data.vocabulary_files import TokenizerSettings
 
 IGNORE_LABEL = -1
 

@@ -8,6 +8,12 @@ import dataclasses
 import os
 from pathlib import Path
 
+from electra_tf.data.builder import BuildRunner, ShardSpec, build_shards
+from electra_tf.data.shards import check_shards, held_out_file, metadata_vocab_file, read_metadata, resolve_data
+from electra_tf.data.tokenization import ElectraTokenizer
+from electra_tf.data.vocabulary_files import read_tokenizer_settings, read_vocabulary
+from electra_tf.pretraining.evaluation import EvaluationText
+from electra_tf.training.workers import wait_for_chief
 from electra_tf.utils.errors import RunError
 from electra_tf.utils.run_dir import ModelDir, bundled_data_dir
 
@@ -36,9 +42,6 @@ class PretrainingData:
 
 
 def prepare_data(source: DataSource, max_seq_length: int, model_dir: ModelDir, role) -> PretrainingData:
-    from electra_tf.data.shards import metadata_vocab_file, read_metadata, resolve_data
-    from electra_tf.data.tokenization import ElectraTokenizer
-
     if source.data is None:
         kind, location = "records", str(_bundled_sample(max_seq_length, role))
     else:
@@ -62,9 +65,6 @@ def prepare_data(source: DataSource, max_seq_length: int, model_dir: ModelDir, r
 
 
 def _bundled_sample(max_seq_length: int, role) -> Path:
-    from electra_tf.data.builder import BuildRunner, ShardSpec, build_shards
-    from electra_tf.training.workers import wait_for_chief
-
     data_dir = bundled_data_dir(max_seq_length)
     if not role.is_chief:
         wait_for_chief(data_dir / "metadata.json", "the bundled sample's shards")
@@ -77,7 +77,6 @@ def _bundled_sample(max_seq_length: int, role) -> Path:
 
 def check_same_vocabulary(model_dir: ModelDir, tokenizer) -> None:
     """A run continues with the vocabulary, and the casing, it started with."""
-    from electra_tf.data.tokenization import read_tokenizer_settings, read_vocabulary
 
     settings = read_tokenizer_settings(model_dir.vocab)
     if read_vocabulary(model_dir.vocab) != tokenizer.vocabulary:
@@ -92,8 +91,6 @@ def check_same_vocabulary(model_dir: ModelDir, tokenizer) -> None:
 def evaluation_text(source: DataSource, data: PretrainingData, max_seq_length: int):
     """What the run evaluates on: --eval_data's held-out split (or its shards), else the data's
     held-out split, else training text masked afresh (said so wherever the metrics are shown)."""
-    from electra_tf.data.shards import check_shards, held_out_file, read_metadata, resolve_data
-    from electra_tf.pretraining.evaluation import EvaluationText
 
     if source.eval_data:
         kind, paths = resolve_data(source.eval_data)

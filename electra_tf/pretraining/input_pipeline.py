@@ -15,9 +15,11 @@ from pathlib import Path
 
 import tensorflow as tf
 
-from electra_tf.pretraining.config import PretrainingConfig
+from electra_tf.data.corpus import InputError, Skips, expand_inputs, iter_raw_documents, to_sentences
+from electra_tf.data.packing import ExamplePacker, pack_sentences
 from electra_tf.data.shards import DataError, check_shards, parse_padded_batch
 from electra_tf.data.tokenization import ElectraTokenizer
+from electra_tf.pretraining.config import PretrainingConfig
 from electra_tf.pretraining.masking import mask_tokens
 
 # Records are shuffled in a buffer of 1,000 after the shard files are shuffled and interleaved
@@ -135,8 +137,6 @@ def raw_text_dataset(inputs: list[str], config: PretrainingConfig, tokenizer: El
                      batch_size: int, seed: int = 0, repeat: bool = True, text_field: str = "text") -> tf.data.Dataset:
     """Masked batches straight from text files, wiki dumps or record files (their `text_field`),
     tokenized and packed on the fly."""
-    from electra_tf.data.corpus import InputError, Skips, expand_inputs, iter_raw_documents, to_sentences
-    from electra_tf.data.packing import ExamplePacker, pack_sentences
 
     skips = Skips()
     files = expand_inputs(inputs, skips)

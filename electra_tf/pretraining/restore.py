@@ -10,9 +10,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import tensorflow as tf
+
 from electra_tf.models.backbone import read_tokenizer
 from electra_tf.models.encoders import model_weights
 from electra_tf.pretraining.config import PretrainingConfig
+from electra_tf.pretraining.pretrainer import ElectraPretrainer
+from electra_tf.training.checkpointing import checkpoint_damage
 from electra_tf.utils.errors import PretrainedError
 from electra_tf.utils.run_dir import ModelDir, read_provenance
 from electra_tf.utils.sections import ConfigError
@@ -32,9 +36,6 @@ def restore_pretrainer(model_dir, checkpoint: str | None = None, allow_mlm: bool
     """Generator and discriminator of a pre-training model_dir, restored from its latest (or the
     named) checkpoint: (pretrainer, tokenizer, config, checkpoint path). A run of the MLM
     baseline has no discriminator; it is refused unless `allow_mlm`."""
-    import tensorflow as tf
-
-    from electra_tf.pretraining.pretrainer import ElectraPretrainer
 
     model_dir = ModelDir(model_dir)
     config = read_config(model_dir.config)
@@ -51,7 +52,6 @@ def restore_pretrainer(model_dir, checkpoint: str | None = None, allow_mlm: bool
     if config.objective.objective == "mlm" and not allow_mlm:
         raise PretrainedError(f"{model_dir.path} was trained with objective='mlm' (BERT-style baseline): "
                               "it has no discriminator to export or convert; fine-tune it instead.")
-    from electra_tf.training.checkpointing import checkpoint_damage
 
     problem = checkpoint_damage(found)
     if problem is not None:

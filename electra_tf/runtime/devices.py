@@ -22,6 +22,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import resource
+
+import tensorflow as tf
 
 from electra_tf.runtime.config import PRECISIONS, STRATEGIES
 from electra_tf.runtime.xla import use_float16_safe_gemms
@@ -65,7 +68,6 @@ def resolve_runtime(strategy: str = "auto", precision: str = "auto", xla: bool |
     `gpu_capabilities` (each GPU's compute capability) default to what this machine has; tests
     pass them.
     """
-    import tensorflow as tf
 
     environ = os.environ if environ is None else environ
     if strategy not in STRATEGIES:
@@ -119,7 +121,6 @@ def resolve_runtime(strategy: str = "auto", precision: str = "auto", xla: bool |
 def gpu_capabilities_now() -> list[tuple[int, int]]:
     """Each visible GPU's compute capability, e.g. (9, 0) for an H100 (read from the physical
     devices: TensorFlow's runtime is not started by it)."""
-    import tensorflow as tf
 
     return [tuple(tf.config.experimental.get_device_details(gpu).get("compute_capability", (0, 0)))
             for gpu in tf.config.list_physical_devices("GPU")]
@@ -156,8 +157,6 @@ def cpu_has_native_bfloat16(cpuinfo: str = "/proc/cpuinfo") -> bool:
 
 
 def create_strategy(runtime: Runtime):
-    import tensorflow as tf
-
     if runtime.strategy_name == "one_device":
         strategy = tf.distribute.get_strategy()  # the default strategy: one device, no copies
     elif runtime.strategy_name == "mirrored":
@@ -189,7 +188,6 @@ def _cluster_size(environ) -> int:
 
 def gpu_names() -> list[str]:
     """The visible GPUs by name (e.g. "NVIDIA H100 80GB HBM3"), for a run's metrics.json."""
-    import tensorflow as tf
 
     return [tf.config.experimental.get_device_details(gpu).get("device_name", gpu.name)
             for gpu in tf.config.list_physical_devices("GPU")]
@@ -199,9 +197,6 @@ def peak_memory() -> dict:
     """The run's peak memory so far: on GPUs, the largest peak TensorFlow's allocator reached on
     any of them (`tf.config.experimental.get_memory_info`); on a CPU, the process's peak resident
     memory (`resource.getrusage`, kilobytes on Linux). {"where", "bytes"}."""
-    import resource
-
-    import tensorflow as tf
 
     gpus = tf.config.list_logical_devices("GPU")
     if gpus:

@@ -1,7 +1,11 @@
-"""Serving: SavedModels for TensorFlow Serving and the requests they answer, above training.
+"""Serving: the export formats and what they write, above training.
 
-- `publish`: writing a version folder atomically, with warmup requests and metadata, of a
-  discriminator or of any task model (their signatures: `models/signatures.py` and the task
-  models' `serving_endpoints`)
+- `exports`: the formats' registry (`register_format`), `load_source` (any run's served model),
+  the export after a run (`--export FORMAT ...`)
+- `publish`: the saved_model format: a version folder for TensorFlow Serving written atomically,
+  with warmup requests and metadata, of any model that gives `serving_endpoints`
+- `litert`: the litert format: one .tflite file that takes text, for devices
 - `client`: REST and gRPC request helpers for the served model
+
+The keras_hub and huggingface formats are in `interop/`.
 """

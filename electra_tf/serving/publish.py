@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import shutil
 import sys
 from pathlib import Path
 
@@ -31,7 +29,7 @@ import electra_tf
 from electra_tf.models.encoders import model_weights
 from electra_tf.models.signatures import TEXT_SIGNATURE
 from electra_tf.serving.exports import ExportFormat, ExportOptions, ExportSource, register_format
-from electra_tf.utils.files import atomic_write_text
+from electra_tf.utils.files import atomic_folder, atomic_write_text
 from electra_tf.utils.progress import heartbeat
 from electra_tf.utils.run_dir import ExportMetadata
 
@@ -167,24 +165,12 @@ def publish(model, make_endpoints, export_dir: Path, name: str, config=None, tok
         print(f"  export: {newest.resolve()} already holds this model (same weights, config, vocabulary and "
               "signatures); no new version written.", flush=True)
         return newest
-    model_root.mkdir(parents=True, exist_ok=True)
-    temporary = model_root / f".tmp-{os.getpid()}"
-    shutil.rmtree(temporary, ignore_errors=True)
-    try:
-        write_saved_model(model, endpoints, temporary)
+    with atomic_folder(lambda: model_root / str(next_version(model_root)), replace=False) as write:
+        write_saved_model(model, endpoints, write.temporary)
         if config is not None:
-            write_export_metadata(temporary, config, tokenizer, task)
-        atomic_write_text(ExportMetadata.of(temporary).fingerprint, fingerprint + "\n")
-        while True:
-            target = model_root / str(next_version(model_root))
-            try:
-                os.rename(temporary, target)  # fails if another export took this version
-                return target
-            except OSError:
-                if not target.exists():
-                    raise
-    finally:
-        shutil.rmtree(temporary, ignore_errors=True)
+            write_export_metadata(write.temporary, config, tokenizer, task)
+        atomic_write_text(ExportMetadata.of(write.temporary).fingerprint, fingerprint + "\n")
+    return write.path
 
 
 def export_model(model, tokenizer, config, export_dir: Path, name: str) -> Path:

@@ -1,7 +1,8 @@
-"""Training: the one trainer that runs every task (pre-training and each kind of fine-tuning).
+"""Training: the one trainer that runs every kind of run (pre-training and each kind of fine-tuning).
 
-- `task`: `Task`, what a kind of run gives the trainer; `TrainingPlan`, `register_task`
-- `trainer`: `Trainer`, a run from the runtime's start to its metrics.json
+- `task`: `Task`, what a kind of run gives the trainer, and its `TaskReport`; `TrainingPlan`,
+  `TrainingData`; the registry of kinds (`KINDS`, `register_task`) every command finds them in
+- `trainer`: `Trainer`, a run from the runtime's start to its metrics.json, or an evaluation alone
 - `config`: `TrainerConfig`, the trainer's cadence (logs, checkpoints, evaluations)
 - `callbacks`: progress and TensorBoard, signals, checkpoints on schedule, the profiler
 - `evaluation`: evaluations during training, keeping the best one's weights where asked

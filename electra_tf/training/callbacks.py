@@ -32,6 +32,7 @@ from typing import Callable
 import keras
 import tensorflow as tf
 
+from electra_tf.runtime.devices import peak_memory
 from electra_tf.runtime.optimizer import as_float, current_learning_rate, optimizer_step
 from electra_tf.utils.progress import format_duration
 
@@ -161,7 +162,6 @@ class TrainingMonitor(keras.callbacks.Callback):
 
     def _write_log(self, step, logs, rates):
         scalars = self._scalars(logs)
-        from electra_tf.runtime.devices import peak_memory
 
         memory = peak_memory()
         with self.writer.as_default(step=step):

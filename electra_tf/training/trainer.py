@@ -19,15 +19,32 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import gc
+import json
 import signal
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import keras
+import tensorflow as tf
+
+from electra_tf.runtime.cluster import WorkerRole
+from electra_tf.runtime.compiled_step import XlaStepLoop
 from electra_tf.runtime.config import RuntimeConfig
+from electra_tf.runtime.devices import create_strategy, gpu_names, peak_memory, resolve_runtime
+from electra_tf.runtime.optimizer import optimizer_step
+from electra_tf.runtime.xla import cached_programs, compile_cache_report, use_compile_cache
+from electra_tf.training.callbacks import CheckpointSaver, ProgressPlan, StepProfiler, StopOnSignal, TrainingMonitor
 from electra_tf.training.config import TrainerConfig, steps_per_loop_needs_one_device
+from electra_tf.training.evaluation import PeriodicEvaluation, write_scalars
+from electra_tf.training.history import RunHistory
+from electra_tf.training.resumable_input import InputTracker
 from electra_tf.training.task import RunContext, Task, TaskReport, TrainingPlan
+from electra_tf.training.workers import barrier, lost_workers_reported, per_worker
 from electra_tf.utils.errors import RunError
+from electra_tf.utils.files import atomic_write_text
+from electra_tf.utils.locking import FolderLock
+from electra_tf.utils.logs import int64_notice_left_out, start_tensorflow
 from electra_tf.utils.run_dir import TrainingDir
 
 if TYPE_CHECKING:  # types of the fields below, without importing TensorFlow here
@@ -65,14 +82,9 @@ def start_runtime(config: RuntimeConfig, role, width=lambda: None, steps_per_loo
     flags set first (TensorFlow reads them once, when it starts); returns (runtime, compile
     cache folder or None). First thing in a run: TensorFlow starts here, quietly, before
     `width()` (the encoder's width, which the precision depends on) may import anything."""
-    from electra_tf.runtime.xla import use_compile_cache
-    from electra_tf.utils.logs import int64_notice_left_out, start_tensorflow
 
     compile_cache = use_compile_cache(xla=config.xla)
     start_tensorflow()
-    import keras
-
-    from electra_tf.runtime.devices import create_strategy, resolve_runtime
 
     # The strategy comes first: a MultiWorkerMirroredStrategy must configure its collectives
     # before TensorFlow runs anything (a tokenizer's tables included).
@@ -109,8 +121,6 @@ class _ProcessRun:
 
     @property
     def step(self) -> int:
-        from electra_tf.runtime.optimizer import optimizer_step
-
         return optimizer_step(self.model)
 
     def latest_checkpoint(self) -> str | None:
@@ -141,8 +151,6 @@ class Trainer:
         """The whole run, holding the folder's lock (one writer per folder; in a multi-worker
         run the chief holds it for the job). `after_training(served_model) -> dict` runs on the
         chief once training is saved; what it returns joins metrics.json."""
-        from electra_tf.runtime.cluster import WorkerRole
-        from electra_tf.utils.locking import FolderLock
 
         role = WorkerRole.from_environ()
         lock = FolderLock(self.run_dir, self.lock_name) if role.is_chief else contextlib.nullcontext()
@@ -161,8 +169,6 @@ class Trainer:
         (the folder keeps the model it evaluated and the evaluation's files) and `finish` (a
         test file), and metrics.json as a run writes it. `after_evaluation(served_model)` is
         `run`'s `after_training` (an export). One process: no multi-worker evaluation."""
-        from electra_tf.runtime.cluster import WorkerRole
-        from electra_tf.utils.locking import FolderLock
 
         role = WorkerRole.from_environ()
         if role.is_multi_worker:
@@ -191,8 +197,6 @@ class Trainer:
         return RunResult("finished", 0, self.run_dir, seconds, runtime.precision, metrics=metrics, summary=summary)
 
     def _run(self, role, closing, after_training) -> RunResult:
-        from electra_tf.runtime.xla import cached_programs
-
         started = time.monotonic()
         runtime, cache = start_runtime(self.runtime_config, role, self.task.model_width, self.config.steps_per_loop)
         context = RunContext(self.run_dir, role, runtime, self.config, closing)
@@ -217,9 +221,6 @@ class Trainer:
 
     def _prepare(self, context, inputs, plan, model, cache, programs_before, started) -> _ProcessRun:
         """Checkpoint restore (resumable plans), starting weights, TensorBoard, the history."""
-        import tensorflow as tf
-
-        from electra_tf.training.history import RunHistory
 
         checkpoint, resumed_from, role = None, None, context.role
         if plan.resumable:
@@ -255,9 +256,6 @@ class Trainer:
         print(f"  watch it: tensorboard --logdir {self.run_dir}", flush=True)
 
     def _callbacks(self, run: _ProcessRun) -> _Loop:
-        from electra_tf.training.callbacks import CheckpointSaver, ProgressPlan, StepProfiler, StopOnSignal, TrainingMonitor
-        from electra_tf.training.resumable_input import InputTracker
-
         plan, role, config = run.plan, run.context.role, self.config
         task_callbacks = self.task.callbacks(run.model, run.inputs, run.context, run.writer)
         stream = run.plan.data.stream
@@ -285,8 +283,6 @@ class Trainer:
         return loop
 
     def _evaluation(self, run: _ProcessRun):
-        from electra_tf.training.evaluation import PeriodicEvaluation
-
         plan = run.plan
         every = self.config.eval_every or plan.evaluate_every
         if every is None and plan.epochs is None:
@@ -305,9 +301,6 @@ class Trainer:
         scaling skips the batches whose gradients overflowed (no update, the step number
         stays), so `fit` then ends short and the loop trains the missing steps on the next
         batches (the compiled step is reused). A plan of epochs reads its dataset that often."""
-        import tensorflow as tf
-
-        from electra_tf.training.workers import lost_workers_reported, per_worker
 
         plan, total, strategy = run.plan, run.plan.total_steps, run.context.runtime.strategy
         guard = lambda: lost_workers_reported(run.context.role, run.latest_checkpoint)  # noqa: E731
@@ -334,8 +327,6 @@ class Trainer:
         """Training is saved: the final metrics (the best evaluation's weights back, or a final
         evaluation), the task's artifacts, `after_training` and the summary. A signal from here
         on stops these, not the run's state."""
-        from electra_tf.training.evaluation import write_scalars
-        from electra_tf.training.workers import barrier, lost_workers_reported
 
         role, task, model, inputs = run.context.role, self.task, run.model, run.inputs
         try:
@@ -370,11 +361,6 @@ class Trainer:
     def _write_summary(self, run: _ProcessRun, loop: _Loop, metrics: dict, extra: dict) -> dict:
         """RUN_DIR/metrics.json: the whole run across its processes, for scripts and tables."""
 
-        import tensorflow as tf
-
-        from electra_tf.runtime.devices import gpu_names, peak_memory
-        from electra_tf.runtime.xla import compile_cache_report
-
         runtime, history = run.context.runtime, run.history
         memory = loop.monitor.peak_memory or peak_memory()
         summary = {
@@ -402,10 +388,6 @@ class Trainer:
 
 
 def _write_json(path: Path, values: dict) -> None:
-    import json
-
-    from electra_tf.utils.files import atomic_write_text
-
     atomic_write_text(path, json.dumps(values, indent=2, default=_jsonable) + "\n")
 
 
@@ -421,7 +403,6 @@ def _steps_this_fit(model, remaining: int, steps_per_loop: int) -> int:
     """The batches the next `fit` takes, `steps_per_loop` a call: the whole calls left, or the
     last part call on its own (Keras' epoch of S steps makes ceil(S / K) calls of K steps each,
     which would train past the run's end)."""
-    from electra_tf.runtime.compiled_step import XlaStepLoop
 
     per_call = min(steps_per_loop, remaining)
     if per_call != model.steps_per_execution:

@@ -7,6 +7,8 @@ import contextlib
 import time
 from pathlib import Path
 
+import tensorflow as tf
+
 from electra_tf.utils.errors import RunError
 
 
@@ -29,7 +31,6 @@ def per_worker(strategy, role, dataset):
 
 def barrier(strategy) -> None:
     """Returns once every worker has reached it (one scalar all-reduce)."""
-    import tensorflow as tf
 
     @tf.function(autograph=False)
     def all_reduce_one():
@@ -44,7 +45,6 @@ def lost_workers_reported(role, latest_checkpoint=lambda: None):
     the collective timeout, the coordination service's heartbeat) becomes a RunError that says
     so, instead of TensorFlow's traceback from inside the step. `latest_checkpoint()`: the
     checkpoint a rerun resumes from, named in the error."""
-    import tensorflow as tf
 
     try:
         yield

@@ -11,8 +11,8 @@ import tensorflow as tf
 
 from electra_tf.data.sentence_pieces import learn_sentencepiece
 from electra_tf.data.token_offsets import tokenize_with_offsets
-from electra_tf.data.tokenization import (SENTENCEPIECE, SPECIAL_TOKENS, ElectraTokenizer, TokenizerSettings,
-                                          VocabularyError, model_pieces)
+from electra_tf.data.tokenization import ElectraTokenizer
+from electra_tf.data.vocabulary_files import SENTENCEPIECE, SPECIAL_TOKENS, TokenizerSettings, VocabularyError, model_pieces
 
 MIXED = ["河流发源于北部山区，向南流经三个山谷。", "강은 북쪽 언덕에서 시작한다.", "The river rises in the hills.",
          "The library opened in 1902 [MASK] [CLS]", "", "  spaces   between\twords ", "ﬁne Straße", "图书馆 library 도서관"]

@@ -44,7 +44,7 @@ def test_invalid_utf8_is_repaired_and_counted_in_the_repaired_text(tokenizer):
     dict(do_lower_case=False), dict(do_lower_case=True, strip_accents=False),
     dict(do_lower_case=False, tokenize_chinese_chars=False), dict(do_lower_case=False, strip_accents=True)])
 def test_every_tokenizer_setting_gives_its_ids_and_spans(settings):
-    from electra_tf.data.tokenization import TokenizerSettings
+    from electra_tf.data.vocabulary_files import TokenizerSettings
 
     cased = ElectraTokenizer(VOCABULARY + ["Café", "café", "The", "İstanbul", "Straße", "naïve", "東京"],
                              TokenizerSettings.from_huggingface(settings))

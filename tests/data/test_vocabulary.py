@@ -3,7 +3,8 @@ import collections
 import pytest
 
 from electra_tf.data.corpus import InputError, Skips
-from electra_tf.data.tokenization import SPECIAL_TOKENS, ElectraTokenizer, read_vocabulary
+from electra_tf.data.tokenization import ElectraTokenizer
+from electra_tf.data.vocabulary_files import SPECIAL_TOKENS, read_vocabulary
 from electra_tf.data.vocabulary import VocabularySpec, build_vocabulary, collect_sentences
 
 

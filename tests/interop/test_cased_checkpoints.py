@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from electra_tf import convert
-from electra_tf.data.tokenization import ElectraTokenizer, TokenizerSettings, read_tokenizer_settings
+from electra_tf.data.tokenization import ElectraTokenizer
+from electra_tf.data.vocabulary_files import TokenizerSettings, read_tokenizer_settings
 from electra_tf.interop.convert import export_huggingface, import_huggingface
 from electra_tf.finetuning.pretrained import load_pretrained
 

@@ -128,7 +128,7 @@ def test_bad_checkpoints_are_refused(official, tmp_path):
 def test_a_cased_release_is_converted_only_when_told(official, tmp_path):
     """A TF1 folder does not say how it tokenizes: uncased (the official default) unless told,
     and a plainly cased vocabulary is refused rather than read uncased."""
-    from electra_tf.data.tokenization import TokenizerSettings, read_tokenizer_settings
+    from electra_tf.data.vocabulary_files import TokenizerSettings, read_tokenizer_settings
 
     folder = tmp_path / "electra_cased"
     shutil.copytree(official, folder)

@@ -13,7 +13,8 @@ import pytest
 
 from electra_tf import convert, export, finetune, pretrain
 from electra_tf.data.corpus import sample_paragraphs
-from electra_tf.data.tokenization import ElectraTokenizer, TokenizerSettings
+from electra_tf.data.tokenization import ElectraTokenizer
+from electra_tf.data.vocabulary_files import TokenizerSettings
 from electra_tf.finetuning.pretrained import load_pretrained
 from electra_tf.interop.huggingface import ConversionError
 from electra_tf.interop.keras_hub_presets import import_keras_hub, write_preset

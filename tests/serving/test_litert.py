@@ -13,7 +13,8 @@ import pytest
 
 from electra_tf import export, finetune
 from electra_tf.data.corpus import sample_paragraphs
-from electra_tf.data.tokenization import ElectraTokenizer, TokenizerSettings
+from electra_tf.data.tokenization import ElectraTokenizer
+from electra_tf.data.vocabulary_files import TokenizerSettings
 from electra_tf.finetuning.pretrained import load_pretrained
 from electra_tf.finetuning.question_answering.model import ElectraQuestionAnswerer
 from electra_tf.finetuning.text.classifiers import ElectraClassifier, ElectraTokenClassifier
@@ -129,7 +130,7 @@ def test_where_the_tokenizers_differ(tmp_path):
     """LiteRT's normaliser folds case as the SavedModel does ("ß", ligatures, full-width letters),
     but splits words at a no-break space (as BERT's tokenizer) and not at a zero-width space (the
     SavedModel splits there, not at the former): the measured differences of docs/serving.md."""
-    from electra_tf.data.tokenization import SPECIAL_TOKENS
+    from electra_tf.data.vocabulary_files import SPECIAL_TOKENS
     from electra_tf.models.backbone import Backbone, BackboneConfig
     from electra_tf.models.config import ModelConfig
 

@@ -7,7 +7,7 @@ import pytest
 from electra_tf.models.config import ConfigError
 from electra_tf.data.corpus import InputError
 from electra_tf.data.shards import DataError
-from electra_tf.data.tokenization import VocabularyError
+from electra_tf.data.vocabulary_files import VocabularyError
 from electra_tf.utils.errors import ElectraError, RunError, command
 from electra_tf.finetuning.text.task_data import TaskDataError
 from electra_tf.interop.huggingface import ConversionError

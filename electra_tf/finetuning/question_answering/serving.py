@@ -30,16 +30,17 @@ TensorFlow and tf-text ops only, so TF Serving runs it without Python.
 
 from __future__ import annotations
 
+import tensorflow as tf
+
+from electra_tf.data.token_offsets import repair_utf8, tokenize_with_offsets, whole_word_spans
+from electra_tf.models.signatures import TEXT_SIGNATURE
+
 QUESTION_INPUTS = [("question", [None], "string"), ("context", [None], "string")]
 
 
 def question_answerer_endpoints(model, tokenizer, max_seq_length: int, doc_stride: int,
                                 max_query_length: int, max_answer_length: int) -> dict:
     """{signature: (fn, inputs)} for a fine-tuned `ElectraQuestionAnswerer`."""
-    import tensorflow as tf
-
-    from electra_tf.data.token_offsets import repair_utf8, tokenize_with_offsets, whole_word_spans
-    from electra_tf.models.signatures import TEXT_SIGNATURE
 
     if max_seq_length - max_query_length - 3 < 1:
         raise ValueError(f"max_seq_length {max_seq_length} leaves no room for a context after a "
@@ -83,7 +84,6 @@ def _best_spans(outputs, windows, positions, batch, max_answer_length: int):
     beams (the first of equals), as the official post-processing chooses it. `positions`: per
     window position, the piece's first and end character (-1 outside the context) and whether
     the window is the piece's max-context one."""
-    import tensorflow as tf
 
     char_start, char_end, max_context = positions
     starts = outputs["start_top_index"]  # [W, beam]
@@ -122,7 +122,6 @@ class _Windows:
     def __init__(self, query, example, pieces, max_context, max_seq_length):
         self.query, self.example, self.pieces, self.max_context = query, example, pieces, max_context
         self.length = max_seq_length
-        import tensorflow as tf
 
         ones = self.pieces.with_flat_values(tf.ones_like(self.pieces.flat_values))
         self.segment_ids = self.pack(0, 0, 0, ones, 1)
@@ -132,7 +131,6 @@ class _Windows:
         """[W, max_seq_length]: `cls_value`, the question's positions (`query_value`, or the
         question's own ids when None), `sep_value`, the ragged `context_values`, `last_value`,
         then padding (`last_value`'s type's zero)."""
-        import tensorflow as tf
 
         dtype = context_values.dtype
         rows = tf.shape(self.example)[0]
@@ -146,7 +144,6 @@ class _Windows:
     def place(self, context_values, outside):
         """[W, max_seq_length]: per-piece values at the context's positions, `outside` elsewhere
         (padding included)."""
-        import tensorflow as tf
 
         dtype = context_values.dtype
         packed = self.pack(outside, outside, outside, self.pieces.with_flat_values(context_values), outside)
@@ -155,7 +152,6 @@ class _Windows:
 
 def _windows(query, pieces, max_seq_length: int, doc_stride: int) -> _Windows:
     """The official sliding windows over each context's pieces (see `squad.make_windows`)."""
-    import tensorflow as tf
 
     query_lengths = tf.cast(query.row_lengths(), tf.int32)
     counts = tf.cast(pieces.row_lengths(), tf.int32)

@@ -44,6 +44,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from electra_tf.data.token_offsets import traced_tokenize_with_offsets
 from electra_tf.utils.errors import ElectraError
 
 # The official settings (max_seq_length 512 there; see default_doc_stride for shorter ones).
@@ -172,7 +173,6 @@ def tokenize_contexts(contexts: list[str], tokenizer, batch_size: int = 256) -> 
     """The word pieces of contexts, with each piece's characters (`token_offsets`, the rule the
     served model cuts answers by). SQuAD asks ~5 questions of each paragraph: tokenize it once
     and give it to `make_windows` for each of them."""
-    from electra_tf.data.token_offsets import traced_tokenize_with_offsets
 
     tokenized = []
     for first in range(0, len(contexts), batch_size):

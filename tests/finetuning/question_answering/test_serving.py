@@ -56,7 +56,7 @@ def _export(head, answerable, tmp_path_factory):
 def sentencepiece_tokenizer():
     """A SentencePiece vocabulary learned from the examples' text (and Chinese, which has no spaces)."""
     from electra_tf.data.sentence_pieces import learn_sentencepiece
-    from electra_tf.data.tokenization import TokenizerSettings, model_pieces
+    from electra_tf.data.vocabulary_files import TokenizerSettings, model_pieces
 
     text = [e.question for e in EXAMPLES] + [e.context for e in EXAMPLES] + ["河流向北流经山区。城市建于1902年。"]
     model = learn_sentencepiece(text * 20, 80, lowercase=True)
