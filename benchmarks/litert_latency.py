@@ -105,7 +105,7 @@ def fresh_classifiers(folder: Path):
     from serving_latency import fresh_exports
 
     from electra_tf.finetuning.pretrained import load_pretrained
-    from electra_tf.finetuning.text.classifiers import ElectraClassifier
+    from electra_tf.finetuning.text.models import ElectraClassifier
 
     models = []
     exports, tokenizer = fresh_exports(folder / "discriminators")

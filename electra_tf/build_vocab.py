@@ -16,7 +16,8 @@ and every later stage reads it from there: data building, pre-training, fine-tun
 exports follow it without being told again.
 
 Inputs are read like build_data's (text files, MediaWiki dumps, globs, folders); with no
---input, the embedded Wikipedia sample. The vocabulary starts with [PAD] [UNK] [CLS] [SEP]
+--input, the embedded Wikipedia sample, and with --with_sample both (your text and general
+English, for a vocabulary larger than your text alone holds). The vocabulary starts with [PAD] [UNK] [CLS] [SEP]
 [MASK]. For a large corpus, --max_documents learns from its first documents only.
 The work is `electra_tf.data.vocabulary.build_vocabulary`. Exit status: 0 written, 2 bad input.
 """
@@ -28,13 +29,11 @@ import sys
 from pathlib import Path
 
 from electra_tf.data.corpus import embedded_sample_path
-from electra_tf.data.vocabulary import (DEFAULT_VOCAB_SAMPLE_SENTENCES, DEFAULT_VOCAB_SIZE, VOCAB_MODELS,
-                                        VocabularySpec, build_vocabulary)
+from electra_tf.data.vocabulary import (DEFAULT_VOCAB_SAMPLE_SENTENCES, DEFAULT_VOCAB_SIZE, MIN_VOCAB_SIZE,
+                                        VOCAB_MODELS, VocabularySpec, build_vocabulary)
 from electra_tf.data.vocabulary_files import tokenizer_settings_path, vocabulary_files
 from electra_tf.utils.errors import ElectraError, command
 from electra_tf.utils.logs import start_tensorflow
-
-MIN_VOCAB_SIZE = 100
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -43,6 +42,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--input", nargs="+", default=None,
                         help="text files, MediaWiki dumps, JSON Lines, Parquet or Arrow files, globs or "
                              "folders (default: the embedded Wikipedia sample)")
+    parser.add_argument("--with_sample", action="store_true",
+                        help="also learn from the bundled Wikipedia sample: general English beside your own text, "
+                             "when yours is too small for the vocabulary asked for")
     parser.add_argument("--vocab_size", type=int, default=DEFAULT_VOCAB_SIZE,
                         help=f"largest vocabulary to learn (default {DEFAULT_VOCAB_SIZE}: right for "
                              "a small corpus; BERT's is 30522)")
@@ -85,7 +87,8 @@ def main(argv=None) -> int:
         raise ElectraError("--vocab_sample_sentences must be at least 1.")
     spec = VocabularySpec.of(args.vocab_model, args.cased, size=args.vocab_size, max_documents=args.max_documents,
                              sample_sentences=args.vocab_sample_sentences, seed=args.seed, text_field=args.text_field)
-    build_vocabulary(args.input or [str(embedded_sample_path())], output, spec)
+    sample = [str(embedded_sample_path())] if args.with_sample or not args.input else []
+    build_vocabulary([*(args.input or []), *sample], output, spec)
     return 0
 
 

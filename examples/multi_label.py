@@ -33,7 +33,7 @@ import numpy as np
 import tensorflow as tf
 
 from electra_tf.finetuning.task import FinetuningTask
-from electra_tf.finetuning.text.classifiers import ElectraTaskModel
+from electra_tf.finetuning.text.models import ElectraTaskModel
 from electra_tf.finetuning.text.inputs import evaluation_batches, training_batches
 from electra_tf.models.device_inputs import pack_text
 from electra_tf.models.preprocessing import ElectraTextPreprocessor

@@ -31,7 +31,20 @@ def test_a_vocabulary_far_smaller_than_asked_is_explained_and_has_no_bare_suffix
     err = capsys.readouterr().err
     assert f"Wrote {len(vocabulary):,} tokens (asked for 8,192)" in err
     assert "far smaller than asked" in err and f"--vocab_size {len(vocabulary):,} or less" in err
+    assert "--with_sample adds the bundled Wikipedia sample" in err
     assert "##" not in vocabulary and any(token.startswith("##") for token in vocabulary)
+
+
+
+def test_the_bundled_sample_is_learned_from_beside_ones_own_text(corpus, tmp_path, monkeypatch):
+    from electra_tf.data.corpus import embedded_sample_path
+
+    learned = []
+    monkeypatch.setattr(build_vocab, "build_vocabulary", lambda inputs, output, spec: learned.append(inputs))
+    text = corpus.write_sentence_file(tmp_path / "corpus.txt")
+    for argv in (["--input", str(text)], ["--input", str(text), "--with_sample"], []):
+        assert build_vocab.main([*argv, "--output", str(tmp_path / "vocab.txt"), "--overwrite"]) == 0
+    assert learned == [[str(text)], [str(text), str(embedded_sample_path())], [str(embedded_sample_path())]]
 
 
 def test_cased_keeps_capitals_and_writes_its_casing_beside_the_vocabulary(corpus, tmp_path, capsys):

@@ -80,7 +80,7 @@ def test_fine_tuning_and_both_export_signatures_follow_the_casing(cased_run, run
         "import json, tensorflow as tf, tensorflow_text\n"
         f"serve = tf.saved_model.load({str(discriminator_export)!r}).signatures['serving_default']\n"
         "tokens = serve(text=tf.constant(['The the THE']))['tokens'].numpy()[0].tolist()\n"
-        "import keras\nfrom electra_tf.finetuning.text import classifiers\n"
+        "import keras\nfrom electra_tf.finetuning.text import models\n"
         f"tagger = keras.saving.load_model({str(tmp_path / 'out' / 'best.keras')!r})\n"
         "ids = tagger.preprocessor(tf.ragged.constant([['The', 'the']]))['token_ids'].numpy()[0, :3].tolist()\n"
         "print(json.dumps({'tokens': [t.decode() for t in tokens if t], 'ids': ids}))")

@@ -245,7 +245,7 @@ def task_exports(pretrained_run, tmp_path_factory):
     """The three kinds of fine-tuned export, as `finetune` leaves them in OUTPUT_DIR/export/NAME/1:
     a classifier, an entity tagger and a question answerer on the pre-trained run's weights. The
     heads are untrained: the docs show how an export is loaded and called, not its accuracy."""
-    from electra_tf.finetuning.text.classifiers import ElectraClassifier, ElectraTokenClassifier
+    from electra_tf.finetuning.text.models import ElectraClassifier, ElectraTokenClassifier
     from electra_tf.finetuning.question_answering.model import ElectraQuestionAnswerer
     from electra_tf.finetuning.pretrained import load_pretrained
     from electra_tf.serving.publish import export_model

@@ -263,7 +263,7 @@ from electra_tf import export, finetune
 common = ["--import", {module!r}]
 assert finetune.main(common + ["--kind", "multi_label", "--pretrained", {str(short_run / "run")!r},
     "--train", {str(tmp_path / "train.jsonl")!r}, "--eval", {str(tmp_path / "dev.jsonl")!r},
-    "--test", {str(tmp_path / "dev.jsonl")!r}, "--output_dir", {str(out)!r}, "--epochs", "3", "--batch_size", "4",
+    "--test", {str(tmp_path / "dev.jsonl")!r}, "--output_dir", {str(out)!r}, "--epochs", "2", "--batch_size", "4",
     "--learning_rate", "3e-3", "--threshold", "0.4"]) == 0
 assert export.main(common + ["--model_dir", {str(out)!r}, "--format", "litert"]) == 0
 assert finetune.main(common + ["--eval_only", "--pretrained", {str(out)!r}, "--eval", {str(tmp_path / "dev.jsonl")!r},

@@ -60,6 +60,9 @@ def test_run_prints_progress_summary_and_exports(reference_run):
     assert f"tensorboard --logdir {root / 'model'}" in stdout
     assert (root / "exports" / "model" / "1" / "saved_model.pb").is_file()  # named after the model dir
     assert (root / "model" / "config.json").is_file() and "disc_auc" in stdout
+    # A short run says what runs of its length were measured to buy, and how to compare on one's task.
+    assert f"note: {STEPS} steps is a short run" in stdout and "--random_init" in stdout
+    assert f"--pretrained {(root / 'model').resolve()}" in stdout
     # A clean run, start to export, prints nothing that looks like an error (TensorFlow's
     # banners and its iterator-finalizing errors used to).
     stderr = (root / "stderr.txt").read_text()
@@ -223,6 +226,7 @@ def test_no_intact_checkpoint_is_a_clear_error(data_dir, reference_run, tmp_path
     assert "has no intact checkpoint" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # the extension policy: tests/pretraining/test_phases.py; runs extended by a rerun from their checkpoint: tests/test_compatibility.py
 def test_a_larger_steps_extends_a_finished_run(data_dir, reference_run, tmp_path, capsys):
     model_dir = tmp_path / "model"
     shutil.copytree(reference_run[0] / "model", model_dir)
@@ -334,7 +338,7 @@ def test_mixed_float16_with_accumulation_makes_every_step_and_resumes_exactly(da
     of N steps still makes N updates, counts the skipped ones, shows no step twice, and a run
     stopped mid-way by SIGTERM and rerun ends with the weights of the uninterrupted run.
     Separate processes, as a user runs them: two runs in one process do not draw the same numbers."""
-    steps = 24
+    steps = 16
 
     def argv(name):
         return [(str(steps) if a == str(STEPS) else a) for a in command(
@@ -365,6 +369,7 @@ def test_mixed_float16_with_accumulation_makes_every_step_and_resumes_exactly(da
                         tmp_path / "stopped" / "checkpoints" / f"ckpt-{steps}")
 
 
+@pytest.mark.slow  # the compile cache across processes: tests/test_finetune.py (a rerun with XLA compiles nothing), tests/runtime/test_xla.py
 def test_a_resumed_and_extended_run_loads_its_compiled_steps_from_the_compile_cache(data_dir, tmp_path):
     """With XLA, the first run compiles its training and evaluation steps into the cache; resumed
     from an earlier checkpoint and extended (a larger --steps), it compiles nothing. It compiled
@@ -397,6 +402,7 @@ def test_a_resumed_and_extended_run_loads_its_compiled_steps_from_the_compile_ca
     assert cache["programs_added"] == 0
 
 
+@pytest.mark.slow  # raw-text runs resumed from their checkpoint: tests/test_compatibility.py
 def test_raw_text_runs_checkpoint_and_resume(corpus, small_vocab, tmp_path, capsys):
     text = corpus.write_sentence_file(tmp_path / "corpus.txt", repeat=10)
     argv = ["--data", str(text), "--vocab", str(small_vocab), "--model_dir", str(tmp_path / "model"),
@@ -539,7 +545,7 @@ def data_64(corpus, small_vocab, tmp_path_factory):
     return folder / "data"
 
 
-PHASE_2_STEPS = 20
+PHASE_2_STEPS = 12
 
 
 def phase_two_command(data_64, model_dir, export_dir, *extra):
@@ -600,6 +606,7 @@ def test_a_second_phase_at_a_longer_length_continues_the_run_and_resumes_exactly
     assert_same_weights(tmp_path / "whole" / "checkpoints" / f"ckpt-{end}", checkpoints / f"ckpt-{end}")
 
 
+@pytest.mark.slow  # its flat config.json read: tests/pretraining/test_config.py; earlier folders resumed, fine-tuned and exported: tests/test_compatibility.py
 def test_a_model_dir_written_before_config_sections_resumes_fine_tunes_and_exports(corpus, tmp_path, capsys):
     """tests/fixtures/flat_config_model_dir: a run as electra_tf wrote them with a flat config.json
     (6 steps on the test corpus as raw text)."""
@@ -626,3 +633,41 @@ def test_a_model_dir_written_before_config_sections_resumes_fine_tunes_and_expor
                           str(tmp_path / "out"), "--epochs", "1", "--batch_size", "4"]) == 0
     assert export.main(["--model_dir", str(model_dir), "--export_dir", str(tmp_path / "exports")]) == 0
     assert (tmp_path / "exports" / "model" / "1" / "saved_model.pb").is_file()
+
+
+def test_repeating_the_runs_own_preset_changes_nothing_the_run_set(tmp_path):
+    """docs/pretraining.md's phase-2 recipe on the tiny preset: a run started with --set
+    max_position_embeddings=512 records its preset, so a later command that repeats --config
+    electra_tiny continues the run's own values; another preset is another base, refused."""
+    from electra_tf.pretraining.phases import continue_run
+    from electra_tf.utils.errors import RunError
+
+    model_dir = tmp_path / "model"
+    started = pretrain._run_settings(pretrain.build_parser().parse_args(
+        ["--config", "electra_tiny", "--set", "max_position_embeddings=512", "--model_dir", str(model_dir),
+         "--steps", "100", "--log_every", "10"]))[0].config
+    assert started.preset == "electra_tiny" and started.model.max_position_embeddings == 512
+    model_dir.mkdir()
+    started.save(model_dir / "config.json")
+    for repeated in ([], ["--config", "electra_tiny"]):
+        phase_two = pretrain._run_settings(pretrain.build_parser().parse_args(
+            [*repeated, "--model_dir", str(model_dir), "--phase", "2", "--set", "max_seq_length=512",
+             "--set", "num_warmup_steps=2", "--steps", "120", "--batch_size", "4"]))[0]
+        decision = continue_run(started, phase_two.config, phase=2, latest_step=100)
+        assert decision.starts_phase and decision.config.model.max_position_embeddings == 512
+        assert decision.config.trainer.log_every == 10  # the run's cadence, kept
+    other = pretrain._run_settings(pretrain.build_parser().parse_args(
+        ["--config", "electra_small", "--model_dir", str(model_dir), "--phase", "2", "--steps", "120"]))[0]
+    with pytest.raises(RunError, match="a new phase keeps the run's model"):
+        continue_run(started, other.config, phase=2, latest_step=100)
+
+
+def test_text_too_small_to_learn_a_vocabulary_from_is_refused_naming_what_a_run_needs(tmp_path, capsys):
+    """Before: a folder holding one word pre-trained (exit 0, a 13-token vocabulary)."""
+    (tmp_path / "text").mkdir()
+    (tmp_path / "text" / "words.txt").write_text("hello\n", encoding="utf-8")
+    assert pretrain.main(["--data", str(tmp_path / "text"), "--model_dir", str(tmp_path / "model"), "--steps", "2",
+                          "--no-export"]) == 2
+    error = capsys.readouterr().err
+    assert "holds too little text to pre-train on" in error and "a run needs at least 100" in error
+    assert "--with_sample" in error and not (tmp_path / "model" / "vocab.txt").exists()

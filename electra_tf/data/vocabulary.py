@@ -25,6 +25,8 @@ from electra_tf.utils.progress import Progress, heartbeat
 
 # Right for a small corpus such as the bundled sample (BERT's is 30522).
 DEFAULT_VOCAB_SIZE = 8192
+# The smallest vocabulary that is asked for or learned: special tokens and a hundred or so pieces.
+MIN_VOCAB_SIZE = 100
 # tensorflow-text's WordPiece learner (under keras-hub's trainer) drops rarer pieces: its
 # `lower_thresh` default, which keras-hub does not expose.
 MIN_PIECE_COUNT = 10
@@ -148,5 +150,6 @@ def build_vocabulary(inputs: list[str], output: Path, spec: VocabularySpec = Voc
         print(f"note: the vocabulary is far smaller than asked. The WordPiece trainer keeps only word pieces "
               f"seen at least {MIN_PIECE_COUNT} times, and {len(sentences):,} sentences hold few, so common "
               f"words will be split into pieces. Ask for --vocab_size {len(vocabulary):,} or less, or give "
-              "it more text.", file=sys.stderr)
+              "it more text (build_vocab --with_sample adds the bundled Wikipedia sample beside yours).",
+              file=sys.stderr)
     return vocabulary

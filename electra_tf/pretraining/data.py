@@ -11,7 +11,8 @@ from pathlib import Path
 from electra_tf.data.builder import BuildRunner, ShardSpec, build_shards
 from electra_tf.data.shards import check_shards, held_out_file, metadata_vocab_file, read_metadata, resolve_data
 from electra_tf.data.tokenization import ElectraTokenizer
-from electra_tf.data.vocabulary_files import read_tokenizer_settings, read_vocabulary
+from electra_tf.data.vocabulary import MIN_VOCAB_SIZE, VocabularySpec, build_vocabulary
+from electra_tf.data.vocabulary_files import read_tokenizer_settings, read_vocabulary, vocabulary_files
 from electra_tf.pretraining.evaluation import EvaluationText
 from electra_tf.training.workers import wait_for_chief
 from electra_tf.utils.errors import RunError
@@ -58,10 +59,24 @@ def prepare_data(source: DataSource, max_seq_length: int, model_dir: ModelDir, r
                            "--num_shards N, N at least the number of workers) and pass that folder to --data.")
         vocab = source.vocab or str(model_dir.vocab)
         if not Path(vocab).is_file():
-            from electra_tf.data.vocabulary import VocabularySpec, build_vocabulary
-            build_vocabulary(list(location), Path(vocab), VocabularySpec(text_field=source.text_field))
+            learned = build_vocabulary(list(location), Path(vocab), VocabularySpec(text_field=source.text_field))
+            _refuse_too_little_text(learned, location, Path(vocab))
         description = f"raw text, packed on the fly: {' '.join(location)}"
     return PretrainingData(kind, location, ElectraTokenizer(vocab), description)
+
+
+def _refuse_too_little_text(vocabulary: list, location, written: Path) -> None:
+    """Raw text too small to learn a vocabulary from is refused, naming what a run needs (the
+    vocabulary learned from it removed, so a rerun with more text learns afresh)."""
+    if len(vocabulary) >= MIN_VOCAB_SIZE:
+        return
+    for path in vocabulary_files(written):
+        path.unlink(missing_ok=True)
+    raise RunError(f"{' '.join(map(str, location))} holds too little text to pre-train on: the vocabulary learned "
+                   f"from it has {len(vocabulary)} tokens, and a run needs at least {MIN_VOCAB_SIZE} (in practice "
+                   "thousands of sentences: the bundled Wikipedia sample is 2,000 articles). Give more text, a "
+                   "vocabulary learned elsewhere (--vocab; build_vocab --input YOUR_TEXT --with_sample), or leave out "
+                   "--data to pre-train on the bundled sample.")
 
 
 def _bundled_sample(max_seq_length: int, role) -> Path:

@@ -62,3 +62,6 @@ def test_the_docs_jax_example_fine_tunes_the_preset(preset):
                             text=True, timeout=600, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
     assert result.returncode == 0, result.stderr[-3000:]
     assert "backend: jax" in result.stdout
+    losses = [float(x) for x in re.search(r"loss by epoch: \[(.*)\]", result.stdout).group(1).split(",")]
+    predicted, labels = re.search(r"predicted: (\[.*\]) labels: (\[.*\])", result.stdout).groups()
+    assert losses[-1] < losses[0] and predicted == labels, result.stdout

@@ -117,6 +117,15 @@ def test_the_preset_says_what_it_holds(presets):
     assert tokenizer["lowercase"] is False and tokenizer["strip_accents"] is False
 
 
+def test_the_printed_from_preset_path_is_absolute_for_a_relative_export_dir(presets, tmp_path, monkeypatch, capsys):
+    _, sources = presets
+    monkeypatch.chdir(tmp_path)
+    assert export.main(["--model_dir", str(sources["wide"]), "--format", "keras_hub", "--export_dir", "out"]) == 0
+    printed = capsys.readouterr().out
+    path = printed.split("ElectraBackbone.from_preset(")[1].split(")")[0].strip("'\"")
+    assert Path(path).is_absolute() and Path(path) == tmp_path / "out" and (Path(path) / "config.json").is_file()
+
+
 def test_exported_and_converted_back_gives_our_outputs(presets, loaded_elsewhere, tmp_path):
     root, sources = presets
     for name in ("cased", "sentencepiece"):

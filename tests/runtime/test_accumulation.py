@@ -74,7 +74,7 @@ def test_two_replicas_with_accumulation_update_as_one_device(two_replicas):
 
 
 def test_finetuning_accumulates_a_last_short_batch_exactly():
-    from electra_tf.finetuning.text.classifiers import ElectraClassifier
+    from electra_tf.finetuning.text.models import ElectraClassifier
     from electra_tf.models.embeddings import ElectraEmbeddings
     from electra_tf.models.encoders import Discriminator
 

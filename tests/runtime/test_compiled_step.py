@@ -115,7 +115,7 @@ def test_pretraining_trains_in_every_cell(strategy_name, precision, xla, strateg
 
 @pytest.mark.parametrize("strategy_name,precision,xla", CELLS, ids=IDS)
 def test_finetuning_trains_in_every_cell(strategy_name, precision, xla, strategy_for):
-    from electra_tf.finetuning.text.classifiers import ElectraClassifier
+    from electra_tf.finetuning.text.models import ElectraClassifier
     from electra_tf.models.embeddings import ElectraEmbeddings
     from electra_tf.models.encoders import Discriminator
 
@@ -238,7 +238,7 @@ def test_evaluate_under_xla_reads_every_batch_once():
     of a finite dataset (the last one shorter), and the loop ends with the data. A dataset of
     another element spec (a fixed batch size) through the same loop gets its own trace."""
     from electra_tf.runtime.compiled_step import XlaStepLoop
-    from electra_tf.finetuning.text.classifiers import ElectraClassifier
+    from electra_tf.finetuning.text.models import ElectraClassifier
     from electra_tf.models.embeddings import ElectraEmbeddings
     from electra_tf.models.encoders import Discriminator
 

@@ -17,7 +17,7 @@ from electra_tf.data.tokenization import ElectraTokenizer
 from electra_tf.data.vocabulary_files import TokenizerSettings
 from electra_tf.finetuning.pretrained import load_pretrained
 from electra_tf.finetuning.question_answering.model import ElectraQuestionAnswerer
-from electra_tf.finetuning.text.classifiers import ElectraClassifier, ElectraTokenClassifier
+from electra_tf.finetuning.text.models import ElectraClassifier, ElectraTokenClassifier
 from electra_tf.serving.litert import LiteRTError, write_litert
 from electra_tf.serving.publish import export_model
 from tests.litert_only import run_litert_only

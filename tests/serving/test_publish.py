@@ -197,7 +197,7 @@ def test_a_fine_tuned_classifier_exports_through_the_same_path(keras_discriminat
     is exported as a float32 copy rebuilt from its config, computing what the float32 model does."""
     import keras
 
-    from electra_tf.finetuning.text.classifiers import ElectraClassifier
+    from electra_tf.finetuning.text.models import ElectraClassifier
 
     discriminator, tokenizer, config = keras_discriminator
     probe = {"token_ids": tf.ones([1, SEQ], tf.int32), "segment_ids": tf.zeros([1, SEQ], tf.int32),

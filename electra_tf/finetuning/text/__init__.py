@@ -3,7 +3,7 @@
 - `task_data`: CSV/TSV/JSONL, GLUE and tagging (CoNLL, JSONL) files -> examples and labels, with
   file/line errors
 - `inputs`: what the task models' `fit`/`evaluate`/`predict` accept, as one dataset of strings
-- `classifiers`: `ElectraClassifier` (classification, pairs, regression), `ElectraTokenClassifier`
+- `models`: `ElectraTaskModel`, `ElectraClassifier` (classification, pairs, regression), `ElectraTokenClassifier`
 - `losses`: the tagging loss (classification and regression use Keras' own)
 - `metrics`: accuracy, F1, Matthews correlation, Pearson, Spearman (the official GLUE metrics);
   per-word accuracy for tagging

@@ -16,7 +16,7 @@ import sys
 import tensorflow as tf
 
 from electra_tf.finetuning.task import FinetuningTask
-from electra_tf.finetuning.text.classifiers import ElectraClassifier
+from electra_tf.finetuning.text.models import ElectraClassifier
 from electra_tf.finetuning.text.inputs import evaluation_batches, training_batches
 from electra_tf.finetuning.text.metrics import predicted_metrics
 from electra_tf.finetuning.text.task_data import (GLUE_TASKS, Columns, LabelSpace, TaskData, default_metrics, glue_task,

@@ -13,7 +13,7 @@ import tensorflow as tf
 
 from electra_tf.finetuning.task import FinetuningTask
 from electra_tf.finetuning.text.classification import default_epochs
-from electra_tf.finetuning.text.classifiers import ElectraTokenClassifier
+from electra_tf.finetuning.text.models import ElectraTokenClassifier
 from electra_tf.finetuning.text.entities import detect_scheme, entity_scores, is_entity_tag_set
 from electra_tf.finetuning.text.inputs import evaluation_batches, training_batches
 from electra_tf.finetuning.text.task_data import (Columns, LabelSpace, TaskData, read_tagged_examples,

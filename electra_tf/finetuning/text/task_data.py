@@ -372,7 +372,7 @@ def _read_named(path: Path, columns: Columns) -> list:
                 if missing:
                     raise TaskDataError(f"{path}: no column {missing[0]!r}; the header has {available}. "
                                         "Pass the right --text_column / --text_pair_column / --label_column.")
-                records = ((reader.line_num, record) for record in reader)
+                records = _csv_records(reader)
             for line, record in records:
                 if available is None:
                     missing = [c for c in wanted if c not in record]
@@ -380,8 +380,7 @@ def _read_named(path: Path, columns: Columns) -> list:
                         raise TaskDataError(f"{path}, line {line}: no field {missing[0]!r}; the record has "
                                             f"{sorted(record)}.")
                 elif None in record or any(record[c] is None for c in wanted):
-                    raise TaskDataError(f"{path}, line {line}: the row has {'more' if None in record else 'fewer'} "
-                                        f"cells than the header's {len(available)} columns.")
+                    _refuse_row_shape(path, line, record, len(available))
                 rows.append(_row(path, line, record[columns.text],
                                  record[columns.text_pair] if columns.text_pair else None,
                                  record[columns.label], columns))
@@ -390,6 +389,24 @@ def _read_named(path: Path, columns: Columns) -> list:
     except csv.Error as error:
         raise TaskDataError(f"{path}: malformed CSV ({error}).") from None
     return rows
+
+
+def _csv_records(reader):
+    """(the line a record starts on, the record) of a csv.DictReader."""
+    start = reader.line_num + 1
+    for record in reader:
+        yield start, record
+        start = reader.line_num + 1
+
+
+def _refuse_row_shape(path: Path, line: int, record: dict, columns: int) -> None:
+    """A row with more or fewer cells than the header; fewer, with a cell running over several
+    lines to the end, is a quoted field never closed (a missing quote, or a file cut short)."""
+    if None not in record and any("\n" in value for value in record.values() if isinstance(value, str)):
+        raise TaskDataError(f"{path}, line {line}: a quoted field opens on this line and is never closed (the file "
+                            "ends inside it): a closing quote is missing, or the file was cut short.")
+    raise TaskDataError(f"{path}, line {line}: the row has {'more' if None in record else 'fewer'} cells than the "
+                        f"header's {columns} columns.")
 
 
 def _jsonl_records(path: Path, handle):

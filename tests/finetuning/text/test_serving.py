@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 
 from electra_tf.data.tokenization import ElectraTokenizer
-from electra_tf.finetuning.text.classifiers import ElectraClassifier, ElectraTokenClassifier
+from electra_tf.finetuning.text.models import ElectraClassifier, ElectraTokenClassifier
 from electra_tf.models.config import ModelConfig
 from electra_tf.models.device_inputs import LiteRTTokenizer
 from electra_tf.models.encoders import build_discriminator

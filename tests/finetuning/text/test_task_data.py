@@ -4,15 +4,8 @@ import json
 
 import pytest
 
-from electra_tf.finetuning.text.task_data import (
-    GLUE_TASKS,
-    Columns,
-    TaskDataError,
-    from_unit_interval,
-    glue_task,
-    read_task_files,
-    to_unit_interval,
-)
+from electra_tf.finetuning.text.task_data import (GLUE_TASKS, Columns, TaskDataError, from_unit_interval, glue_task,
+                                                  read_task_files, to_unit_interval)
 
 COLUMNS = Columns("text", None, "label")
 
@@ -177,3 +170,15 @@ def test_an_empty_file_is_called_empty(tmp_path):
     empty.write_text("", encoding="utf-8")
     with pytest.raises(TaskDataError, match="train.csv is empty: it needs a header row naming its columns"):
         read_task_files(empty, empty, COLUMNS)
+
+
+def test_a_csv_cut_inside_a_quoted_field_is_called_an_unclosed_quote(tmp_path):
+    """Before: "the row has fewer cells than the header's 2 columns"."""
+    cut = tmp_path / "train.csv"
+    cut.write_text('text,label\n"good film",pos\n"bad film",neg\n"a film that never\nends here,pos\n', encoding="utf-8")
+    with pytest.raises(TaskDataError, match="train.csv, line 4: a quoted field opens on this line and is never closed"):
+        read_task_files(cut, cut, COLUMNS)
+    short = tmp_path / "dev.csv"
+    short.write_text('text,label\n"good film",pos\n"bad film"\n', encoding="utf-8")
+    with pytest.raises(TaskDataError, match="dev.csv, line 3: the row has fewer cells than the header's 2 columns"):
+        read_task_files(short, short, COLUMNS)

@@ -27,16 +27,16 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from electra_tf.runtime import optimizer  # noqa: F401  registers ElectraAdamW: a saved model is compiled with it
-from electra_tf.runtime.compiled_step import CompiledGradients
+import electra_tf.runtime.optimizer  # noqa: F401  registers ElectraAdamW: a saved model is compiled with it
 from electra_tf.finetuning.text.inputs import holds_text, map_string_labels, text_dataset
 from electra_tf.finetuning.text.losses import token_classification_loss
 from electra_tf.finetuning.text.serving import (classifier_endpoints, classifier_litert_endpoint, tagger_endpoints,
                                                 tagger_litert_endpoint)
+from electra_tf.finetuning.text.task_data import from_unit_interval
 from electra_tf.models.dropout import Dropout
 from electra_tf.models.encoders import Discriminator, deserialize_as
-from electra_tf.finetuning.text.task_data import from_unit_interval
 from electra_tf.models.preprocessing import IGNORE_LABEL, pack_words_with_starts
+from electra_tf.runtime.compiled_step import CompiledGradients
 
 HEAD_NAME = "task_specific"  # the official variable scope, which its layer-wise learning rates key on
 

@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 
 from electra_tf.models.config import ModelConfig
-from electra_tf.finetuning.text.classifiers import ElectraClassifier, ElectraTokenClassifier
+from electra_tf.finetuning.text.models import ElectraClassifier, ElectraTokenClassifier
 from electra_tf.models.encoders import build_discriminator
 from electra_tf.models.preprocessing import ElectraTextPreprocessor, ElectraWordPreprocessor
 from electra_tf.runtime.optimizer import LayerwiseDecay, create_finetuning_optimizer, layerwise_lr_multiplier
