@@ -40,12 +40,14 @@ def run(pretrained_dir, output_dir, *extra, train=None, eval_file=None):
 def test_classification_end_to_end(topic_csv, run_python, pretrained_dir, tmp_path, capsys):
     (tmp_path / "data").mkdir()
     data = topic_csv(tmp_path / "data" / "train.csv")  # names that say nothing: the task is named after out/
-    assert run(pretrained_dir, tmp_path / "out", "--epochs", "2", "--learning_rate", "1e-3",
+    assert run(pretrained_dir, tmp_path / "out", "--epochs", "2", "--learning_rate", "1e-3", "--test", str(data),
                train=data, eval_file=data) == 0
     printed = capsys.readouterr().out
     assert "examples/s" in printed and "ETA" in printed and "epoch 2: eval accuracy" in printed
     summary = json.loads((tmp_path / "out" / "metrics.json").read_text())
     assert set(summary["eval"]) == {"accuracy", "f1", "score"} and summary["best_epoch"] in (1, 2)
+    # --test scores a file once with the best epoch: on the eval file itself, the best epoch's scores.
+    assert summary["test"] == pytest.approx(summary["eval"], abs=1e-6)
     assert summary["labels"] == ["nature", "town"] and len(summary["epochs"]) == 2
     assert summary["eval"]["accuracy"] == max(e["accuracy"] for e in summary["epochs"])
     assert list((tmp_path / "out" / "logs" / "train").glob("events.out.tfevents.*"))

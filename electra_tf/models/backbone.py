@@ -16,8 +16,9 @@ has keras-hub's layout::
 `Backbone.load` reads such a folder, keras-hub's own ElectraBackbone presets (their encoder in a
 Discriminator whose replaced-token head starts fresh: `models/keras_hub_electra.py`), and the
 backbone folders of earlier versions (config.json, model.safetensors keyed by variable path,
-vocab.txt). config.json names a keras-hub `Backbone` (`DiscriminatorBackbone`), so once
-`electra_tf` is imported `keras_hub.models.Backbone.from_preset(folder)` loads it too. The dropout layers' random-number
+vocab.txt). config.json names a keras-hub `Backbone` (`DiscriminatorBackbone`), so once this
+module is imported (`from electra_tf import Backbone` does it) `keras_hub.models.Backbone.from_preset(folder)`
+loads it too. The dropout layers' random-number
 states ride along by position among the model's seed generators (their paths are numbered in
 creation order): a model fine-tuned from a backbone draws the same dropout masks as one restored
 from the run's checkpoint.
@@ -77,7 +78,7 @@ SEED_STATE_PREFIX = "seed_generator_states/"
 class DiscriminatorBackbone(keras_hub.models.Backbone):
     """The discriminator as a keras-hub `Backbone`: a functional model (as keras-hub's backbones
     are) over the `Discriminator`, which a backbone folder's config.json names, so that
-    `keras_hub.models.Backbone.from_preset(folder)` loads it once `electra_tf` is imported. Its
+    `keras_hub.models.Backbone.from_preset(folder)` loads it once this module is imported. Its
     inputs are token_ids, segment_ids and padding_mask; its outputs the discriminator's (logits,
     sequence_output); `discriminator` is the model itself.
 

@@ -233,6 +233,10 @@ def test_a_keras_hub_preset_is_pretrained_as_it_is_without_a_convert_step(small_
     assert finetune.main(["--pretrained", str(preset), "--train", str(data), "--eval", str(data), "--max_seq_length",
                           "32", "--output_dir", str(tmp_path / "tuned"), "--epochs", "1", "--batch_size", "8"]) == 0
     assert json.loads((tmp_path / "tuned" / "metrics.json").read_text())["pretrained"] == str(preset.resolve())
+    # export reads it through the same loader
+    assert export.main(["--model_dir", str(preset), "--format", "keras_hub", "--export_dir", str(tmp_path / "again")]) == 0
+    assert json.loads((tmp_path / "again" / "config.json").read_text())["config"]["hidden_dim"] == \
+        json.loads((preset / "config.json").read_text())["config"]["hidden_dim"]
 
 
 def test_bad_input_is_refused_and_nothing_is_written(small_vocab, tmp_path, capsys):

@@ -47,7 +47,7 @@ def test_a_backbone_folder_reads_back_whole(backbone, tmp_path):
     np.testing.assert_array_equal(again.discriminator(BATCH)["logits"], backbone.discriminator(BATCH)["logits"])
     assert again.metadata()["step"] == backbone_step(path) == 12 and is_backbone_folder(path)
     assert backbone_hidden_size(path) == 8
-    # keras-hub's own loader reads it, once electra_tf is imported.
+    # keras-hub's own loader reads it, once electra_tf.models.backbone is imported.
     by_keras_hub = keras_hub.models.Backbone.from_preset(str(path))
     np.testing.assert_array_equal(by_keras_hub(BATCH)["logits"], backbone.discriminator(BATCH)["logits"])
     # Saving again replaces the folder whole.

@@ -86,9 +86,14 @@ print(json.dumps({{"answer": [a.decode() for a in out["answer"].numpy()], "start
 
 def test_squad_2_0_reports_the_official_names_and_null_odds(pretrained_run, corpus, tmp_path):
     data = squad_file(tmp_path / "train-v2.0.json", corpus.DOCUMENTS, version="v2.0", impossible=True)
-    assert run(pretrained_run, data, data, tmp_path / "out", "--epochs", "1", "--qa_head", "plain") == 0
+    assert run(pretrained_run, data, data, tmp_path / "out", "--epochs", "1", "--qa_head", "plain",
+               "--test", str(data)) == 0
     summary = json.loads((tmp_path / "out" / "metrics.json").read_text())
     assert list(summary["eval"]) == [*METRICS_V2, "score"] and summary["task"] == "squad2"
+    # --test scores a file once with the best epoch, beside its own predictions.
+    assert summary["test"] == pytest.approx(summary["eval"], abs=1e-6)
+    assert json.loads((tmp_path / "out" / "test_predictions.json").read_text()) == \
+        json.loads((tmp_path / "out" / "predictions.json").read_text())
     assert summary["question_answering"]["null_score_threshold"] == -2.75
     null_odds = json.loads((tmp_path / "out" / "null_odds.json").read_text())
     predictions = json.loads((tmp_path / "out" / "predictions.json").read_text())
