@@ -36,8 +36,8 @@ tf.config.set_logical_device_configuration(
 
 
 def pytest_xdist_auto_num_workers(config):
-    """`-n auto`: two processes more than cores (pytest.ini says why)."""
-    return (os.cpu_count() or 1) + 2
+    """`-n auto`: one process more than cores (pytest.ini says why)."""
+    return (os.cpu_count() or 1) + 1
 
 
 @pytest.fixture(autouse=True)

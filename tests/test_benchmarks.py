@@ -1,7 +1,8 @@
-"""benchmarks/: every script's options parse, and the ones that run without a GPU, torch or
-Beam take one tiny run and print figures that hold together: rates positive, a rate the count
-over the time it says, a p50 no slower than its p99, a projection the measured rate's. (What
-the figures are worth is read on real sizes: docs/results.md names the command behind each.)"""
+"""benchmarks/: every script's options parse, and (in `pytest -m slow`: a benchmark is a tool
+run by hand) the ones that run without a GPU, torch or Beam take one tiny run and print
+figures that hold together: rates positive, a rate the count over the time it says, a p50 no
+slower than its p99, a projection the measured rate's. (What the figures are worth is read on
+real sizes: docs/results.md names the command behind each.)"""
 
 import csv
 import re
@@ -35,6 +36,7 @@ def test_every_script_parses_its_options(name):
     assert "usage:" in benchmark(name, "--help", timeout=120)
 
 
+@pytest.mark.slow  # a benchmark's run; the default suite parses every script's options
 def test_the_step_prints_its_row_against_the_peak():
     printed = benchmark("pretrain_step", "--sizes", "tiny", "--precisions", "float32", "--xla", "off",
                         "--steps", "2", "--rounds", "1", "--accumulation", "2")
@@ -58,6 +60,7 @@ def input_pipeline_rates(data_dir, small_vocab) -> dict:
     return rates
 
 
+@pytest.mark.slow  # a benchmark's run; the default suite parses every script's options
 def test_the_input_pipeline_prints_what_feeds_fit(data_dir, small_vocab):
     input_pipeline_rates(data_dir, small_vocab)
 
@@ -70,6 +73,7 @@ def test_the_whole_input_path_is_no_faster_than_its_parts(data_dir, small_vocab)
     assert rates["the whole path that feeds fit"] <= 2 * min(rates.values()), rates
 
 
+@pytest.mark.slow  # a benchmark's run; the default suite parses every script's options
 def test_serving_latency_prints_each_signature(tmp_path, small_vocab):
     from electra_tf.data.tokenization import ElectraTokenizer
     from electra_tf.models.backbone import BackboneConfig
@@ -91,6 +95,7 @@ def test_serving_latency_prints_each_signature(tmp_path, small_vocab):
         assert 0 < float(p50) <= float(p99) and float(sequences.replace(",", "")) > 0
 
 
+@pytest.mark.slow  # a benchmark's run; the default suite parses every script's options
 def test_the_keras_hub_parity_puts_the_difference_on_the_gelu_form(pretrained_run):
     printed = benchmark("keras_hub_parity", "--model_dir", str(pretrained_run), "--texts", "8")
     largest = dict(re.findall(r"^  (ours.*?)\s+max \|diff\| (\S+)", printed, flags=re.MULTILINE))
@@ -100,6 +105,7 @@ def test_the_keras_hub_parity_puts_the_difference_on_the_gelu_form(pretrained_ru
     assert "tokens of 8 news articles" in printed
 
 
+@pytest.mark.slow  # a benchmark's run; the default suite parses every script's options
 def test_data_building_prints_its_rate_and_projection(corpus, small_vocab, tmp_path):
     text = corpus.write_sentence_file(tmp_path / "corpus.txt", repeat=5)
     printed = benchmark("build_data", "--input", str(text), "--vocab", str(small_vocab), "--workers", "1",

@@ -3,6 +3,8 @@ process, GLUE layouts, the random-init baseline, and bad input."""
 
 import json
 import re
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -10,6 +12,7 @@ import pytest
 from electra_tf import export, finetune
 from electra_tf.finetuning.pretrained import load_pretrained
 from electra_tf.models.encoders import model_weights
+from tests.cli_runs import alarming_lines, environment, user_environment
 from tests.conftest import SHORT_RUN_SEQ
 
 SEQ = SHORT_RUN_SEQ  # the pre-training run fine-tuned here (conftest.short_run)
@@ -140,16 +143,10 @@ def test_glue_pair_regression_and_random_init(corpus, run_python, pretrained_dir
     assert np.abs(pretrained[0].numpy() - tuned[0].numpy()).max() > 0.05
 
 
-@pytest.mark.slow  # the compile cache's reuse is tested with pre-training's runs in the default suite
 def test_a_rerun_with_xla_compiles_nothing(topic_csv, pretrained_dir, tmp_path):
     """The same fine-tuning run twice (--overwrite) with XLA over one compile cache: the rerun
     loads every program the first compiled (training, evaluation, prediction) and trains to the
     same losses."""
-    import subprocess
-    import sys
-
-    from tests.cli_runs import environment
-
     (tmp_path / "data").mkdir()
     train = topic_csv(tmp_path / "data" / "train.csv")
     argv = [sys.executable, "-m", "electra_tf.finetune", "--pretrained", str(pretrained_dir), "--train", str(train),
@@ -194,11 +191,6 @@ def test_a_run_as_a_user_sees_it_names_its_classes_and_prints_no_tensorflow_nois
     """French reviews with one label mistyped: the run names every class with its count and warns
     about the class of one example; TensorFlow's start-up lines stay out of the terminal, as in
     every command."""
-    import subprocess
-    import sys
-
-    from tests.cli_runs import alarming_lines, user_environment
-
     sentences = [s for document in corpus.DOCUMENTS for s in document]
     rows = [(s, "positif" if i % 2 else "négatif") for i, s in enumerate(sentences)] + [(sentences[0], "positive")]
     train = tmp_path / "reviews.csv"

@@ -369,7 +369,7 @@ def test_mixed_float16_with_accumulation_makes_every_step_and_resumes_exactly(da
                         tmp_path / "stopped" / "checkpoints" / f"ckpt-{steps}")
 
 
-@pytest.mark.slow  # the compile cache across processes: tests/test_finetune.py (a rerun with XLA compiles nothing), tests/runtime/test_xla.py
+@pytest.mark.slow  # the compile cache across processes: tests/test_finetune.py (a rerun with XLA compiles nothing); reuse after a resume is checked only here
 def test_a_resumed_and_extended_run_loads_its_compiled_steps_from_the_compile_cache(data_dir, tmp_path):
     """With XLA, the first run compiles its training and evaluation steps into the cache; resumed
     from an earlier checkpoint and extended (a larger --steps), it compiles nothing. It compiled

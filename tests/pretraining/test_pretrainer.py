@@ -46,14 +46,16 @@ def test_tiny_model_reports_every_metric_and_drives_both_losses_down_on_a_fixed_
     # The batch is fixed but re-masked every step, and evaluated on maskings never trained on:
     # the discriminator can only do well by reading the corrupted tokens, not by memorising
     # which positions were replaced.
-    config = tiny(dropout=0.0, num_layers=2)
+    # 200 steps at 3e-3 (the preset's rate is for real text and longer runs) clear every bound
+    # below with a wider margin than 400 at the preset's rate, in half the time.
+    config = tiny(dropout=0.0, num_layers=2, num_train_steps=200, learning_rate=3e-3)
     keras.utils.set_random_seed(0)
     pretrainer = ElectraPretrainer.from_pretraining_config(config)
     pretrainer.compile(optimizer=pretraining_optimizer(config))
     fixed = tf.data.Dataset.from_tensors(markov_sequences(16, SEQ, config.model.vocab_size, seed=4))
     held_out = remasked_each_step(config, fixed.repeat(4), seed=99).cache()
     before = pretrainer.evaluate(held_out, return_dict=True, verbose=0)
-    logs = pretrainer.fit(remasked_each_step(config, fixed.repeat(400), seed=1), verbose=0).history
+    logs = pretrainer.fit(remasked_each_step(config, fixed.repeat(200), seed=1), verbose=0).history
     assert REQUIRED_METRICS <= set(logs)  # every metric is reported, in training and evaluation
     after = pretrainer.evaluate(held_out, return_dict=True, verbose=0)
     assert REQUIRED_METRICS <= set(after)
