@@ -61,6 +61,7 @@ def test_a_cased_vocabulary_read_without_its_casing_is_refused(cased_run, tmp_pa
     assert "--cased, but" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # casing end to end; in the default suite: the cased data and run (above), a cased vocabulary in the exports' tokenizers (tests/serving/test_litert.py), casing in tests/data/test_tokenization.py
 def test_fine_tuning_and_both_export_signatures_follow_the_casing(cased_run, run_python, tmp_path):
     sentences = [["The", "library", "opened", "in", "1902", "."], ["Bees", "visit", "the", "orchard", "."]] * 4
     tags = [["O" if w.islower() or not w.isalpha() else "B-X" for w in s] for s in sentences]

@@ -18,6 +18,7 @@ def languages():
     return load_script("other_languages")
 
 
+@pytest.mark.slow  # a language end to end; in the default suite: this script and its vocabularies (Korean, below), records (tests/data/test_records.py), raw-text exports (tests/serving/test_publish.py)
 def test_chinese_records_to_an_export_answering_raw_text(languages, tmp_path, capsys):
     assert languages.main(["write", "--language", "zh", "--output", str(tmp_path / "zh"), "--paragraphs", "400",
                            "--per_class", "48", "--dev", "16"]) == 0
