@@ -17,8 +17,8 @@ exports follow it without being told again.
 
 Inputs are read like build_data's (text files, MediaWiki dumps, globs, folders); with no
 --input, the embedded Wikipedia sample, and with --with_sample both (your text and general
-English, for a vocabulary larger than your text alone holds). The vocabulary starts with [PAD] [UNK] [CLS] [SEP]
-[MASK]. For a large corpus, --max_documents learns from its first documents only.
+English, for a vocabulary larger than your text alone holds). The vocabulary starts with [PAD]
+[UNK] [CLS] [SEP] [MASK]. For a large corpus, --max_documents learns from its first documents only.
 The work is `electra_tf.data.vocabulary.build_vocabulary`. Exit status: 0 written, 2 bad input.
 """
 

@@ -88,7 +88,6 @@ def _pipeline(files: list[str], vocab_path: str, spec, beam_dir: Path, pipeline_
 
 def _results(job, beam_dir: Path):
     """The pipeline's counts into the job (skips, skipped files), and its shards into the work folder."""
-
     skips, skipped_files, work_dir, num_shards = job.skips, job.skipped_files, Path(job.work_dir), job.spec.num_shards
     stats = {"documents": 0, "sentences": 0, "examples": 0, "tokens": 0}
     if job.spec.held_out > 0 and (beam_dir / "held_out").exists():

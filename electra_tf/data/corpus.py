@@ -238,7 +238,6 @@ def to_sentences(document: RawDocument, skips: Skips) -> list[str]:
 
 def wikitext_to_paragraphs(wikitext: str, min_words: int = 4) -> list[str]:
     """Prose paragraphs of a page: no templates, tables, references, images or headings."""
-
     code = mwparserfromhell.parse(wikitext)
     # One pass over the page's top-level nodes: `Wikicode.remove` searches the page for each
     # node it removes, quadratic in a long page's nodes.

@@ -139,7 +139,6 @@ class DocumentPacker:
 
     def pack(self, document, skips) -> tuple[list[str], list[tuple[bytes, int]]]:
         """(sentences, [(serialized example, its token count)]); no sentences, no examples."""
-
         sentences = to_sentences(document, skips)
         if not sentences:
             return sentences, []

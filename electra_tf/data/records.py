@@ -101,7 +101,6 @@ def missing_field(text_field: str, fields) -> str:
 @contextlib.contextmanager
 def open_decompressed(path: Path):
     """Yields (decompressed binary stream, raw file); raw.tell() measures progress."""
-
     with open(path, "rb") as raw:
         suffix = path.suffix.lower()
         if suffix == ".gz":

@@ -36,7 +36,6 @@ def learn_sentencepiece(sentences: list[str], vocabulary_size: int, lowercase: b
     """The serialized model (ModelProto bytes) learned from `sentences`, at most `vocabulary_size`
     pieces with ELECTRA's special tokens first. `lowercase`: the normaliser folds case
     (sentencepiece's nmt_nfkc_cf rule; nmt_nfkc otherwise)."""
-
     if model_type not in MODEL_TYPES:
         raise VocabularyError(f"SentencePiece model type {model_type!r}; expected one of {', '.join(MODEL_TYPES)}.")
     pad, unknown, *control = SPECIAL_TOKENS

@@ -103,7 +103,6 @@ def metadata_vocab_file(data_dir: str | Path, metadata: dict) -> str:
 def metadata_tokenizer_settings(metadata: dict):
     """How the data was tokenized (metadata.json keeps `TokenizerSettings`' fields; data built
     before cased vocabularies only says lowercase: true, before SentencePiece no `tokenizer`)."""
-
     lowercase = metadata.get("lowercase", True)
     return TokenizerSettings(lowercase, metadata.get("strip_accents", lowercase), metadata.get("split_cjk", True),
                              metadata.get("tokenizer", WORDPIECE))

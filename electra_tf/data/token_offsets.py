@@ -46,7 +46,6 @@ from electra_tf.data.tokenization import CJK_PATTERN, rows_to_values, split_patt
 
 def repair_utf8(texts):
     """Invalid UTF-8 bytes become U+FFFD (as the serving signatures treat text)."""
-
     return tf.strings.unicode_transcode(texts, "UTF-8", "UTF-8", errors="replace", replacement_char=0xFFFD)
 
 
@@ -57,7 +56,6 @@ _TRACED = weakref.WeakKeyDictionary()
 def traced_tokenize_with_offsets(tokenizer, texts):
     """`tokenize_with_offsets` through a tf.function traced once per tokenizer: what an eager
     caller with many batches (question answering's contexts) calls."""
-
     if tokenizer not in _TRACED:
         held = weakref.ref(tokenizer)  # the function must not keep its tokenizer (its key) alive
         # Without AutoGraph (no tensor-dependent Python control flow): converting this module's
@@ -72,7 +70,6 @@ def tokenize_with_offsets(tokenizer, texts):
     `text[start:end]` (code points). Invalid UTF-8 is repaired first (`repair_utf8`), and the
     offsets count characters of the repaired text. A SentencePiece tokenizer's offsets come from
     its op (`sentencepiece_offsets`); the rest of this function is WordPiece's."""
-
     if tokenizer.sentencepiece_model is not None:
         return sentencepiece_offsets(tokenizer, texts)
 
@@ -128,7 +125,6 @@ def sentencepiece_offsets(tokenizer, texts):
     the pieces the normaliser made from one character (a ligature "ﬁ" as "f" and "i"), one covers
     the character and the others nothing (start == end), as does the lone "▁" before a piece that
     the text did not separate by a space."""
-
     if tf.executing_eagerly():  # the op is made in a graph (`ElectraTokenizer.sentencepiece_op`)
         return tf.function(lambda batch: sentencepiece_offsets(tokenizer, batch), autograph=False)(
             tf.convert_to_tensor(texts, tf.string))
@@ -192,7 +188,6 @@ def whole_word_span(text: str, start: int, end: int) -> tuple[int, int]:
 def whole_word_spans(texts, starts, ends):
     """`whole_word_span` in graph for a batch: `texts` [B] (valid UTF-8), `starts`, `ends` [B]
     character offsets; returns the widened (starts, ends). Core TensorFlow ops only."""
-
     characters = tf.strings.unicode_split(texts, "UTF-8")  # [B, C]
     codes = tf.strings.unicode_decode(texts, "UTF-8").flat_values
     cjk = tf.zeros_like(codes, tf.bool)

@@ -72,7 +72,6 @@ def split_patterns(split_cjk: bool) -> tuple[str, str]:
 def normalize(texts, settings: "TokenizerSettings"):
     """What BERT's basic tokenizer does to text before splitting: CJK ideographs padded with
     spaces, then NFD and accent marks (Unicode Mn) removed, as `settings` say."""
-
     if settings.split_cjk:
         texts = tf.strings.regex_replace(texts, CJK_PATTERN, r" \0 ")
     if settings.strip_accents:
@@ -82,7 +81,6 @@ def normalize(texts, settings: "TokenizerSettings"):
 
 def pretokenize(texts, settings: "TokenizerSettings"):
     """A batch of strings -> ragged words [batch, words]: normalised, split, case folded."""
-
     split, keep = split_patterns(settings.split_cjk)
     words = tf_text.regex_split(normalize(texts, settings), split, keep)
     return tf_text.case_fold_utf8(words) if settings.lowercase else words
@@ -99,7 +97,6 @@ def rows_to_values(row_values, ragged):
     >>> rows_to_values(tf.constant([10, 20]), tf.ragged.constant([[1, 2, 3], [4]])).numpy().tolist()
     [10, 10, 10, 20]
     """
-
     return tf.gather(row_values, ragged.value_rowids())
 
 
@@ -177,7 +174,6 @@ class ElectraTokenizer:
         context, where tf.data functions and a reconfigured runtime lose it ("Resource
         _0_SentencepieceOp does not exist"); made in the graph, it lives with the graph's
         function, and an export holds it without tracking anything."""
-
         if tf.executing_eagerly():
             raise RuntimeError("sentencepiece_op() is for graphs: call it inside a tf.function.")
         return tf_text.SentencepieceTokenizer(model=self.sentencepiece_model, out_type=tf.int32)
@@ -194,7 +190,6 @@ class ElectraTokenizer:
 
     def tokenize(self, texts):
         """A batch of strings -> a ragged int32 [batch, None] tensor of ids (no [CLS]/[SEP])."""
-
         return self._tokenize(tf.convert_to_tensor(texts, tf.string))
 
     def tokenize_words(self, words):
@@ -202,7 +197,6 @@ class ElectraTokenizer:
         own. SentencePiece starts a lone word with its word start; where running text would not
         (a Chinese word, which no space precedes) that is a bare "▁" piece, dropped here, so a
         word's first piece has text and its pieces are those of running text."""
-
         pieces = tf.cast(self.tokenize(words), tf.int32)
         if self.bare_word_start_id is None:
             return pieces
@@ -237,7 +231,6 @@ def learn_vocabulary(texts, vocabulary_size: int, settings: TokenizerSettings | 
 
     `texts` is a `tf.data.Dataset` of strings (one sentence or paragraph each).
     """
-
     settings = settings or TokenizerSettings()
     vocabulary = keras_hub.tokenizers.compute_word_piece_vocabulary(
         texts, vocabulary_size, lowercase=settings.lowercase, strip_accents=settings.strip_accents,

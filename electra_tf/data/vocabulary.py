@@ -65,7 +65,6 @@ class VocabularySpec:
 
 def vocabulary_kind(vocab_model: str, cased: bool):
     """(TokenizerSettings, SentencePiece model type or None) for a --vocab_model and --cased."""
-
     if vocab_model not in VOCAB_MODELS:
         raise ValueError(f"vocab_model {vocab_model!r}; expected one of {', '.join(VOCAB_MODELS)}.")
     sentencepiece_type = VOCAB_MODELS[vocab_model]

@@ -149,7 +149,6 @@ def read_tokenizer_settings(vocab_path: str | Path) -> TokenizerSettings:
 
 def write_tokenizer_settings(vocab_path: str | Path, settings: TokenizerSettings) -> None:
     """Writes the settings beside `vocab_path` (atomically)."""
-
     atomic_write_text(tokenizer_settings_path(vocab_path), json.dumps(settings.to_huggingface(), indent=2) + "\n")
 
 
@@ -199,7 +198,6 @@ def write_vocabulary(path: str | Path, tokens, settings: TokenizerSettings | Non
                      sentencepiece_model: bytes | None = None) -> None:
     """Writes a `vocab.txt` (one token per line) atomically, its settings beside it if given, and
     a SentencePiece vocabulary's model beside it (`vocabulary_files`)."""
-
     if sentencepiece_model is not None:
         atomic_write_bytes(sentencepiece_model_path(path), sentencepiece_model)
     atomic_write_text(path, "\n".join(tokens) + "\n")
@@ -235,7 +233,6 @@ def read_sentencepiece_model(vocab_path: str | Path) -> bytes:
 
 def model_pieces(model: bytes) -> list[str]:
     """The pieces of a serialized model, in id order (what its vocab.txt lists)."""
-
     processor = sentencepiece.SentencePieceProcessor(model_proto=model)
     return [processor.id_to_piece(i) for i in range(processor.get_piece_size())]
 

@@ -77,7 +77,6 @@ def import_google(checkpoint: str | Path, output: str | Path, config: Pretrainin
     A release folder does not say how it tokenizes (the official code takes `do_lower_case` as a
     flag, True by default): uncased unless `tokenizer_settings` (transformers' keys) says
     otherwise, and a vocabulary that is plainly cased is refused until it does."""
-
     source = GoogleCheckpoint(checkpoint)
     resolved = source.config(config, max_seq_length)
     vocabulary = checked_vocabulary(source.vocabulary(), resolved, source.folder)
@@ -96,7 +95,6 @@ def export_huggingface(model_dir: str | Path, output: str | Path, checkpoint: st
     """Writes OUTPUT/discriminator (ElectraForPreTraining, or ElectraModel if the run never had
     the replaced-token head) and, when the run has a trained generator, OUTPUT/generator
     (ElectraForMaskedLM). Returns the folders written."""
-
     output = Path(output)
     if output.exists():
         raise ConversionError(f"{output} exists; choose another output folder (nothing was written).")
@@ -112,7 +110,6 @@ def write_huggingface_folders(pretrainer, config: PretrainingConfig, tokenizer, 
     """A pretrainer in memory as `save_pretrained` folders OUTPUT/discriminator [and
     OUTPUT/generator], written to a temporary folder and renamed. A SentencePiece vocabulary is
     refused before anything is written (`check_huggingface_tokenizer`)."""
-
     check_huggingface_tokenizer(tokenizer)
     names = weight_table(config.model, config.generator_model if with_generator else None, rtd_head)
     values = {variable.path: variable.numpy() for variable in pretrainer.variables}
@@ -139,7 +136,6 @@ def checked_vocabulary(vocabulary: list[str], config: PretrainingConfig, where: 
 
 def _settings(values: dict, vocabulary: list[str], where: Path):
     """`TokenizerSettings` from transformers' keys, checked against the vocabulary's casing."""
-
     try:
         settings = TokenizerSettings.from_huggingface(values, str(where))
         check_casing(vocabulary, settings, f"the vocabulary of {where.parent}",
@@ -170,7 +166,6 @@ class ConvertedWeights:
 
 def write_model_dir(config, vocabulary, weights: ConvertedWeights, output, overwrite) -> ModelDir:
     """A model_dir of `weights`, `vocabulary` (tokens, TokenizerSettings), written whole."""
-
     output = Path(output)
     if output.exists() and any(output.iterdir()) and not overwrite:
         raise ConversionError(f"{output} is not empty; choose a new --output or pass --overwrite.")
@@ -200,7 +195,6 @@ def write_model_dir(config, vocabulary, weights: ConvertedWeights, output, overw
 
 def _write_backbone(pretrainer, config: PretrainingConfig, model_dir: ModelDir, provenance: dict) -> None:
     """The discriminator as the model_dir's backbone folder, as a run that finished at step 0."""
-
     Backbone(pretrainer.discriminator, ElectraTokenizer(model_dir.vocab),
              BackboneConfig(config.model, config.run.max_seq_length)).save(
         model_dir.backbone, {"step": 0, "source": provenance.get("discriminator") or provenance.get("checkpoint")})

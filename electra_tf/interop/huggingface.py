@@ -107,7 +107,6 @@ class HuggingFaceFolder:
         """How the folder's tokenizer normalises text: tokenizer_config.json's keys where it has
         them, else the fast tokenizer's BertNormalizer in tokenizer.json, else transformers'
         defaults (uncased)."""
-
         keys = {"do_lower_case", "strip_accents", "tokenize_chinese_chars"}
         path, values = self.path / TOKENIZER_CONFIG, {}
         if (self.path / "tokenizer.json").is_file():
@@ -190,7 +189,6 @@ def write_folder(path: Path, model_class: str, model, tensors: dict, tokenizer) 
     """A folder `transformers.<model_class>.from_pretrained` loads, of a network of `model`'s
     sizes (a `ModelConfig`: the discriminator's, or the generator's); written in place (the
     caller writes into a temporary folder and renames it)."""
-
     settings = {
         "architectures": [model_class], "model_type": "electra", "vocab_size": model.vocab_size,
         "embedding_size": model.embedding_size, "hidden_size": model.hidden_size,
@@ -216,7 +214,6 @@ def check_huggingface_tokenizer(tokenizer) -> None:
     instead of "!!!!"+"!"), and DeBERTa-v2's does not apply the model's normalisation (full-width
     "，" became [UNK]). A folder that loads but tokenizes differently would silently change the
     model's inputs, so such a vocabulary is refused (docs/interop.md)."""
-
     if tokenizer.kind == SENTENCEPIECE:
         raise ConversionError(
             "the run's vocabulary is SentencePiece, and transformers has no tokenizer that AutoTokenizer loads and "
@@ -228,7 +225,6 @@ def check_huggingface_tokenizer(tokenizer) -> None:
 def write_tokenizer_files(path: Path, tokenizer, max_positions: int) -> None:
     """`vocab.txt` and `tokenizer_config.json` for transformers' `ElectraTokenizer`, normalising
     as `tokenizer` (an `ElectraTokenizer`) does."""
-
     write_vocabulary(path / "vocab.txt", tokenizer.vocabulary)
     atomic_write_text(path / TOKENIZER_CONFIG, json.dumps({
         "tokenizer_class": "ElectraTokenizer", **tokenizer.settings.to_huggingface(),

@@ -101,7 +101,6 @@ def write_preset(backbone, output: str | Path, overwrite: bool = False, provenan
 
 def _keras_hub_backbone(discriminator, arguments: dict):
     """keras-hub's ElectraBackbone holding the discriminator's encoder weights (float32)."""
-
     theirs = keras_hub.models.ElectraBackbone(**arguments, dtype="float32")
     ours = {name.keras_hub: name.ours for name in weight_table(ModelConfig(**model_values(arguments)),
                                                                   rtd_head=False)}
@@ -133,7 +132,6 @@ def import_keras_hub(preset: str | Path, output: str | Path, max_seq_length: int
     The preset holds the discriminator's encoder only: the replaced-token head and a generator of
     the config's size (ELECTRA's default fraction of the discriminator) start fresh, which the
     model_dir's imported_from.json records and continued pre-training accepts."""
-
     folder = ElectraBackbonePreset(preset)
     _check_output(Path(output), overwrite, "--output")
     values = model_values(folder.arguments)

@@ -36,7 +36,6 @@ def has_qa_head(folder) -> bool:
 
 def write_question_answerer(model_dir, folder) -> Path:
     """MODEL_DIR/question_answerer.keras from a converted model_dir and the folder's qa_outputs."""
-
     pretrained = load_pretrained(model_dir.path, encoder_only=True)
     weight, bias = folder.tensor(QA_WEIGHT), folder.tensor(QA_BIAS)
     hidden = pretrained.config.model.hidden_size
@@ -58,7 +57,6 @@ def write_question_answerer(model_dir, folder) -> Path:
 def export_question_answerer(model, config, tokenizer, output: Path) -> list[Path]:
     """OUTPUT/question_answerer: a plain-head `ElectraQuestionAnswerer` as transformers saves
     an `ElectraForQuestionAnswering`, written to a temporary folder and renamed."""
-
     if model.head_type != "plain":
         raise ConversionError("this question answerer has the official ELECTRA head (end conditioned on the start, "
                               "answerability), which transformers has no class for; fine-tune with --qa_head plain "

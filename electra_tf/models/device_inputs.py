@@ -70,7 +70,6 @@ class LiteRTTokenizer:
 
 def _edges(batch, length: int, lengths, tokenizer, body):
     """[CLS] body[:lengths] [SEP] padded to `length`: (token_ids, padding_mask), int32 [batch, length]."""
-
     positions = tf.range(length)[tf.newaxis, :]
     lengths = lengths[:, tf.newaxis]
     token_ids = tf.concat([tf.fill([batch, 1], tokenizer.cls_id), body,
@@ -82,7 +81,6 @@ def _edges(batch, length: int, lengths, tokenizer, body):
 
 def pack_text(pieces, tokenizer, length: int) -> dict:
     """`[CLS] text [SEP]`, the text's first length - 2 pieces, as `preprocessing.pack_texts`."""
-
     body = pieces.to_tensor(default_value=tokenizer.pad_id, shape=[None, length - 2])
     batch = tf.shape(body)[0]
     lengths = tf.minimum(tf.cast(pieces.row_lengths(), tf.int32), length - 2)
@@ -119,7 +117,6 @@ def pack_whitespace_words(text, lite_tokenizer, length: int):
     `preprocessing.pack_words`). Returns (inputs, word_positions [b, words]: each word's first
     piece, or -1 when cut off, word_start, word_end [b, words]: its bytes in the text, -1 past
     the last word)."""
-
     tokenizer, slots = lite_tokenizer.tokenizer, length - 2
     words, starts, ends = tf_text.WhitespaceTokenizer().tokenize_with_offsets(text)
     word_count = tf.minimum(tf.cast(words.row_lengths(), tf.int32), slots)

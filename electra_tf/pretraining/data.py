@@ -92,7 +92,6 @@ def _bundled_sample(max_seq_length: int, role) -> Path:
 
 def check_same_vocabulary(model_dir: ModelDir, tokenizer) -> None:
     """A run continues with the vocabulary, and the casing, it started with."""
-
     settings = read_tokenizer_settings(model_dir.vocab)
     if read_vocabulary(model_dir.vocab) != tokenizer.vocabulary:
         raise RunError(f"{model_dir.vocab} is not the vocabulary of the data ({tokenizer.vocabulary_path}): the "
@@ -106,7 +105,6 @@ def check_same_vocabulary(model_dir: ModelDir, tokenizer) -> None:
 def evaluation_text(source: DataSource, data: PretrainingData, max_seq_length: int):
     """What the run evaluates on: --eval_data's held-out split (or its shards), else the data's
     held-out split, else training text masked afresh (said so wherever the metrics are shown)."""
-
     if source.eval_data:
         kind, paths = resolve_data(source.eval_data)
         if kind != "records":

@@ -137,7 +137,6 @@ def raw_text_dataset(inputs: list[str], config: PretrainingConfig, tokenizer: El
                      batch_size: int, seed: int = 0, repeat: bool = True, text_field: str = "text") -> tf.data.Dataset:
     """Masked batches straight from text files, wiki dumps or record files (their `text_field`),
     tokenized and packed on the fly."""
-
     skips = Skips()
     files = expand_inputs(inputs, skips)
     if not files:

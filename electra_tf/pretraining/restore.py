@@ -36,7 +36,6 @@ def restore_pretrainer(model_dir, checkpoint: str | None = None, allow_mlm: bool
     """Generator and discriminator of a pre-training model_dir, restored from its latest (or the
     named) checkpoint: (pretrainer, tokenizer, config, checkpoint path). A run of the MLM
     baseline has no discriminator; it is refused unless `allow_mlm`."""
-
     model_dir = ModelDir(model_dir)
     config = read_config(model_dir.config)
     tokenizer = read_tokenizer(model_dir.vocab)

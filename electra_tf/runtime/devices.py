@@ -68,7 +68,6 @@ def resolve_runtime(strategy: str = "auto", precision: str = "auto", xla: bool |
     `gpu_capabilities` (each GPU's compute capability) default to what this machine has; tests
     pass them.
     """
-
     environ = os.environ if environ is None else environ
     if strategy not in STRATEGIES:
         raise RunError(f"--strategy must be one of {STRATEGIES}, got {strategy!r}.")
@@ -121,7 +120,6 @@ def resolve_runtime(strategy: str = "auto", precision: str = "auto", xla: bool |
 def gpu_capabilities_now() -> list[tuple[int, int]]:
     """Each visible GPU's compute capability, e.g. (9, 0) for an H100 (read from the physical
     devices: TensorFlow's runtime is not started by it)."""
-
     return [tuple(tf.config.experimental.get_device_details(gpu).get("compute_capability", (0, 0)))
             for gpu in tf.config.list_physical_devices("GPU")]
 
@@ -188,7 +186,6 @@ def _cluster_size(environ) -> int:
 
 def gpu_names() -> list[str]:
     """The visible GPUs by name (e.g. "NVIDIA H100 80GB HBM3"), for a run's metrics.json."""
-
     return [tf.config.experimental.get_device_details(gpu).get("device_name", gpu.name)
             for gpu in tf.config.list_physical_devices("GPU")]
 
@@ -197,7 +194,6 @@ def peak_memory() -> dict:
     """The run's peak memory so far: on GPUs, the largest peak TensorFlow's allocator reached on
     any of them (`tf.config.experimental.get_memory_info`); on a CPU, the process's peak resident
     memory (`resource.getrusage`, kilobytes on Linux). {"where", "bytes"}."""
-
     gpus = tf.config.list_logical_devices("GPU")
     if gpus:
         peaks = [tf.config.experimental.get_memory_info(device.name)["peak"] for device in gpus]

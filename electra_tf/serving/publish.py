@@ -51,7 +51,6 @@ def write_saved_model(model, endpoints: dict, path: Path) -> None:
     tables held by the model are not collected: none of the package's models holds one, and
     `tf.saved_model.save` refuses, naming it, a signature that captures an untracked resource.
     """
-
     if not model.built:
         raise ValueError(f"{type(model).__name__} has not been built: call it on a batch before exporting.")
     # A tf.train.Checkpoint is the public AutoTrackable whose attributes may be named as
@@ -79,7 +78,6 @@ def in_float32(model):
     slow on CPUs without native bfloat16 instructions and a float16 one on most CPUs; and it is
     what `python -m electra_tf.export` writes from a checkpoint of the same run.
     """
-
     if model.dtype_policy.compute_dtype == model.dtype_policy.variable_dtype:
         return model
     policy = keras.config.dtype_policy()
@@ -110,7 +108,6 @@ def _with_float32_policies(config):
 
 def write_warmup_requests(path: Path, model_name: str = "electra") -> None:
     """assets.extra/tf_serving_warmup_requests: PredictionLog records the server replays at load."""
-
     metadata = ExportMetadata.of(path)
     metadata.path.mkdir(parents=True, exist_ok=True)
     with tf.io.TFRecordWriter(str(metadata.warmup_requests)) as writer:
@@ -133,7 +130,6 @@ def export_fingerprint(model, endpoints: dict, config=None, tokenizer=None, task
     """A digest of everything an export is made of: the weights (by path; not the dropout seed
     states, which change with every training call and do not reach the graph), the signatures,
     the config, the vocabulary, the task's labels and the package version that wrote it."""
-
     digest = hashlib.sha256()
     for weight in sorted(model.weights, key=lambda w: w.path):
         digest.update(weight.path.encode())

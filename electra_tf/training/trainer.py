@@ -82,7 +82,6 @@ def start_runtime(config: RuntimeConfig, role, width=lambda: None, steps_per_loo
     flags set first (TensorFlow reads them once, when it starts); returns (runtime, compile
     cache folder or None). First thing in a run: TensorFlow starts here, quietly, before
     `width()` (the encoder's width, which the precision depends on) may import anything."""
-
     compile_cache = use_compile_cache(xla=config.xla)
     start_tensorflow()
 
@@ -151,7 +150,6 @@ class Trainer:
         """The whole run, holding the folder's lock (one writer per folder; in a multi-worker
         run the chief holds it for the job). `after_training(served_model) -> dict` runs on the
         chief once training is saved; what it returns joins metrics.json."""
-
         role = WorkerRole.from_environ()
         lock = FolderLock(self.run_dir, self.lock_name) if role.is_chief else contextlib.nullcontext()
         with lock:
@@ -169,7 +167,6 @@ class Trainer:
         (the folder keeps the model it evaluated and the evaluation's files) and `finish` (a
         test file), and metrics.json as a run writes it. `after_evaluation(served_model)` is
         `run`'s `after_training` (an export). One process: no multi-worker evaluation."""
-
         role = WorkerRole.from_environ()
         if role.is_multi_worker:
             raise RunError("an evaluation-only run is one process: unset TF_CONFIG (or use --strategy mirrored).")
@@ -221,7 +218,6 @@ class Trainer:
 
     def _prepare(self, context, inputs, plan, model, cache, programs_before, started) -> _ProcessRun:
         """Checkpoint restore (resumable plans), starting weights, TensorBoard, the history."""
-
         checkpoint, resumed_from, role = None, None, context.role
         if plan.resumable:
             from electra_tf.training.checkpointing import RunCheckpoint
@@ -301,7 +297,6 @@ class Trainer:
         scaling skips the batches whose gradients overflowed (no update, the step number
         stays), so `fit` then ends short and the loop trains the missing steps on the next
         batches (the compiled step is reused). A plan of epochs reads its dataset that often."""
-
         plan, total, strategy = run.plan, run.plan.total_steps, run.context.runtime.strategy
         guard = lambda: lost_workers_reported(run.context.role, run.latest_checkpoint)  # noqa: E731
         try:
@@ -327,7 +322,6 @@ class Trainer:
         """Training is saved: the final metrics (the best evaluation's weights back, or a final
         evaluation), the task's artifacts, `after_training` and the summary. A signal from here
         on stops these, not the run's state."""
-
         role, task, model, inputs = run.context.role, self.task, run.model, run.inputs
         try:
             with _stop_on_signals() as received, lost_workers_reported(role, run.latest_checkpoint):
@@ -360,7 +354,6 @@ class Trainer:
 
     def _write_summary(self, run: _ProcessRun, loop: _Loop, metrics: dict, extra: dict) -> dict:
         """RUN_DIR/metrics.json: the whole run across its processes, for scripts and tables."""
-
         runtime, history = run.context.runtime, run.history
         memory = loop.monitor.peak_memory or peak_memory()
         summary = {
@@ -403,7 +396,6 @@ def _steps_this_fit(model, remaining: int, steps_per_loop: int) -> int:
     """The batches the next `fit` takes, `steps_per_loop` a call: the whole calls left, or the
     last part call on its own (Keras' epoch of S steps makes ceil(S / K) calls of K steps each,
     which would train past the run's end)."""
-
     per_call = min(steps_per_loop, remaining)
     if per_call != model.steps_per_execution:
         model.steps_per_execution = per_call

@@ -45,7 +45,6 @@ def lost_workers_reported(role, latest_checkpoint=lambda: None):
     the collective timeout, the coordination service's heartbeat) becomes a RunError that says
     so, instead of TensorFlow's traceback from inside the step. `latest_checkpoint()`: the
     checkpoint a rerun resumes from, named in the error."""
-
     try:
         yield
     except (tf.errors.UnavailableError, tf.errors.DeadlineExceededError, tf.errors.CancelledError,

@@ -41,7 +41,6 @@ QUESTION_INPUTS = [("question", [None], "string"), ("context", [None], "string")
 def question_answerer_endpoints(model, tokenizer, max_seq_length: int, doc_stride: int,
                                 max_query_length: int, max_answer_length: int) -> dict:
     """{signature: (fn, inputs)} for a fine-tuned `ElectraQuestionAnswerer`."""
-
     if max_seq_length - max_query_length - 3 < 1:
         raise ValueError(f"max_seq_length {max_seq_length} leaves no room for a context after a "
                          f"{max_query_length}-piece question.")
@@ -84,7 +83,6 @@ def _best_spans(outputs, windows, positions, batch, max_answer_length: int):
     beams (the first of equals), as the official post-processing chooses it. `positions`: per
     window position, the piece's first and end character (-1 outside the context) and whether
     the window is the piece's max-context one."""
-
     char_start, char_end, max_context = positions
     starts = outputs["start_top_index"]  # [W, beam]
     ends = outputs["end_top_index"]  # [W, beam, beam]
@@ -131,7 +129,6 @@ class _Windows:
         """[W, max_seq_length]: `cls_value`, the question's positions (`query_value`, or the
         question's own ids when None), `sep_value`, the ragged `context_values`, `last_value`,
         then padding (`last_value`'s type's zero)."""
-
         dtype = context_values.dtype
         rows = tf.shape(self.example)[0]
         column = lambda value: tf.RaggedTensor.from_tensor(tf.fill([rows, 1], tf.cast(value, dtype)))  # noqa: E731
@@ -144,7 +141,6 @@ class _Windows:
     def place(self, context_values, outside):
         """[W, max_seq_length]: per-piece values at the context's positions, `outside` elsewhere
         (padding included)."""
-
         dtype = context_values.dtype
         packed = self.pack(outside, outside, outside, self.pieces.with_flat_values(context_values), outside)
         return tf.where(self.padding_mask > 0, packed, tf.cast(outside, dtype))
@@ -152,7 +148,6 @@ class _Windows:
 
 def _windows(query, pieces, max_seq_length: int, doc_stride: int) -> _Windows:
     """The official sliding windows over each context's pieces (see `squad.make_windows`)."""
-
     query_lengths = tf.cast(query.row_lengths(), tf.int32)
     counts = tf.cast(pieces.row_lengths(), tf.int32)
     room = max_seq_length - query_lengths - 3

@@ -173,7 +173,6 @@ def tokenize_contexts(contexts: list[str], tokenizer, batch_size: int = 256) -> 
     """The word pieces of contexts, with each piece's characters (`token_offsets`, the rule the
     served model cuts answers by). SQuAD asks ~5 questions of each paragraph: tokenize it once
     and give it to `make_windows` for each of them."""
-
     tokenized = []
     for first in range(0, len(contexts), batch_size):
         batch = contexts[first:first + batch_size]

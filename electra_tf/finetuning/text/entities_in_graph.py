@@ -24,7 +24,6 @@ WHITESPACE = r"[ \t\n\r\v\f]+"
 
 def words_with_offsets(text):
     """(words [B, W] ragged strings, starts, ends [B, W] ragged int32 characters)."""
-
     words, begin, end = tf_text.regex_split_with_offsets(text, WHITESPACE)  # byte offsets
     characters = tf.strings.unicode_decode_with_offsets(text, "UTF-8", errors="replace")[1]  # each char's byte
     beyond = tf.int64.max
@@ -37,7 +36,6 @@ def words_with_offsets(text):
 
 def entity_outputs(text, tags, starts, ends) -> dict:
     """Entities of each text from its words' tags ("" or "O" outside entities); see the module."""
-
     flat = tags.flat_values
     has_prefix = (tf.strings.length(flat) > 2) & tf.strings.regex_full_match(flat, r"[BIESU][-_].*")
     prefix = tf.where(has_prefix, tf.strings.regex_replace(flat, r"^(.).*$", r"\1"),
@@ -76,6 +74,5 @@ def entity_outputs(text, tags, starts, ends) -> dict:
 
 def _is_first(ragged):
     """True at each row's first value of a ragged tensor's flat values."""
-
     positions = tf.range(tf.shape(ragged.flat_values, out_type=tf.int64)[0])
     return tf.equal(positions, tf.gather(ragged.row_starts(), ragged.value_rowids()))
