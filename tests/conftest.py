@@ -163,12 +163,13 @@ def small_vocab(tmp_path_factory):
     import tensorflow as tf
 
     from electra_tf.data.tokenization import learn_vocabulary
+    from electra_tf.data.vocabulary_files import TokenizerSettings, write_vocabulary
 
     # Repeated, so whole words are frequent enough to become vocabulary entries.
     sentences = [sentence for document in DOCUMENTS for sentence in document] * 30
     vocabulary = learn_vocabulary(tf.data.Dataset.from_tensor_slices(sentences).batch(100), 400)
     path = tmp_path_factory.mktemp("vocab") / "vocab.txt"
-    path.write_text("\n".join(vocabulary) + "\n", encoding="utf-8")
+    write_vocabulary(path, vocabulary, TokenizerSettings())  # with its tokenizer_config.json, as build_vocab writes
     return path
 
 
@@ -176,8 +177,8 @@ def small_vocab(tmp_path_factory):
 def sentencepiece_vocab(tmp_path_factory):
     """A SentencePiece (unigram, uncased) vocabulary folder learned from the test corpus in three
     languages: vocab.txt, spm.model and tokenizer_config.json."""
-    from electra_tf.data.vocabulary_files import TokenizerSettings
     from electra_tf.data.vocabulary import VocabularySpec, build_vocabulary
+    from electra_tf.data.vocabulary_files import TokenizerSettings
 
     folder = tmp_path_factory.mktemp("sentencepiece")
     text = folder / "corpus.txt"

@@ -34,8 +34,9 @@ from electra_tf.data.corpus import (InputError, Skips, embedded_sample_path, exp
 from electra_tf.data.packing import DocumentPacker
 from electra_tf.data.shards import FORMAT, HELD_OUT_FILE, METADATA_FILE, DataError, shard_name
 from electra_tf.data.vocabulary import VocabularySpec, build_vocabulary
-from electra_tf.data.vocabulary_files import (check_casing, read_tokenizer_settings, read_vocabulary,
-                                              tokenizer_settings_path, vocabulary_files, vocabulary_fingerprint)
+from electra_tf.data.vocabulary_files import (BASIC_TOKENIZATION, check_casing, read_tokenizer_settings,
+                                              read_vocabulary, tokenizer_settings_path, vocabulary_files,
+                                              vocabulary_fingerprint)
 from electra_tf.utils.files import atomic_write_text, file_sha256
 from electra_tf.utils.locking import FolderLock
 from electra_tf.utils.logs import start_tensorflow, start_up_lines_left_out
@@ -235,6 +236,7 @@ def _metadata(job: ShardJob, given_vocab, stats: dict, shards: list, runner: Bui
         "lowercase": settings.lowercase,  # how the text was tokenized, checked when read
         "strip_accents": settings.strip_accents,
         "split_cjk": settings.split_cjk,
+        BASIC_TOKENIZATION: settings.rule,
         "tokenizer": settings.kind,  # wordpiece or sentencepiece
         "max_seq_length": spec.max_seq_length,
         "seed": spec.seed,

@@ -16,7 +16,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from electra_tf.data.vocabulary_files import WORDPIECE, TokenizerSettings
+from electra_tf.data.vocabulary_files import BASIC_TOKENIZATION, V1_RULE, WORDPIECE, TokenizerSettings
 from electra_tf.utils.errors import ElectraError
 from electra_tf.utils.files import file_sha256
 
@@ -102,10 +102,11 @@ def metadata_vocab_file(data_dir: str | Path, metadata: dict) -> str:
 
 def metadata_tokenizer_settings(metadata: dict):
     """How the data was tokenized (metadata.json keeps `TokenizerSettings`' fields; data built
-    before cased vocabularies only says lowercase: true, before SentencePiece no `tokenizer`)."""
+    before cased vocabularies only says lowercase: true, before SentencePiece no `tokenizer`, before
+    BERT's word splitting no `basic_tokenization`)."""
     lowercase = metadata.get("lowercase", True)
     return TokenizerSettings(lowercase, metadata.get("strip_accents", lowercase), metadata.get("split_cjk", True),
-                             metadata.get("tokenizer", WORDPIECE))
+                             metadata.get("tokenizer", WORDPIECE), metadata.get(BASIC_TOKENIZATION, V1_RULE))
 
 
 def check_shards(data_dir: str | Path, tokenizer: ElectraTokenizer, max_seq_length: int) -> list[str]:

@@ -41,7 +41,7 @@ import weakref
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from electra_tf.data.tokenization import CJK_PATTERN, rows_to_values, split_patterns
+from electra_tf.data.tokenization import CJK_PATTERN, NUL_PATTERN, rows_to_values, split_patterns
 
 
 def repair_utf8(texts):
@@ -72,12 +72,14 @@ def tokenize_with_offsets(tokenizer, texts):
     its op (`sentencepiece_offsets`); the rest of this function is WordPiece's."""
     if tokenizer.sentencepiece_model is not None:
         return sentencepiece_offsets(tokenizer, texts)
+    if tokenizer.normalizer is not None:
+        return bert_rule_offsets(tokenizer, texts)
 
     settings = tokenizer.settings
     split_pattern, keep_pattern = split_patterns(settings.split_cjk)
     texts = repair_utf8(tf.convert_to_tensor(texts, tf.string))
     characters = tf.strings.unicode_split(texts, "UTF-8")  # [B, C]
-    normal = characters.flat_values
+    normal = tf.strings.regex_replace(characters.flat_values, NUL_PATTERN, " ")  # as `tokenization.normalize`
     if settings.split_cjk:
         normal = tf.strings.regex_replace(normal, CJK_PATTERN, r" \0 ")
     if settings.strip_accents:
@@ -114,6 +116,25 @@ def tokenize_with_offsets(tokenizer, texts):
     lengths = ids.row_lengths()
     return (tf.cast(ids, tf.int32),
             tf.RaggedTensor.from_tensor(tf.cast(starts, tf.int32), lengths=lengths),
+            tf.RaggedTensor.from_tensor(tf.cast(ends, tf.int32), lengths=lengths))
+
+
+def bert_rule_offsets(tokenizer, texts):
+    """(ids, starts, ends) as `tokenize_with_offsets`, for BERT_RULE: its normaliser maps each
+    byte of the text it returns to one of the input (`normalize_with_offsets`), and its WordPiece
+    op reports pieces as bytes of that text. Of the pieces made from one character ("…" read as
+    "...", "ﬁ" as "fi" when uncased), the last covers the character and the others nothing
+    (start == end)."""
+    texts = repair_utf8(tf.convert_to_tensor(texts, tf.string))
+    normal, to_input = tokenizer.normalizer.normalize_with_offsets(texts)  # to_input: [B, normal bytes + 1]
+    ids, begin, end = tokenizer.wordpiece.tokenize_with_offsets(normal)  # bytes of `normal`
+    lengths = ids.row_lengths()
+    to_input = tf.cast(to_input.to_tensor(0), tf.int64)
+    begin, end = (tf.gather(to_input, tf.cast(b.to_tensor(0), tf.int64), batch_dims=1) for b in (begin, end))
+    _, char_bytes = tf.strings.unicode_decode_with_offsets(texts, "UTF-8")  # each character's first byte
+    char_bytes = tf.cast(char_bytes, tf.int64).to_tensor(tf.int64.max)  # the padding is never counted
+    starts, ends = (tf.searchsorted(char_bytes, b, side="left", out_type=tf.int64) for b in (begin, end))
+    return (tf.cast(ids, tf.int32), tf.RaggedTensor.from_tensor(tf.cast(starts, tf.int32), lengths=lengths),
             tf.RaggedTensor.from_tensor(tf.cast(ends, tf.int32), lengths=lengths))
 
 

@@ -5,11 +5,32 @@ Data building, pre-training, fine-tuning and the exported serving graph all toke
 `ElectraTokenizer`, so ids can never drift between stages. A vocabulary is one of two kinds,
 and the kind travels with it (`tokenizer_config.json`'s `tokenizer_kind`):
 
-- WordPiece (the default, and every official ELECTRA model's). The tokenizer runs BERT's basic tokenization
-(`pretokenize`: CJK ideographs split off, accents stripped, split on whitespace and
-punctuation, case folded) and tf-text's `FastWordpieceTokenizer`, the steps and patterns of
-keras-hub's `WordPieceTokenizer`, whose ids it equals (tests/data/test_tokenization.py); and it
-knows the ids of the special tokens ELECTRA needs.
+- WordPiece (the default, and every official ELECTRA model's). The tokenizer splits text into
+  words as BERT's basic tokenizer does, then cuts words into pieces with tf-text's WordPiece; and
+  it knows the ids of the special tokens ELECTRA needs. How it splits words is the vocabulary's
+  `basic_tokenization` (`TokenizerSettings.rule`):
+
+  - "bert" (BERT_RULE), every vocabulary made now: tf-text's `FastBertNormalizer` and
+    `FastWordpieceTokenizer` with its own BERT pre-tokenization, the two ops a LiteRT file runs
+    too: every Unicode space (category Z) and ASCII whitespace separates words, format characters
+    are dropped, every ASCII and Unicode punctuation character and CJK ideograph is a word of its
+    own; uncased, accents are stripped. On real English, Chinese, Korean and French text it gives
+    the ids of `tokenizers`' BertNormalizer + BertPreTokenizer + WordPiece (transformers' fast
+    BERT tokenizer) but for these classes (tests/data/test_bert_tokenization.py; counts in
+    docs/results.md, "The tokenizer inside"):
+    uncased, case folding is Unicode's NFKC_Casefold, not `str.lower()`: compatibility
+    characters become their plain forms ("…" three full stops, "ﬁ" "fi", full-width letters
+    and punctuation ASCII, "①" "1", "ß" "ss"), which touches most Chinese and Japanese text
+    (full-width punctuation); a control character (NUL, U+0085, ...) separates words where BERT
+    drops it, and so does a format character (zero-width space, soft hyphen) in a cased
+    vocabulary; private-use and unassigned code points and U+FFFD stay in their word.
+  - "electra_tf_v1" (V1_RULE), what a vocabulary written without the key was trained with, and
+    keeps: regular expressions (`pretokenize`, keras-hub's `WordPieceTokenizer`'s patterns and
+    ids) that split on ASCII whitespace only (a word with a no-break, thin or ideographic space
+    inside is one [UNK]), split at control and format characters, and case-fold each word
+    after splitting. A vocabulary opts in to BERT_RULE by `"basic_tokenization": "bert"` in its
+    tokenizer_config.json; its ids change on the texts above, so a model trained on V1_RULE ids
+    wants pre-training data rebuilt and training continued (docs/data.md).
 
 - SentencePiece (`vocab_model` sentencepiece: unigram or BPE, for languages that WordPiece over
   whitespace-split words serves poorly). The model file `spm.model` sits beside `vocab.txt`
@@ -27,16 +48,14 @@ from text with keras-hub's WordPiece trainer.
 How text is normalised before WordPiece (`TokenizerSettings`: lower-casing, accent stripping,
 CJK splitting) belongs to the vocabulary, so it travels with it: beside every `vocab.txt`
 this package writes a `tokenizer_config.json` with transformers' keys (`do_lower_case`,
-`strip_accents`, `tokenize_chinese_chars`), which is also what a HuggingFace folder holds.
-A `vocab.txt` without one is uncased, as every official ELECTRA model and everything built
-here before cased vocabularies existed.
+`strip_accents`, `tokenize_chinese_chars`, and `basic_tokenization`), which is also what a
+HuggingFace folder holds. A `vocab.txt` without one is uncased and read with V1_RULE, as this
+package wrote such files before; put `{"basic_tokenization": "bert"}` beside an official
+BERT or ELECTRA `vocab.txt` to read it as BERT does (`convert` writes that for the models it
+converts).
 
-Deviation from BERT's and transformers' tokenizer, kept because every uncased model here was
-trained with it: lower-casing is tf-text's Unicode case folding (NFKC_Casefold), not Python's
-`str.lower()`. Text holding "ß", ligatures such as "ﬁ", or full-width letters tokenizes
-differently from transformers' under `do_lower_case` (e.g. "Straße" -> "strasse", not
-"straße"); everything else, cased text included, gives transformers' ids (tested on the cased
-fixture of tests/interop/test_cased_checkpoints.py).
+Both rules read a NUL byte as a control character: tf-text's `regex_split` ends a text at its
+first NUL, so V1_RULE makes it a space first (`normalize`).
 """
 
 from __future__ import annotations
@@ -47,22 +66,26 @@ import keras_hub
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from electra_tf.data.vocabulary_files import (SENTENCEPIECE, SPECIAL_TOKENS, SUFFIX_INDICATOR, WORD_START,
+from electra_tf.data.vocabulary_files import (BERT_RULE, SENTENCEPIECE, SPECIAL_TOKENS, SUFFIX_INDICATOR, WORD_START,
                                               TokenizerSettings, VocabularyError, check_casing, check_model_pieces,
                                               read_sentencepiece_model, read_tokenizer_settings, read_vocabulary,
                                               vocabulary_fingerprint, write_vocabulary)
 
-# BERT's basic tokenizer as regular expressions (RE2, as tf-text reads them): whitespace and
-# control/format characters separate words and are dropped; ASCII and Unicode punctuation and
-# CJK ideographs are words of their own.
+# V1_RULE, BERT's basic tokenizer as regular expressions (RE2, as tf-text reads them):
+# ASCII whitespace (RE2's `\s`) and control/format characters separate words and are dropped;
+# ASCII and Unicode punctuation and CJK ideographs are words of their own. Other Unicode spaces
+# (no-break, thin, ideographic) stay inside words.
 WHITESPACE_PATTERN = r"\s|\p{Cc}|\p{Cf}"
 PUNCTUATION_PATTERN = r"[!-/]|[:-@]|[\[-`]|[{-~]|[\p{P}]"
 CJK_PATTERN = (r"[\x{4E00}-\x{9FFF}]|[\x{3400}-\x{4DBF}]|[\x{20000}-\x{2A6DF}]|[\x{2A700}-\x{2B73F}]"
                r"|[\x{2B740}-\x{2B81F}]|[\x{2B820}-\x{2CEAF}]|[\x{F900}-\x{FAFF}]|[\x{2F800}-\x{2FA1F}]")
+# tf-text's regex_split ends a text at its first NUL byte; V1_RULE splits words at a NUL (a
+# control character), which a space before splitting does without that.
+NUL_PATTERN = r"\x00"
 
 
 def split_patterns(split_cjk: bool) -> tuple[str, str]:
-    """(delimiters, delimiters kept as words) for `tensorflow_text.regex_split`."""
+    """(delimiters, delimiters kept as words) for `tensorflow_text.regex_split` (V1_RULE)."""
     if split_cjk:
         return (f"{WHITESPACE_PATTERN}|{PUNCTUATION_PATTERN}|{CJK_PATTERN}",
                 f"{PUNCTUATION_PATTERN}|{CJK_PATTERN}")
@@ -70,8 +93,9 @@ def split_patterns(split_cjk: bool) -> tuple[str, str]:
 
 
 def normalize(texts, settings: "TokenizerSettings"):
-    """What BERT's basic tokenizer does to text before splitting: CJK ideographs padded with
+    """What V1_RULE does to text before splitting: a NUL made a space, CJK ideographs padded with
     spaces, then NFD and accent marks (Unicode Mn) removed, as `settings` say."""
+    texts = tf.strings.regex_replace(texts, NUL_PATTERN, " ")
     if settings.split_cjk:
         texts = tf.strings.regex_replace(texts, CJK_PATTERN, r" \0 ")
     if settings.strip_accents:
@@ -80,10 +104,25 @@ def normalize(texts, settings: "TokenizerSettings"):
 
 
 def pretokenize(texts, settings: "TokenizerSettings"):
-    """A batch of strings -> ragged words [batch, words]: normalised, split, case folded."""
+    """V1_RULE: a batch of strings -> ragged words [batch, words]: normalised, split, case folded."""
     split, keep = split_patterns(settings.split_cjk)
     words = tf_text.regex_split(normalize(texts, settings), split, keep)
     return tf_text.case_fold_utf8(words) if settings.lowercase else words
+
+
+def bert_wordpiece(vocabulary: list[str], settings: "TokenizerSettings"):
+    """BERT_RULE's kernels over `vocabulary`: (FastBertNormalizer, FastWordpieceTokenizer with
+    its own BERT word splitting), raw text to pieces in two ops, the same ops a LiteRT file runs.
+    A token holding whitespace (a learned vocabulary can have "## ") is never produced where words
+    are split on whitespace first; the tokenizer's own splitting would match it across a space,
+    so such a token keeps its id under a name no text has."""
+    normalizer = tf_text.FastBertNormalizer(lower_case_nfd_strip_accents=settings.lowercase)
+    reachable = [f"[unreachable {i}]" if any(c.isspace() for c in token) else token
+                 for i, token in enumerate(vocabulary)]
+    wordpiece = tf_text.FastWordpieceTokenizer(
+        vocab=reachable, token_out_type=tf.int32, suffix_indicator=SUFFIX_INDICATOR, unknown_token="[UNK]",
+        no_pretokenization=False, support_detokenization=False)
+    return normalizer, wordpiece
 
 
 def rows_to_values(row_values, ragged):
@@ -147,7 +186,7 @@ class ElectraTokenizer:
         self.special_token_ids = tuple(sorted(
             i for token, i in index.items() if token.startswith("[") and token.endswith("]")))
 
-        self.wordpiece = self.sentencepiece_model = None
+        self.wordpiece = self.sentencepiece_model = self.normalizer = None
         # SentencePiece's bare word start "▁", a piece of its own before text not separated by a
         # space (`tokenize_words` drops it from pre-split words); None for WordPiece.
         self.bare_word_start_id = index.get(WORD_START) if self.settings.kind == SENTENCEPIECE else None
@@ -156,6 +195,8 @@ class ElectraTokenizer:
                 raise VocabularyError("a SentencePiece tokenizer needs its model (sentencepiece_model).")
             check_model_pieces(sentencepiece_model, self.vocabulary, self.vocabulary_path or "the vocabulary")
             self.sentencepiece_model = bytes(sentencepiece_model)
+        elif self.settings.rule == BERT_RULE:
+            self.normalizer, self.wordpiece = bert_wordpiece(self.vocabulary, self.settings)
         else:
             self.wordpiece = tf_text.FastWordpieceTokenizer(
                 vocab=self.vocabulary, token_out_type=tf.int32, suffix_indicator=SUFFIX_INDICATOR,
@@ -186,6 +227,8 @@ class ElectraTokenizer:
     def _tokenize_in_graph(self, texts):
         if self.sentencepiece_model is not None:
             return self.sentencepiece_op().tokenize(texts)
+        if self.normalizer is not None:
+            return self.wordpiece.tokenize(self.normalizer.normalize(texts))
         return self.wordpiece.tokenize(pretokenize(texts, self.settings)).merge_dims(-2, -1)
 
     def tokenize(self, texts):
@@ -232,8 +275,14 @@ def learn_vocabulary(texts, vocabulary_size: int, settings: TokenizerSettings | 
     `texts` is a `tf.data.Dataset` of strings (one sentence or paragraph each).
     """
     settings = settings or TokenizerSettings()
+    lowercase, strip_accents = settings.lowercase, settings.strip_accents
+    if settings.rule == BERT_RULE:  # the trainer sees words as BERT_RULE's normaliser leaves them
+        normalizer = tf_text.FastBertNormalizer(lower_case_nfd_strip_accents=settings.lowercase)
+        texts = texts.map(lambda text: tf.reshape(tf.strings.regex_replace(  # any shape of element
+            normalizer.normalize(tf.reshape(text, [-1])), r"\p{Z}", " "), tf.shape(text)))
+        lowercase = strip_accents = False
     vocabulary = keras_hub.tokenizers.compute_word_piece_vocabulary(
-        texts, vocabulary_size, lowercase=settings.lowercase, strip_accents=settings.strip_accents,
+        texts, vocabulary_size, lowercase=lowercase, strip_accents=strip_accents,
         split_on_cjk=settings.split_cjk, reserved_tokens=list(SPECIAL_TOKENS))
     # The trainer can emit whitespace as a token; the tokenizer splits on whitespace, so such
     # a token is never produced, and it would be a blank line in vocab.txt. It also emits the

@@ -33,6 +33,15 @@ SENTENCEPIECE_MODEL_FILE = "spm.model"  # beside vocab.txt for a SentencePiece v
 WORDPIECE, SENTENCEPIECE = "wordpiece", "sentencepiece"  # the tokenizer kinds
 
 
+# How a WordPiece vocabulary's text is split into words before WordPiece (tokenizer_config.json's
+# `basic_tokenization`; `tokenization.py` says what each does). BERT_RULE is BERT's basic
+# tokenization as tensorflow-text's FastBertNormalizer and FastWordpieceTokenizer run it, what
+# every vocabulary made now is read with; V1_RULE, regular expressions that split on ASCII
+# whitespace only, is what a vocabulary written without the key was trained with, and keeps.
+BERT_RULE, V1_RULE = "bert", "electra_tf_v1"
+BASIC_TOKENIZATION = "basic_tokenization"
+
+
 WORD_START = "\u2581"  # "▁": a SentencePiece piece that starts a word
 
 
@@ -58,11 +67,18 @@ class TokenizerSettings:
     split_cjk: every CJK ideograph is a word of its own (`tokenize_chinese_chars`).
     kind: "wordpiece" or "sentencepiece"; a SentencePiece model normalises text itself (its
     `lowercase` says whether that folds case; the other two switches are off).
+    rule: how WordPiece text is split into words, BERT_RULE or V1_RULE (`basic_tokenization`);
+    settings read from a file or a saved model without the key are V1_RULE, the rule they were
+    trained with. BERT_RULE runs on tensorflow-text's BERT kernels, which lower-case and strip
+    accents together or not at all and always split CJK ideographs; other switches keep V1_RULE
+    (`for_new_vocabulary` picks).
 
-    >>> TokenizerSettings.from_huggingface({"do_lower_case": False}).describe()
+    >>> TokenizerSettings.from_huggingface({"do_lower_case": False}, rule=BERT_RULE).describe()
     'cased'
     >>> TokenizerSettings().to_huggingface()
-    {'do_lower_case': True, 'strip_accents': None, 'tokenize_chinese_chars': True}
+    {'do_lower_case': True, 'strip_accents': None, 'tokenize_chinese_chars': True, 'basic_tokenization': 'bert'}
+    >>> TokenizerSettings.from_huggingface({}).describe()
+    'uncased, electra_tf_v1 word splitting'
     >>> TokenizerSettings.sentencepiece(lowercase=False).describe()
     'SentencePiece, cased'
     """
@@ -71,6 +87,32 @@ class TokenizerSettings:
     strip_accents: bool = True
     split_cjk: bool = True
     kind: str = WORDPIECE
+    rule: str = BERT_RULE
+
+    def __post_init__(self):
+        if self.kind == SENTENCEPIECE and self.rule != BERT_RULE:  # a SentencePiece model splits text itself
+            object.__setattr__(self, "rule", BERT_RULE)
+        if self.rule not in (BERT_RULE, V1_RULE):
+            raise VocabularyError(f"{BASIC_TOKENIZATION} is {self.rule!r}; expected {BERT_RULE!r} or {V1_RULE!r}.")
+        if self.kind == WORDPIECE and self.rule == BERT_RULE and not self.has_bert_kernels:
+            raise VocabularyError(
+                f"{BASIC_TOKENIZATION} {BERT_RULE!r} needs do_lower_case and strip_accents equal and "
+                f"tokenize_chinese_chars true (tensorflow-text's BERT kernels); got {self.describe()}. Use "
+                f"{BASIC_TOKENIZATION} {V1_RULE!r} for these switches.")
+
+    @property
+    def has_bert_kernels(self) -> bool:
+        """Whether tensorflow-text's FastBertNormalizer and FastWordpieceTokenizer can run these
+        switches (what BERT_RULE and a LiteRT file use)."""
+        return self.lowercase == self.strip_accents and self.split_cjk
+
+    @classmethod
+    def for_new_vocabulary(cls, lowercase: bool = True, strip_accents: bool | None = None,
+                           split_cjk: bool = True) -> "TokenizerSettings":
+        """A WordPiece vocabulary made now: BERT_RULE where its kernels run the switches, else V1_RULE."""
+        strip_accents = lowercase if strip_accents is None else strip_accents
+        kernels = lowercase == strip_accents and split_cjk
+        return cls(lowercase, strip_accents, split_cjk, rule=BERT_RULE if kernels else V1_RULE)
 
     @classmethod
     def sentencepiece(cls, lowercase: bool = True) -> "TokenizerSettings":
@@ -83,8 +125,11 @@ class TokenizerSettings:
         return cls(lowercase=False, strip_accents=False)
 
     @classmethod
-    def from_huggingface(cls, values: dict, where: str = "tokenizer settings") -> "TokenizerSettings":
-        """From a `tokenizer_config.json`'s keys (absent keys: transformers' defaults)."""
+    def from_huggingface(cls, values: dict, where: str = "tokenizer settings",
+                         rule: str | None = None) -> "TokenizerSettings":
+        """From a `tokenizer_config.json`'s keys (absent keys: transformers' defaults). Without
+        `basic_tokenization`, `rule` if given (a HuggingFace folder's tokenizer is BERT's:
+        `for_new_vocabulary`'s choice), else V1_RULE, what a file written before the key was read with."""
         kind = values.get("tokenizer_kind", WORDPIECE)
         if kind not in (WORDPIECE, SENTENCEPIECE):
             raise VocabularyError(f"{where}: tokenizer_kind is {kind!r}; expected {WORDPIECE!r} or {SENTENCEPIECE!r}.")
@@ -102,7 +147,13 @@ class TokenizerSettings:
             if not isinstance(value, allowed):
                 raise VocabularyError(f"{where}: {key} is {value!r}; expected true or false"
                                       f"{' or null' if key == 'strip_accents' else ''}.")
-        return cls(lowercase, lowercase if strip_accents is None else strip_accents, split_cjk)
+        if BASIC_TOKENIZATION not in values and rule == BERT_RULE:
+            return cls.for_new_vocabulary(lowercase, strip_accents, split_cjk)
+        try:
+            return cls(lowercase, lowercase if strip_accents is None else strip_accents, split_cjk,
+                       rule=values.get(BASIC_TOKENIZATION, rule or V1_RULE))
+        except VocabularyError as error:
+            raise VocabularyError(f"{where}: {error}") from None
 
     def to_huggingface(self) -> dict:
         """transformers' keys, in its own spelling (strip_accents null when it follows do_lower_case);
@@ -112,18 +163,18 @@ class TokenizerSettings:
                     "do_lower_case": self.lowercase}
         return {"do_lower_case": self.lowercase,
                 "strip_accents": None if self.strip_accents == self.lowercase else self.strip_accents,
-                "tokenize_chinese_chars": self.split_cjk}
+                "tokenize_chinese_chars": self.split_cjk, BASIC_TOKENIZATION: self.rule}
 
     def describe(self) -> str:
-        """'uncased', 'cased', or all three switches (prefixed with 'SentencePiece, ' for that kind)."""
+        """'uncased', 'cased', or all three switches (prefixed with 'SentencePiece, ' for that
+        kind), and the word splitting where it is not BERT's."""
         if self.kind == SENTENCEPIECE:
             return f"SentencePiece, {'uncased' if self.lowercase else 'cased'}"
-        if self == TokenizerSettings():
-            return "uncased"
-        if self == TokenizerSettings.cased():
-            return "cased"
-        return (f"do_lower_case={self.lowercase}, strip_accents={self.strip_accents}, "
-                f"tokenize_chinese_chars={self.split_cjk}")
+        switches = (self.lowercase, self.strip_accents, self.split_cjk)
+        casing = {(True, True, True): "uncased", (False, False, True): "cased"}.get(switches) or (
+            f"do_lower_case={self.lowercase}, strip_accents={self.strip_accents}, "
+            f"tokenize_chinese_chars={self.split_cjk}")
+        return casing if self.rule == BERT_RULE else f"{casing}, {self.rule} word splitting"
 
 
 def tokenizer_settings_path(vocab_path: str | Path) -> Path:
@@ -132,10 +183,11 @@ def tokenizer_settings_path(vocab_path: str | Path) -> Path:
 
 
 def read_tokenizer_settings(vocab_path: str | Path) -> TokenizerSettings:
-    """The settings beside `vocab_path`; uncased when there are none."""
+    """The settings beside `vocab_path`; uncased with V1_RULE (what this package read such a
+    file with before `basic_tokenization`) when there are none."""
     path = tokenizer_settings_path(vocab_path)
     if not path.is_file():
-        return TokenizerSettings()
+        return TokenizerSettings(rule=V1_RULE)
     try:
         values = json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as error:

@@ -20,7 +20,8 @@ import numpy as np
 import tensorflow as tf
 
 from electra_tf.data.tokenization import ElectraTokenizer
-from electra_tf.data.vocabulary_files import TokenizerSettings, VocabularyError, check_casing, write_vocabulary
+from electra_tf.data.vocabulary_files import (BASIC_TOKENIZATION, BERT_RULE, TokenizerSettings, VocabularyError,
+                                              check_casing, write_vocabulary)
 from electra_tf.interop.google import GoogleCheckpoint
 from electra_tf.interop.huggingface import (ConversionError, HuggingFaceFolder, check_huggingface_tokenizer,
                                             config_from_huggingface, tensors_for, write_folder)
@@ -136,8 +137,11 @@ def checked_vocabulary(vocabulary: list[str], config: PretrainingConfig, where: 
 
 def _settings(values: dict, vocabulary: list[str], where: Path):
     """`TokenizerSettings` from transformers' keys, checked against the vocabulary's casing."""
+    # Both sources' models were trained with BERT's own tokenizer: BERT_RULE wherever its kernels run
+    # the switches (`TokenizerSettings.for_new_vocabulary`), whatever rule a folder's file names.
+    values = {key: value for key, value in values.items() if key != BASIC_TOKENIZATION}
     try:
-        settings = TokenizerSettings.from_huggingface(values, str(where))
+        settings = TokenizerSettings.from_huggingface(values, str(where), rule=BERT_RULE)
         check_casing(vocabulary, settings, f"the vocabulary of {where.parent}",
                      advice="If the model is cased, pass --do_lower_case false.")
     except VocabularyError as error:

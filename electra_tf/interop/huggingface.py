@@ -22,8 +22,8 @@ from pathlib import Path
 import numpy as np
 from safetensors.numpy import load_file, save_file
 
-from electra_tf.data.vocabulary_files import (SENTENCEPIECE, TokenizerSettings, VocabularyError, read_vocabulary,
-                                              write_vocabulary)
+from electra_tf.data.vocabulary_files import (BERT_RULE, SENTENCEPIECE, TokenizerSettings, VocabularyError,
+                                              read_vocabulary, write_vocabulary)
 from electra_tf.models.weight_names import DISCRIMINATOR, GENERATOR
 from electra_tf.pretraining.config import PretrainingConfig
 from electra_tf.utils.errors import ElectraError
@@ -118,7 +118,7 @@ class HuggingFaceFolder:
         if path.is_file():
             values.update({k: v for k, v in read_json_file(path, "the tokenizer config").items() if k in keys})
         try:
-            return TokenizerSettings.from_huggingface(values, str(path))
+            return TokenizerSettings.from_huggingface(values, str(path), rule=BERT_RULE)
         except VocabularyError as error:
             raise ConversionError(str(error)) from None
 

@@ -45,20 +45,21 @@ import keras
 import keras_hub
 import numpy as np
 
-from electra_tf.data.vocabulary_files import SENTENCEPIECE, SPECIAL_TOKENS, VocabularyError, check_casing
+from electra_tf.data.vocabulary_files import (BASIC_TOKENIZATION, BERT_RULE, SENTENCEPIECE, SPECIAL_TOKENS,
+                                              VocabularyError, check_casing)
 from electra_tf.interop.convert import ConvertedWeights, checked_vocabulary, write_model_dir
 from electra_tf.interop.huggingface import DEFAULT_MAX_SEQ_LENGTH, ConversionError
 from electra_tf.models.backbone import keras_hub_tokenizer
 from electra_tf.models.config import ModelConfig
-from electra_tf.models.keras_hub_electra import (CONFIG_FILE, VOCABULARY_FILE, WEIGHTS_FILE, ElectraBackbonePreset,
-                                                 model_values, sentencepiece_tokenizer_file)
+from electra_tf.models.keras_hub_electra import (CONFIG_FILE, PRESET_PROVENANCE_FILE, VOCABULARY_FILE, WEIGHTS_FILE,
+                                                 ElectraBackbonePreset, model_values, sentencepiece_tokenizer_file)
 from electra_tf.models.weight_names import weight_table
 from electra_tf.pretraining.config import PretrainingConfig
 from electra_tf.serving.exports import ExportFormat, ExportOptions, ExportSource, register_format
 from electra_tf.utils.files import atomic_folder
 from electra_tf.utils.sections import ConfigError
 
-PROVENANCE_FILE = "electra_tf.json"
+PROVENANCE_FILE = PRESET_PROVENANCE_FILE
 KERAS_HUB_LAYER_NORM_EPSILON = 1e-12  # fixed inside keras-hub's ElectraBackbone
 POOLER_SEED = 0  # the pooler's initial values are drawn with this seed: an export is reproducible
 
@@ -92,7 +93,13 @@ def write_preset(backbone, output: str | Path, overwrite: bool = False, provenan
         (temporary / PROVENANCE_FILE).write_text(json.dumps({
             "source": backbone.source, "max_seq_length": backbone.config.max_seq_length,
             "tokenizer": backbone.tokenizer.settings.describe(), **(provenance or {}),
+            BASIC_TOKENIZATION: backbone.tokenizer.settings.rule,  # what importing it back reads the vocabulary with
             "differences": ["GELU: keras-hub computes the tanh approximation, ELECTRA the exact (erf) form",
+                            *(["tokenizer: keras-hub's WordPieceTokenizer splits words on ASCII whitespace only "
+                               "(electra_tf_v1); this model's vocabulary splits as BERT (basic_tokenization bert): "
+                               "texts with other Unicode spaces, format characters or '…' get other ids there"]
+                              if backbone.tokenizer.settings.rule == BERT_RULE
+                              and backbone.tokenizer.kind != SENTENCEPIECE else []),
                             "pooled_dense: keras-hub's initialisation (seed 0), not trained by ELECTRA; "
                             "classifiers read sequence_output[:, 0]",
                             "no replaced-token head, no generator"]}, indent=2) + "\n", encoding="utf-8")

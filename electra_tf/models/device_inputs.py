@@ -3,13 +3,16 @@ LiteRT kernels (`LiteRTTokenizer`), and `[CLS] ... [SEP]` packing in dense ops (
 `pack_pair`, `pack_whitespace_words`), which every servable model's `litert_endpoint` builds
 on (`serving/litert.py` writes the file).
 
-- WordPiece: `FastBertNormalizer` (lower-casing, NFD and accent stripping for an uncased
-  vocabulary) and `FastWordpieceTokenizer` with its own BERT pre-tokenization (whitespace,
-  punctuation and CJK ideographs split). It lower-cases where the SavedModel case-folds
-  (NFKC_Casefold, `data/tokenization.py`): text with "ß", ligatures or full-width letters can
-  tokenize differently (measured in docs/results.md). A vocabulary that lower-cases without
-  stripping accents (or the reverse), or keeps CJK ideographs in words, has no such kernel and is
-  refused.
+- WordPiece: `FastBertNormalizer` (control and format characters, lower-casing, NFD and accent
+  stripping for an uncased vocabulary) and `FastWordpieceTokenizer` with its own BERT
+  pre-tokenization (Unicode whitespace, punctuation and CJK ideographs split): the two ops of
+  BERT_RULE (`data/tokenization.py`), so the file's ids are its SavedModel's. A vocabulary
+  written before BERT_RULE (V1_RULE) gets the same ops, where its SavedModel splits on ASCII
+  whitespace only and case-folds after splitting: texts with other Unicode spaces, "…" and
+  similar compatibility characters, or control characters tokenize differently in the two
+  forms (measured in docs/results.md, "The tokenizer inside"). A vocabulary that lower-cases
+  without stripping accents (or the reverse), or keeps CJK ideographs in words, has no such
+  kernel and is refused.
 - SentencePiece: `FastSentencepieceTokenizer` over the same model.
 
 Packing, truncation and padding are the SavedModel's (`[CLS] a [SEP]`, a pair cut by the official
@@ -22,7 +25,8 @@ from __future__ import annotations
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from electra_tf.data.vocabulary_files import SENTENCEPIECE, SUFFIX_INDICATOR
+from electra_tf.data.tokenization import bert_wordpiece
+from electra_tf.data.vocabulary_files import SENTENCEPIECE
 from electra_tf.models.preprocessing import pair_lengths
 from electra_tf.utils.errors import ElectraError
 
@@ -45,20 +49,24 @@ class LiteRTTokenizer:
             self.sentencepiece = tf_text.FastSentencepieceTokenizer(model=tokenizer.sentencepiece_model)
             return
         settings = tokenizer.settings
-        if settings.lowercase != settings.strip_accents or not settings.split_cjk:
+        if not settings.has_bert_kernels:
             raise LiteRTError(
                 f"the vocabulary's tokenizer ({settings.describe()}) has no LiteRT kernel: tensorflow-text's "
                 "FastBertNormalizer lower-cases and strips accents together or not at all, and FastWordpieceTokenizer "
                 "always splits CJK ideographs. Nothing was written; serve this model with the SavedModel export.")
-        self.normalizer = tf_text.FastBertNormalizer(lower_case_nfd_strip_accents=settings.lowercase)
-        # A token holding whitespace (a learned vocabulary can have "## ") is never produced where
-        # words are split on whitespace first, as the SavedModel splits them; FastWordpiece's own
-        # splitting would match it across a space. Such tokens keep their id under a name no text has.
-        vocabulary = [f"[unreachable {i}]" if any(c.isspace() for c in token) else token
-                      for i, token in enumerate(tokenizer.vocabulary)]
-        self.wordpiece = tf_text.FastWordpieceTokenizer(
-            vocab=vocabulary, suffix_indicator=SUFFIX_INDICATOR, unknown_token="[UNK]",
-            no_pretokenization=False, token_out_type=tf.int32, support_detokenization=False)
+        # BERT_RULE runs on these kernels everywhere; a V1_RULE vocabulary gets the same kernels,
+        # which split words as BERT does where its SavedModel does not (module docstring).
+        self.normalizer, self.wordpiece = (
+            (tokenizer.normalizer, tokenizer.wordpiece) if tokenizer.normalizer is not None
+            else bert_wordpiece(tokenizer.vocabulary, settings))
+
+    def accepts(self, text):
+        """A scalar bool, true, computed from the tokenizer's first op on `text`: that op refuses
+        a text input of another rank than 1 ("Input values shape must be rank 1"), which ops such
+        as WhitespaceTokenizer read silently; a function whose outputs use this refuses it too."""
+        first = (self.normalizer.normalize(text) if self.normalizer is not None
+                 else self.sentencepiece.tokenize(text).row_lengths())
+        return tf.shape(first)[0] >= 0
 
     def tokenize(self, text):
 

@@ -25,7 +25,8 @@ import numpy as np
 import sentencepiece
 
 from electra_tf.data.tokenization import ElectraTokenizer
-from electra_tf.data.vocabulary_files import SPECIAL_TOKENS, TokenizerSettings, model_pieces
+from electra_tf.data.vocabulary_files import (BASIC_TOKENIZATION, SPECIAL_TOKENS, V1_RULE, TokenizerSettings,
+                                              model_pieces)
 from electra_tf.models.config import ModelConfig, read_json_object
 from electra_tf.models.encoders import build_discriminator
 from electra_tf.models.weight_names import weight_table
@@ -38,6 +39,7 @@ SENTENCEPIECE_TOKENIZER_CLASS = "keras_hub>SentencePieceTokenizer"
 CONFIG_FILE, TOKENIZER_FILE, WEIGHTS_FILE, SHARDED_WEIGHTS_FILE = (
     "config.json", "tokenizer.json", "model.weights.h5", "model.weights.json")
 VOCABULARY_FILE = Path("assets") / "tokenizer" / "vocabulary.txt"
+PRESET_PROVENANCE_FILE = "electra_tf.json"  # what this package writes beside a preset it exports
 SENTENCEPIECE_FILE = Path("assets") / "tokenizer" / "vocabulary.spm"
 # A preset does not say the length its model was trained at: the official 128 (as transformers'
 # folders are read), or the position table's size when it is shorter.
@@ -132,8 +134,13 @@ class ElectraBackbonePreset:
             if value != ours:
                 raise PretrainedError(f"{where}: {setting} is {value!r}; ELECTRA's tokenizer has {ours!r}, so the "
                                       "ids would differ.")
+        # keras-hub's WordPieceTokenizer splits words as V1_RULE does (its patterns, case folding after
+        # splitting); a preset this package wrote says which rule its model was trained with.
+        provenance = self.path / PRESET_PROVENANCE_FILE
+        rule = read_json_object(provenance, "the preset's provenance").get(BASIC_TOKENIZATION, V1_RULE) if (
+            provenance.is_file()) else V1_RULE
         settings = TokenizerSettings(lowercase=bool(theirs.lowercase), strip_accents=bool(theirs.strip_accents),
-                                     split_cjk=bool(theirs.split_on_cjk))
+                                     split_cjk=bool(theirs.split_on_cjk), rule=rule)
         return theirs.get_vocabulary(), settings, None
 
     def as_discriminator(self):

@@ -53,6 +53,18 @@ def _keep_first(pieces: tf.RaggedTensor, lengths) -> tf.RaggedTensor:
     return tf.ragged.boolean_mask(pieces, pieces.with_flat_values(keep))
 
 
+# A text is cut to this many characters per position before tokenizing, so a served model's
+# time and memory stay bounded whatever it is sent (a megabyte of text, ten thousand texts). Its
+# ids change only where a text's first max_seq_length - 2 pieces span more than that: 256
+# characters a piece on average, long runs of spaces or words over 100 bytes (each one [UNK]).
+MAX_CHARACTERS_PER_POSITION = 256
+
+
+def cut_text(text, max_seq_length: int):
+    """The first MAX_CHARACTERS_PER_POSITION * max_seq_length characters of each (valid UTF-8) text."""
+    return tf.strings.substr(text, 0, MAX_CHARACTERS_PER_POSITION * max_seq_length, unit="UTF8_CHAR")
+
+
 def _valid_utf8(text):
     # Invalid UTF-8 would stop the tokenizer's normalisation ops: replace it first.
     return tf.strings.unicode_transcode(text, "UTF-8", "UTF-8", errors="replace",
@@ -67,15 +79,15 @@ def pack_texts(tokenizer: ElectraTokenizer, max_seq_length: int, text, text_pair
     """text (and text_pair) string [batch] -> token_ids, segment_ids, padding_mask int32
     [batch, max_seq_length]."""
     text = tf.convert_to_tensor(text, tf.string)
-    pieces_a = tf.cast(tokenizer.tokenize(_valid_utf8(text)), tf.int32)
+    pieces_a = tf.cast(tokenizer.tokenize(cut_text(_valid_utf8(text), max_seq_length)), tf.int32)
     edge = tf.RaggedTensor.from_tensor(tf.ones([tf.shape(text)[0], 1], tf.int32))
     if text_pair is None:
         pieces_a = pieces_a[:, : max_seq_length - 2]
         token_ids = tf.concat([edge * tokenizer.cls_id, pieces_a, edge * tokenizer.sep_id], axis=1)
         segment_ids = tf.zeros_like(token_ids)
     else:
-        pieces_b = tf.cast(tokenizer.tokenize(_valid_utf8(tf.convert_to_tensor(text_pair, tf.string))),
-                           tf.int32)
+        pieces_b = tf.cast(tokenizer.tokenize(cut_text(_valid_utf8(tf.convert_to_tensor(text_pair, tf.string)),
+                                                        max_seq_length)), tf.int32)
         kept_a, kept_b = pair_lengths(pieces_a.row_lengths(), pieces_b.row_lengths(),
                                       max_seq_length - 3)
         first = tf.concat([edge * tokenizer.cls_id, _keep_first(pieces_a, kept_a),

@@ -13,9 +13,15 @@ A discriminator returns `replaced_probability` (float32 [batch, length], 0 on pa
 their own signatures through the same two endpoints (`serving_endpoints` of the models in
 `finetuning/`).
 
-Bad input is defined, not an error: invalid UTF-8 bytes are replaced by U+FFFD before
-tokenization; an empty string gives `[CLS] [SEP]`; a long text is truncated; an empty batch
-gives empty outputs. The graph holds only core TensorFlow and tf-text ops (no py_function,
+Every text signature also returns `no_text` (bool [batch]): true where the text (or either text
+of a pair) gave no word piece, i.e. it was empty or held only spaces, control or format
+characters; the row's other outputs are then the model's answer to `[CLS] [SEP]` and say nothing
+about the text. Bad input is defined, not an error: invalid UTF-8 bytes are replaced by U+FFFD
+before tokenization (a word holding one is [UNK]); a NUL byte is a control character like any
+other (`data/tokenization.py`); a text is cut to MAX_CHARACTERS_PER_POSITION characters per
+position of max_seq_length before tokenizing (`preprocessing.cut_text`), then truncated to the
+sequence length; an empty batch gives empty outputs. Input of another dtype or rank is refused
+by the signature with TensorFlow's error naming the input. The graph holds only core TensorFlow and tf-text ops (no py_function,
 no RoundRobinTrim), so the TF Serving model server (2.20+) runs it without Python.
 """
 
@@ -55,11 +61,33 @@ def discriminator_endpoints(discriminator, tokenizer, max_seq_length: int) -> di
             IDS_SIGNATURE: (ids_endpoint(max_seq_length, tokenizer.vocabulary_size, outputs), ID_INPUTS)}
 
 
+def batch_of_strings(value, name: str):
+    """`value` checked to be string [batch] when the signature runs: a concrete function takes a
+    tensor of another rank without a word, so a [1, 2] array of strings would be read as
+    something. `tf.ensure_shape` stays in the graph and fails naming the input."""
+    return tf.ensure_shape(tf.convert_to_tensor(value, tf.string), [None], name=f"{name}_must_be_1d_strings")
+
+
+def no_text(inputs: dict, sep_id: int, text_pair: bool = False):
+    """bool [batch]: the text, or either text of a pair, gave no word piece (empty, spaces,
+    control or format characters only), so the row's answer is about no text at all. Read from
+    the packed ids: `[CLS] [SEP]`, or a [SEP] where a pair's text would start."""
+    lengths = tf.reduce_sum(tf.cast(inputs["padding_mask"], tf.int32), axis=1)
+    if not text_pair:
+        return lengths <= 2
+    token_ids = inputs["token_ids"]
+    return (token_ids[:, 1] == sep_id) | (tf.gather(token_ids, tf.maximum(lengths - 2, 0), batch_dims=1) == sep_id)
+
+
 def text_endpoint(tokenizer, max_seq_length: int, outputs, text_pair: bool = False):
-    """Strings in, through the same packing as training (`preprocessing.pack_texts`)."""
+    """Strings in, through the same packing as training (`preprocessing.pack_texts`); the
+    outputs gain `no_text`."""
     def endpoint(text, text_pair=None):
+        text = batch_of_strings(text, "text")
+        text_pair = None if text_pair is None else batch_of_strings(text_pair, "text_pair")
         inputs = pack_texts(tokenizer, max_seq_length, text, text_pair)
-        return outputs(inputs["token_ids"], inputs["segment_ids"], inputs["padding_mask"])
+        return {**outputs(inputs["token_ids"], inputs["segment_ids"], inputs["padding_mask"]),
+                "no_text": no_text(inputs, tokenizer.sep_id, text_pair is not None)}
 
     if text_pair:
         return lambda text, text_pair: endpoint(text, text_pair)
@@ -70,6 +98,9 @@ def ids_endpoint(length: int, vocabulary_size: int, outputs):
     """The ids endpoint: inputs longer than the model's length are cut to it; ids outside the
     vocabulary are refused with a clear message instead of failing inside an embedding lookup."""
     def endpoint(token_ids, segment_ids, padding_mask):
+        token_ids, segment_ids, padding_mask = (tf.ensure_shape(value, [None, None], name=f"{name}_must_be_2d") for
+                                                value, name in ((token_ids, "token_ids"), (segment_ids, "segment_ids"),
+                                                                (padding_mask, "padding_mask")))
         check = tf.debugging.assert_less(
             token_ids, vocabulary_size, message=f"token_ids must be in [0, {vocabulary_size})")
         with tf.control_dependencies([check, tf.debugging.assert_non_negative(
@@ -88,6 +119,7 @@ def discriminator_litert_endpoint(discriminator, lite_tokenizer, length: int):
         mask = tf.cast(inputs["padding_mask"], tf.float32)
         return {"replaced_probability": tf.sigmoid(tf.cast(result["logits"], tf.float32)) * mask,
                 "token_ids": inputs["token_ids"], "padding_mask": inputs["padding_mask"],
-                "cls_hidden_state": tf.cast(result["sequence_output"], tf.float32)[:, 0, :]}
+                "cls_hidden_state": tf.cast(result["sequence_output"], tf.float32)[:, 0, :],
+                "no_text": no_text(inputs, lite_tokenizer.tokenizer.sep_id)}
 
     return endpoint

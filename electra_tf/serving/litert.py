@@ -13,8 +13,12 @@ device runs, a larger one works after `resize_tensor_input`):
     discriminator  text                  -> replaced_probability, token_ids, padding_mask
                                             [b, length], cls_hidden_state [b, hidden]
 
-Output names are the SavedModel's (`serving_default`); the label and tag names travel inside the
-file as constant outputs. The string outputs the SavedModel computes per row (`label`, `tokens`,
+Every file also returns `no_text` (bool [b]), true where the text (either text of a pair) gave
+no word piece, as the SavedModel's (`models/signatures.no_text`). Input of another dtype or rank
+is refused by the interpreter: a 2-D string array fails with "Input values shape must be rank 1:
+[ 1 2 ]Node number 0 (FastBertNormalize) failed to prepare." (an app passes a 1-D array of
+strings, one per text). Output names are the SavedModel's (`serving_default`); the label and tag
+names travel inside the file as constant outputs. The string outputs the SavedModel computes per row (`label`, `tokens`,
 `words`, `tags`, entities) are left out: LiteRT has no kernels for those string ops, and an app
 indexes the names it already has. The tagger has `words` slots for max_seq_length - 2 words.
 
@@ -24,7 +28,8 @@ tokenizer inside uses tensorflow-text ops that have LiteRT kernels (`models/devi
 so a file needs no Select TF ops (Flex) runtime, only tensorflow-text's custom-op kernels
 (`tensorflow_text.tflite_registrar.SELECT_TFTEXT_OPS` in Python; the same kernels, registered by
 the registrar's `Add...` functions, in an app). Invalid UTF-8 is not repaired first, as the
-SavedModel repairs it. The tagger splits words with `WhitespaceTokenizer`. The transformer's
+SavedModel repairs it, nor is a text cut to MAX_CHARACTERS_PER_POSITION per position (LiteRT has
+no kernel for either): docs/serving.md says what each gives. The tagger splits words with `WhitespaceTokenizer`. The transformer's
 GELU is traced as the one op LiteRT has a kernel for (`models/transformer.gelu_form("one_op")`).
 
 `quantize="dynamic"`: 8-bit weights, float activations (dynamic-range quantization, no calibration

@@ -50,7 +50,7 @@ def test_settings_travel_beside_the_vocabulary_file(tmp_path):
     tokens = list(SPECIAL_TOKENS) + ["Apple", "apple", "May", "may", "Café", "cafe"]
     write_vocabulary(tmp_path / "vocab.txt", tokens, TokenizerSettings.cased())
     assert json.loads((tmp_path / "tokenizer_config.json").read_text()) == {
-        "do_lower_case": False, "strip_accents": None, "tokenize_chinese_chars": True}
+        "do_lower_case": False, "strip_accents": None, "tokenize_chinese_chars": True, "basic_tokenization": "bert"}
     tokenizer = ElectraTokenizer(tmp_path / "vocab.txt")
     assert tokenizer.settings == TokenizerSettings.cased()
     ids = tokenizer.tokenize(["Apple apple May may Café"]).to_list()[0]
@@ -59,8 +59,9 @@ def test_settings_travel_beside_the_vocabulary_file(tmp_path):
     tokenizer.save(tmp_path / "copy" / "vocab.txt")
     assert read_tokenizer_settings(tmp_path / "copy" / "vocab.txt") == TokenizerSettings.cased()
     # transformers' null strip_accents means "as do_lower_case"
-    assert TokenizerSettings.from_huggingface({"do_lower_case": True, "strip_accents": None}) == TokenizerSettings()
+    assert TokenizerSettings.from_huggingface({"do_lower_case": True, "strip_accents": None},
+                                              rule="bert") == TokenizerSettings()
     assert TokenizerSettings.from_huggingface({"do_lower_case": True, "strip_accents": False}).describe() == (
-        "do_lower_case=True, strip_accents=False, tokenize_chinese_chars=True")
+        "do_lower_case=True, strip_accents=False, tokenize_chinese_chars=True, electra_tf_v1 word splitting")
 
 

@@ -14,7 +14,7 @@ import pytest
 from electra_tf import convert, export, finetune, pretrain
 from electra_tf.data.corpus import sample_paragraphs
 from electra_tf.data.tokenization import ElectraTokenizer
-from electra_tf.data.vocabulary_files import TokenizerSettings
+from electra_tf.data.vocabulary_files import V1_RULE, TokenizerSettings
 from electra_tf.finetuning.pretrained import load_pretrained
 from electra_tf.interop.huggingface import ConversionError
 from electra_tf.interop.keras_hub_presets import import_keras_hub, write_preset
@@ -289,7 +289,7 @@ def test_export_refuses_what_a_preset_cannot_hold(presets, small_vocab, tmp_path
     assert export.main(["--model_dir", str(sources["uncased"]), "--format", "keras_hub", "--export_dir",
                         str(root / "uncased")]) == 2
     assert "--overwrite" in capsys.readouterr().err
-    keep_cjk = ElectraTokenizer(small_vocab.read_text().splitlines(), TokenizerSettings(split_cjk=False))
+    keep_cjk = ElectraTokenizer(small_vocab.read_text().splitlines(), TokenizerSettings(split_cjk=False, rule=V1_RULE))
     with pytest.raises(ConversionError, match="split_on_cjk"):
         write_preset(wide_backbone(keep_cjk), tmp_path / "cjk")
     other_epsilon = wide_backbone(ElectraTokenizer(small_vocab))

@@ -6,7 +6,7 @@ import pytest
 import tensorflow as tf
 
 from electra_tf.data.tokenization import ElectraTokenizer
-from electra_tf.data.vocabulary_files import TokenizerSettings
+from electra_tf.data.vocabulary_files import V1_RULE, TokenizerSettings
 from electra_tf.models.device_inputs import LiteRTError, LiteRTTokenizer, pack_pair, pack_text, pack_whitespace_words
 from electra_tf.models.preprocessing import pack_texts
 
@@ -40,6 +40,6 @@ def test_whitespace_words_keep_their_first_piece_and_bytes(tokenizer):
 
 
 def test_a_vocabulary_no_litert_kernel_tokenizes_is_refused(tokenizer):
-    odd = ElectraTokenizer(tokenizer.vocabulary, TokenizerSettings(lowercase=True, strip_accents=False))
+    odd = ElectraTokenizer(tokenizer.vocabulary, TokenizerSettings(lowercase=True, strip_accents=False, rule=V1_RULE))
     with pytest.raises(LiteRTError, match="has no LiteRT kernel"):
         LiteRTTokenizer(odd)

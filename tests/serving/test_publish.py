@@ -135,7 +135,7 @@ print(json.dumps({{"text": sorted(text), "close": bool(abs(float(tf.reduce_max(t
     "foreign": sorted(m for m in sys.modules if m.split(".")[0] in ("electra_tf", "keras_hub"))}}))
 """
     result = run_python(code)
-    assert result["text"] == ["cls_hidden_state", "hidden_states", "padding_mask", "replaced_probability",
+    assert result["text"] == ["cls_hidden_state", "hidden_states", "no_text", "padding_mask", "replaced_probability",
                               "token_ids", "tokens"]
     assert result["close"] and result["foreign"] == []
 

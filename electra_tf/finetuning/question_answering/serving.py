@@ -8,6 +8,8 @@
   to whole words as in `predictions.json` (`data/token_offsets.whole_word_spans`);
 - `score` (float32): the span's start + end score, as the answers are ranked (log-probabilities
   for the official head, logits for the plain one); -inf when no span qualifies;
+- `no_text` (bool): the context gave no word piece (empty, spaces, control or format
+  characters only), as every text signature flags it (`models/signatures.no_text`);
 - `no_answer_probability` (float32), for models trained with the answerability classifier
   (SQuAD 2.0): sigmoid of the smallest answerability logit over the windows, the official
   null odds. The client applies its own threshold.
@@ -33,7 +35,7 @@ from __future__ import annotations
 import tensorflow as tf
 
 from electra_tf.data.token_offsets import repair_utf8, tokenize_with_offsets, whole_word_spans
-from electra_tf.models.signatures import TEXT_SIGNATURE
+from electra_tf.models.signatures import TEXT_SIGNATURE, batch_of_strings
 
 QUESTION_INPUTS = [("question", [None], "string"), ("context", [None], "string")]
 
@@ -46,8 +48,8 @@ def question_answerer_endpoints(model, tokenizer, max_seq_length: int, doc_strid
                          f"{max_query_length}-piece question.")
 
     def endpoint(question, context):
-        context = repair_utf8(tf.convert_to_tensor(context, tf.string))
-        query = tokenizer.tokenize(repair_utf8(tf.convert_to_tensor(question, tf.string)))[:, :max_query_length]
+        context = repair_utf8(batch_of_strings(context, "context"))
+        query = tokenizer.tokenize(repair_utf8(batch_of_strings(question, "question")))[:, :max_query_length]
         pieces, piece_starts, piece_ends = tokenize_with_offsets(tokenizer, context)
         windows = _windows(query, pieces, max_seq_length, doc_stride)
         # Per window position: the piece's characters (-1 outside the context) and whether this
@@ -69,6 +71,7 @@ def question_answerer_endpoints(model, tokenizer, max_seq_length: int, doc_strid
             "answer_start": start_char,
             "answer_end": end_char,
             "score": best,
+            "no_text": pieces.row_lengths() == 0,
         }
         if "answerable_logit" in outputs:
             null_logit = tf.math.unsorted_segment_min(outputs["answerable_logit"], windows.example, batch)

@@ -24,7 +24,12 @@ WHITESPACE = r"[ \t\n\r\v\f]+"
 
 def words_with_offsets(text):
     """(words [B, W] ragged strings, starts, ends [B, W] ragged int32 characters)."""
-    words, begin, end = tf_text.regex_split_with_offsets(text, WHITESPACE)  # byte offsets
+    # tf-text's regex_split ends a text at its first NUL byte: split a copy where it is another
+    # control character (one byte for one, so the offsets hold), and cut the words from the text.
+    _, begin, end = tf_text.regex_split_with_offsets(tf.strings.regex_replace(text, r"\x00", "\x01"),
+                                                     WHITESPACE)  # byte offsets
+    words = begin.with_flat_values(tf.strings.substr(tf.gather(text, begin.value_rowids()), begin.flat_values,
+                                                     end.flat_values - begin.flat_values))
     characters = tf.strings.unicode_decode_with_offsets(text, "UTF-8", errors="replace")[1]  # each char's byte
     beyond = tf.int64.max
     starts = tf.searchsorted(characters.to_tensor(beyond), begin.to_tensor(0), side="left")

@@ -8,7 +8,8 @@ sentence's end or for words cut off by max_seq_length) plus `tag_names`; a tagge
 tags (B-/I-/E-/S-) also returns the entities, by conlleval's chunk rules: `entity_text`,
 `entity_type`, `entity_start`, `entity_end` (characters of the text; "" and -1 past a text's
 last entity). Its ids signature returns `tags` and `tag_probabilities` per word piece. The
-text and ids endpoints, and what bad input gives, are the ones of `models/signatures.py`.
+text and ids endpoints, and what bad input gives (`no_text` in every text signature and LiteRT
+file), are the ones of `models/signatures.py`.
 """
 
 from __future__ import annotations
@@ -20,9 +21,9 @@ from electra_tf.finetuning.text.entities import is_entity_tag_set
 from electra_tf.finetuning.text.entities_in_graph import entity_outputs, words_with_offsets
 from electra_tf.finetuning.text.task_data import from_unit_interval
 from electra_tf.models.device_inputs import pack_pair, pack_text, pack_whitespace_words
-from electra_tf.models.preprocessing import pack_words_with_starts
+from electra_tf.models.preprocessing import cut_text, pack_words_with_starts
 from electra_tf.models.signatures import (ID_INPUTS, IDS_SIGNATURE, TEXT_INPUT, TEXT_PAIR_INPUTS, TEXT_SIGNATURE,
-                                          ids_endpoint, text_endpoint)
+                                          batch_of_strings, ids_endpoint, no_text, text_endpoint)
 
 
 def classifier_endpoints(classifier, tokenizer, max_seq_length: int, label_names=None,
@@ -72,7 +73,7 @@ def tagger_endpoints(tagger, tokenizer, max_seq_length: int, tag_names) -> dict:
         return {**outputs, "tag_names": tf.tile(names[tf.newaxis], [batch, 1])}
 
     def text_endpoint(text):
-        text = repair_utf8(tf.convert_to_tensor(text, tf.string))
+        text = cut_text(repair_utf8(batch_of_strings(text, "text")), max_seq_length)
         words, word_starts, word_ends = words_with_offsets(text)  # the words of tf.strings.split
         inputs, starts = pack_words_with_starts(tokenizer, max_seq_length, words)
         probabilities, tags = per_piece(inputs["token_ids"], inputs["segment_ids"], inputs["padding_mask"])
@@ -84,6 +85,7 @@ def tagger_endpoints(tagger, tokenizer, max_seq_length: int, tag_names) -> dict:
             "tags": word_tags,
             "tag_probabilities": tf.gather(probabilities, positions, batch_dims=1)
             * tf.cast(kept, tf.float32)[..., tf.newaxis],
+            "no_text": no_text(inputs, tokenizer.sep_id),
         }
         if with_entities:  # entity tags: the entities too, with their characters in the text
             ragged_tags = tf.RaggedTensor.from_tensor(word_tags, lengths=words.row_lengths())
@@ -106,9 +108,11 @@ def classifier_litert_endpoint(classifier, lite_tokenizer, length: int):
 
     def outputs(inputs):
         logits = tf.cast(classifier(inputs, training=False), tf.float32)
+        flag = {"no_text": no_text(inputs, tokenizer.sep_id, classifier.text_pair)}
         if classifier.is_regression:
-            return {"score": from_unit_interval(logits[:, 0], classifier.score_range)}
-        return {"probabilities": tf.nn.softmax(logits, axis=-1), "label_names": tf.constant(list(classifier.label_names))}
+            return {"score": from_unit_interval(logits[:, 0], classifier.score_range), **flag}
+        return {"probabilities": tf.nn.softmax(logits, axis=-1),
+                "label_names": tf.constant(list(classifier.label_names)), **flag}
 
     if classifier.text_pair:
         return (lambda text, text_pair: outputs(pack_pair(lite_tokenizer.tokenize(text),
@@ -126,6 +130,7 @@ def tagger_litert_endpoint(tagger, lite_tokenizer, length: int):
         probabilities = tf.nn.softmax(tf.cast(tagger(inputs, training=False), tf.float32), axis=-1)
         per_word = tf.gather(probabilities, tf.maximum(positions, 0), batch_dims=1)
         return {"tag_probabilities": per_word * tf.cast(positions >= 0, tf.float32)[..., tf.newaxis],
-                "word_start": word_start, "word_end": word_end, "tag_names": tf.constant(list(tagger.label_names))}
+                "word_start": word_start, "word_end": word_end, "tag_names": tf.constant(list(tagger.label_names)),
+                "no_text": no_text(inputs, lite_tokenizer.tokenizer.sep_id) & lite_tokenizer.accepts(text)}
 
     return endpoint, ["text"]

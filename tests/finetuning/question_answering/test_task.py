@@ -81,7 +81,7 @@ print(json.dumps({{"answer": [a.decode() for a in out["answer"].numpy()], "start
 """)
     assert served["answer"] == [predictions[q] for q in ids]
     assert [contexts[q][s:e] for q, s, e in zip(ids, served["start"], served["end"])] == served["answer"]
-    assert served["keys"] == ["answer", "answer_end", "answer_start", "score"]
+    assert served["keys"] == ["answer", "answer_end", "answer_start", "no_text", "score"]
 
 
 def test_squad_2_0_reports_the_official_names_and_null_odds(pretrained_run, corpus, tmp_path):
