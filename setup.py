@@ -37,6 +37,7 @@ setup(
             "litert = electra_tf.serving.litert",
             "keras_hub = electra_tf.interop.keras_hub_presets",
             "huggingface = electra_tf.interop.convert",
+            "openvino = electra_tf.serving.openvino",
         ],
     },
     install_requires=[
@@ -104,6 +105,11 @@ setup(
         # the test extra has it so the suite runs every .tflite as a device app would. TF 2.21's
         # own tf.lite.Interpreter cannot register tensorflow-text's kernels.
         "litert": ["ai-edge-litert>=2.3,<2.4"],
+        # The CPU runtimes benchmarks/serving_latency.py --runtimes times the SavedModel against (all
+        # install beside TensorFlow 2.21 with its numpy and protobuf): OpenVINO, ONNX Runtime, and
+        # tf2onnx with onnx to convert to it; LiteRT's interpreter for the LiteRT files.
+        "runtimes": ["openvino>=2026.4,<2027", "onnxruntime>=1.32,<2", "tf2onnx>=1.17,<2", "onnx>=1.23,<2",
+                     "ai-edge-litert>=2.3,<2.4"],
         # Keras' other backends, for the keras-hub presets `export --format keras_hub` writes:
         # tests/interop/test_keras_backends.py runs a preset under JAX and PyTorch and the JAX
         # fine-tuning example of docs/interop.md. jax 0.10 installs beside TensorFlow 2.21

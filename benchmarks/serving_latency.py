@@ -3,6 +3,7 @@ TensorFlow and tensorflow-text (what TF Serving's model server has: no electra_t
 
     python benchmarks/serving_latency.py                          # tiny (random weights) and Small-sized
     python benchmarks/serving_latency.py --export runs/electra_tiny/export/electra_tiny/1 --batches 1 8 32
+    python benchmarks/serving_latency.py --runtimes      # one classifier in every CPU runtime
 
 Without `--export`, the script exports two discriminators with fresh weights through the
 project's own exporter (weights do not change the cost): the `electra_tiny` preset and an
@@ -12,6 +13,13 @@ embedding lookup). The measuring process then loads each SavedModel and calls bo
 fills the 128 tokens, and `encode_ids` with 128 token ids, at each batch size: p50 and p99
 latency per call and sequences/s, after warm-up calls. One thread of requests at a time; TF
 Serving's batching (docs/serving.md) trades some of this latency for throughput.
+
+With --runtimes: two-class classifiers over the same fresh discriminators, each as its SavedModel,
+compiled by XLA, as LiteRT, ONNX Runtime and OpenVINO files, in float32 and each runtime's 8-bit
+option (`serving_runtimes.py` says how each is made), timed on the same real-text ids at each batch
+size with 1 and 2 threads, each thread count in a process of its own that never imports
+electra_tf; every row's ratio is to the SavedModel's time in the same process, and its largest
+probability difference from the SavedModel's answers. Needs `pip install -e ".[runtimes]"`.
 """
 
 from __future__ import annotations
@@ -154,6 +162,39 @@ def measure(code: str, request: dict, export) -> list:
     return json.loads(finished.stdout.strip().splitlines()[-1])
 
 
+def compare_runtimes(args) -> int:
+    import serving_runtimes
+
+    from electra_tf.finetuning.pretrained import load_pretrained
+    from electra_tf.finetuning.text.models import ElectraClassifier
+    from electra_tf.models.preprocessing import pack_texts
+
+    with tempfile.TemporaryDirectory() as scratch:
+        exports, tokenizer = fresh_exports(Path(scratch) / "discriminators")
+        models = []
+        for name, export in exports:
+            backbone = load_pretrained(export)
+            classifier = ElectraClassifier(backbone.discriminator, 2, label_names=["no", "yes"])
+            length = backbone.config.max_seq_length
+            ids = pack_texts(tokenizer, length, sentences_of_length(tokenizer, length, max(args.batches)))
+            models.append({"name": name, "ids": {k: v.numpy().tolist() for k, v in ids.items()},
+                           "runtimes": serving_runtimes.runtime_files(classifier, tokenizer, backbone.config,
+                                                                      Path(scratch), name)})
+        print(f"{common.host()}; ids in, probabilities out, one request at a time, {args.calls} calls")
+        print(f"{'model':12} {'runtime':30} {'threads':>7} {'batch':>5} {'p50 ms':>8} {'p99 ms':>8} "
+              f"{'x SavedModel':>12} {'max diff':>9}")
+        for threads in args.threads:
+            request = {"models": models, "batches": args.batches, "calls": args.calls, "warmup": args.warmup,
+                       "threads": threads}
+            rows = measure(serving_runtimes.MEASURE, request, "the runtimes")
+            base = {(r["model"], r["batch"]): r["p50_ms"] for r in rows if r["runtime"] == "SavedModel"}
+            for r in rows:
+                print(f"{r['model']:12} {r['runtime']:30} {threads:>7} {r['batch']:>5} {r['p50_ms']:8.2f} "
+                      f"{r['p99_ms']:8.2f} {base[(r['model'], r['batch'])] / r['p50_ms']:11.2f}x "
+                      f"{r['max_diff']:9.1e}", flush=True)
+    return 0
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--export", action="append", default=[], help="an export version folder (repeatable)")
@@ -161,7 +202,12 @@ def main(argv=None) -> int:
     parser.add_argument("--calls", type=int, default=50)
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--no_qa", action="store_true", help="skip the question-answering rows")
+    parser.add_argument("--runtimes", action="store_true",
+                        help="one classifier in every CPU runtime, side by side (module docstring)")
+    parser.add_argument("--threads", type=int, nargs="+", default=[1, 2], help="with --runtimes")
     args = parser.parse_args(argv)
+    if args.runtimes:
+        return compare_runtimes(args)
     from electra_tf.data.tokenization import ElectraTokenizer
     from electra_tf.models.backbone import BackboneConfig
     from electra_tf.utils.run_dir import ExportMetadata

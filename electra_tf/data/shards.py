@@ -104,9 +104,11 @@ def metadata_tokenizer_settings(metadata: dict):
     """How the data was tokenized (metadata.json keeps `TokenizerSettings`' fields; data built
     before cased vocabularies only says lowercase: true, before SentencePiece no `tokenizer`, before
     BERT's word splitting no `basic_tokenization`)."""
-    lowercase = metadata.get("lowercase", True)
+    lowercase, kind = metadata.get("lowercase", True), metadata.get("tokenizer", WORDPIECE)
+    if kind != WORDPIECE:  # a SentencePiece model splits text itself: its settings carry the default rule
+        return TokenizerSettings.sentencepiece(lowercase)
     return TokenizerSettings(lowercase, metadata.get("strip_accents", lowercase), metadata.get("split_cjk", True),
-                             metadata.get("tokenizer", WORDPIECE), metadata.get(BASIC_TOKENIZATION, V1_RULE))
+                             kind, metadata.get(BASIC_TOKENIZATION, V1_RULE))
 
 
 def check_shards(data_dir: str | Path, tokenizer: ElectraTokenizer, max_seq_length: int) -> list[str]:

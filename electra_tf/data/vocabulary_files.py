@@ -90,8 +90,6 @@ class TokenizerSettings:
     rule: str = BERT_RULE
 
     def __post_init__(self):
-        if self.kind == SENTENCEPIECE and self.rule != BERT_RULE:  # a SentencePiece model splits text itself
-            object.__setattr__(self, "rule", BERT_RULE)
         if self.rule not in (BERT_RULE, V1_RULE):
             raise VocabularyError(f"{BASIC_TOKENIZATION} is {self.rule!r}; expected {BERT_RULE!r} or {V1_RULE!r}.")
         if self.kind == WORDPIECE and self.rule == BERT_RULE and not self.has_bert_kernels:

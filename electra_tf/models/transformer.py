@@ -212,9 +212,10 @@ def dense(x, kernel, bias):
 
 
 # How inference traces GELU: "exact" (erfc, below), "one_op" (the exact GELU as the single op
-# LiteRT's converter has a kernel for), "tanh" (keras-hub's approximation). Set by `gelu_form`.
+# LiteRT's converter has a kernel for), "erf" (the exact GELU through erf, which ONNX has),
+# "tanh" (keras-hub's approximation). Set by `gelu_form`.
 _GELU_FORM = "exact"
-GELU_FORMS = ("exact", "one_op", "tanh")
+GELU_FORMS = ("exact", "one_op", "erf", "tanh")
 
 
 def gelu(x):
@@ -229,6 +230,8 @@ def gelu(x):
     x32 = tf.cast(x, tf.float32)
     if _GELU_FORM == "exact":
         return tf.cast(fused.gelu_float32(x32), x.dtype)
+    if _GELU_FORM == "erf":
+        return tf.cast(0.5 * x32 * (1.0 + tf.math.erf(x32 * 0.7071067811865476)), x.dtype)
     return tf.cast(tf.nn.gelu(x32, approximate=_GELU_FORM == "tanh"), x.dtype)
 
 
@@ -237,7 +240,9 @@ def gelu_form(form: str):
     """Inside it, inference traces GELU in `form` (training always uses the exact one):
     "one_op", the exact GELU as `tf.nn.gelu(approximate=False)`, which LiteRT's converter fuses
     into its GELU kernel (`erfc` has no LiteRT kernel; the two are 2.4e-7 apart on [-4, 4]);
-    "tanh", the approximation keras-hub's transformer layers compute, to compare with keras-hub.
+    "erf", the exact GELU as 0.5 x (1 + erf(x / sqrt 2)), for converters to ONNX, which has Erf
+    but not Erfc; "tanh", the approximation keras-hub's transformer layers compute, to compare
+    with keras-hub.
 
     >>> with gelu_form("tanh"):
     ...     round(float(gelu(tf.constant(1.0))), 6)

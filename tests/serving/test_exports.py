@@ -2,6 +2,7 @@
 serves, each format says which sources it takes, and a refusal names the formats that do."""
 
 import argparse
+import importlib.util
 from pathlib import Path
 
 import pytest
@@ -10,10 +11,12 @@ from electra_tf.serving.exports import (FORMATS, ExportError, ExportOptions, add
                                         formats_for, load_source)
 
 RUNS = Path(__file__).parents[1] / "fixtures" / "runs_before_one_config"
+# openvino takes these sources where OpenVINO is installed (the runtimes extra), and says why not elsewhere
+OPENVINO = ["openvino"] if importlib.util.find_spec("openvino") else []
 
 
 def test_the_packages_formats_are_registered_each_with_its_help():
-    assert FORMATS.names() == ["huggingface", "keras_hub", "litert", "saved_model"]
+    assert FORMATS.names() == ["huggingface", "keras_hub", "litert", "openvino", "saved_model"]
     assert all(cls.help for _, cls in FORMATS.items()) and FORMATS["keras_hub"].takes_target
 
 
@@ -21,19 +24,20 @@ def test_a_run_folder_of_any_kind_is_the_model_it_serves():
     pretraining = load_source(RUNS / "model")
     assert pretraining.kind == "pretraining" and pretraining.model_dir == RUNS / "model"
     assert type(pretraining.served.model).__name__ == "Discriminator" and pretraining.served.config.max_seq_length == 32
-    assert formats_for(pretraining) == ["huggingface", "keras_hub", "litert", "saved_model"]
+    assert formats_for(pretraining) == ["huggingface", "keras_hub", "litert", *OPENVINO, "saved_model"]
     for path in (RUNS / "finetuned", RUNS / "finetuned" / "best.keras"):  # a fine-tuning folder means its best model
         tuned = load_source(path)
         assert tuned.kind == "classification" and tuned.served.name == "topics" and tuned.model_dir is None
         assert type(tuned.served.model).__name__ == "ElectraClassifier" and tuned.served.model.label_names
-        assert formats_for(tuned) == ["keras_hub", "litert", "saved_model"]
+        assert formats_for(tuned) == ["keras_hub", "litert", *OPENVINO, "saved_model"]
     assert load_source(RUNS / "model" / "backbone").model_dir is None  # an encoder alone: no generator to export
 
 
 def test_a_format_that_does_not_take_a_source_names_those_that_do(tmp_path):
     tuned = load_source(RUNS / "finetuned")
     with pytest.raises(ExportError, match="--format huggingface does not take the classification run's ElectraClassifier "
-                                          ".*This source exports as: keras_hub, litert, saved_model"):
+                                          f".*This source exports as: keras_hub, litert, {'openvino, ' * bool(OPENVINO)}"
+                                          "saved_model"):
         export(tuned, "huggingface", ExportOptions(tmp_path, "topics"))
     assert not list(tmp_path.iterdir())
 

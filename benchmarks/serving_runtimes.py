@@ -1,0 +1,202 @@
+"""One classifier in every CPU runtime a user would serve it with, and the files each one reads:
+what `serving_latency.py --runtimes` times side by side.
+
+The function served is the same everywhere: ids in (token_ids, segment_ids, padding_mask, int32
+[batch, length]), probabilities out, the weights of one model:
+
+- `SavedModel`: the export's `encode_ids` signature, as TF Serving runs it (TensorFlow's
+  executor, the graph as exported).
+- `SavedModel (XLA)`: the same function compiled by XLA (`jit_compile=True`), saved as a
+  SavedModel of its own.
+- `LiteRT`: the function converted with LiteRT's builtin ops (float32, and 8-bit weights:
+  dynamic-range quantization).
+- `ONNX Runtime`: converted by tf2onnx (opset 17); 8-bit weights by ONNX Runtime's
+  `quantize_dynamic`.
+- `OpenVINO`: `openvino.convert_model` of the concrete function, compiled in float32
+  (`INFERENCE_PRECISION_HINT` f32) and with the CPU's default precision (bfloat16 where the CPU has
+  it).
+
+GELU is traced in the form each converter takes (`models/transformer.gelu_form`): LiteRT's the
+one op its converter fuses, as `export --format litert` writes it; ONNX and OpenVINO through erf
+(the exported graph's erfc has no ONNX kernel). The forms are 2.4e-7 apart.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+IDS = ("token_ids", "segment_ids", "padding_mask")
+
+
+def ids_function(classifier, length: int, gelu: str = "erf"):
+    """The classifier as a tf.function of ids -> probabilities [batch, classes], traced once with
+    GELU in the form `gelu` (its concrete function is what later calls get)."""
+    import tensorflow as tf
+
+    from electra_tf.models.transformer import gelu_form
+
+    spec = [tf.TensorSpec([None, length], tf.int32, name=name) for name in IDS]
+
+    @tf.function(input_signature=spec, autograph=False)
+    def probabilities(token_ids, segment_ids, padding_mask):
+        logits = classifier({"token_ids": token_ids, "segment_ids": segment_ids, "padding_mask": padding_mask},
+                            training=False)
+        return {"probabilities": tf.nn.softmax(tf.cast(logits, tf.float32), axis=-1)}
+
+    with gelu_form(gelu):
+        probabilities.get_concrete_function()
+    return probabilities
+
+
+def xla_saved_model(classifier, length: int, path: Path) -> Path:
+    """A SavedModel whose `serving_default` is the ids function compiled by XLA."""
+    import tensorflow as tf
+
+    spec = [tf.TensorSpec([None, length], tf.int32, name=name) for name in IDS]
+    module = tf.Module()
+    module.classifier = classifier
+
+    @tf.function(input_signature=spec, jit_compile=True, autograph=False)
+    def probabilities(token_ids, segment_ids, padding_mask):
+        logits = classifier({"token_ids": token_ids, "segment_ids": segment_ids, "padding_mask": padding_mask},
+                            training=False)
+        return {"probabilities": tf.nn.softmax(tf.cast(logits, tf.float32), axis=-1)}
+
+    module.probabilities = probabilities
+    tf.saved_model.save(module, str(path), signatures={"serving_default": probabilities})
+    return path
+
+
+def litert_files(function, classifier, folder: Path, name: str) -> dict:
+    """{label: .tflite path}: float32 and 8-bit weights, LiteRT's builtin ops only. Converted from a
+    SavedModel that tracks the backend's variables themselves, as `export --format litert` does
+    (converted from the concrete function alone, the weights stay uninitialised: NaN outputs)."""
+    import tensorflow as tf
+
+    root = tf.train.Checkpoint()
+    root.variables = [variable.value for variable in classifier.variables]
+    tf.saved_model.save(root, str(folder / f"{name}-for-litert"),
+                        signatures={"serving_default": function.get_concrete_function()})
+    files = {}
+    for label, optimize in (("LiteRT", []), ("LiteRT 8-bit", [tf.lite.Optimize.DEFAULT])):
+        converter = tf.lite.TFLiteConverter.from_saved_model(str(folder / f"{name}-for-litert"))
+        converter.optimizations = optimize
+        path = folder / f"{name}-{'8bit' if optimize else 'f32'}.tflite"
+        path.write_bytes(converter.convert())
+        files[label] = path
+    return files
+
+
+def onnx_files(function, folder: Path, name: str) -> dict:
+    """{label: .onnx path}: tf2onnx's conversion and ONNX Runtime's 8-bit weights of it."""
+    import tf2onnx
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    path = folder / f"{name}.onnx"
+    tf2onnx.convert.from_function(function, input_signature=function.input_signature, opset=17,
+                                  output_path=str(path))
+    quantized = folder / f"{name}-8bit.onnx"
+    quantize_dynamic(str(path), str(quantized), weight_type=QuantType.QInt8)
+    return {"ONNX Runtime": path, "ONNX Runtime 8-bit": quantized}
+
+
+def openvino_file(function, folder: Path, name: str) -> Path:
+    """OpenVINO's IR (.xml beside its .bin) of the concrete function."""
+    import openvino
+
+    path = folder / f"{name}.xml"
+    openvino.save_model(openvino.convert_model(function.get_concrete_function()), str(path), compress_to_fp16=False)
+    return path
+
+
+# Runs in a process of its own per thread count (TensorFlow's pools are set before it starts):
+# every runtime on the same ids, p50 and p99 over `calls` calls after warm-up, and the largest
+# difference of each one's probabilities from the exported SavedModel's.
+MEASURE = r'''
+import json, sys, time
+import numpy as np
+request = json.loads(sys.stdin.read())
+threads = request["threads"]
+import tensorflow as tf
+tf.config.threading.set_intra_op_parallelism_threads(threads)
+tf.config.threading.set_inter_op_parallelism_threads(threads)
+import tensorflow_text  # noqa: F401
+assert "electra_tf" not in sys.modules
+IDS = ("token_ids", "segment_ids", "padding_mask")
+
+
+def saved_model(path, signature):
+    function = tf.saved_model.load(path).signatures[signature]
+    return lambda ids: function(**{k: tf.constant(v) for k, v in ids.items()})["probabilities"].numpy()
+
+
+def litert(path):
+    from ai_edge_litert.interpreter import Interpreter
+    interpreter = Interpreter(model_path=path, num_threads=threads)
+    runner = interpreter.get_signature_runner()
+    return lambda ids: runner(**ids)["probabilities"]
+
+
+def onnx_runtime(path):
+    import onnxruntime
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
+    session = onnxruntime.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+    names = [i.name for i in session.get_inputs()]
+    return lambda ids: session.run(None, {name: ids[name.split(":")[0]] for name in names})[0]
+
+
+def openvino_runtime(path, precision):
+    import openvino
+    config = {"INFERENCE_NUM_THREADS": threads, **({"INFERENCE_PRECISION_HINT": precision} if precision else {})}
+    compiled = openvino.Core().compile_model(path, "CPU", config)
+    request_ = compiled.create_infer_request()
+    names = [i.get_any_name() for i in compiled.inputs]
+    return lambda ids: next(iter(request_.infer({name: ids[name.split(":")[0]] for name in names}).values()))
+
+
+makers = {"saved_model": lambda f: saved_model(f["path"], f["signature"]), "litert": lambda f: litert(f["path"]),
+          "onnx": lambda f: onnx_runtime(f["path"]), "openvino": lambda f: openvino_runtime(f["path"], f.get("precision"))}
+rows = []
+for model in request["models"]:
+    batches = {b: {k: np.asarray(v, np.int32)[:b] for k, v in model["ids"].items()} for b in request["batches"]}
+    reference = None
+    for runtime in model["runtimes"]:
+        call = makers[runtime["kind"]](runtime)
+        for batch, ids in batches.items():
+            for _ in range(request["warmup"]):
+                out = call(ids)
+            seconds = []
+            for _ in range(request["calls"]):
+                started = time.perf_counter()
+                out = np.asarray(call(ids))
+                seconds.append(time.perf_counter() - started)
+            if runtime["label"] == "SavedModel":
+                reference = {**(reference or {}), batch: out}
+            rows.append({"model": model["name"], "runtime": runtime["label"], "threads": threads, "batch": batch,
+                         "p50_ms": 1e3 * float(np.percentile(seconds, 50)),
+                         "p99_ms": 1e3 * float(np.percentile(seconds, 99)),
+                         "max_diff": float(np.abs(out - reference[batch]).max())})
+print(json.dumps(rows))
+'''
+
+
+def runtime_files(classifier, tokenizer, config, folder: Path, name: str) -> list[dict]:
+    """[{label, kind, path, ...}]: the classifier exported for every runtime, the SavedModel first."""
+    from electra_tf.serving.publish import export_model
+
+    length = config.max_seq_length
+    export = export_model(classifier, tokenizer, config, folder / "exports", name)
+    function = ids_function(classifier, length)
+    lite_function = ids_function(classifier, length, gelu="one_op")
+    runtimes = [{"label": "SavedModel", "kind": "saved_model", "path": str(export), "signature": "encode_ids"},
+                {"label": "SavedModel (XLA)", "kind": "saved_model", "signature": "serving_default",
+                 "path": str(xla_saved_model(classifier, length, folder / f"{name}-xla"))}]
+    runtimes += [{"label": label, "kind": "litert", "path": str(path)}
+                 for label, path in litert_files(lite_function, classifier, folder, name).items()]
+    runtimes += [{"label": label, "kind": "onnx", "path": str(path)}
+                 for label, path in onnx_files(function, folder, name).items()]
+    ir = str(openvino_file(function, folder, name))
+    runtimes += [{"label": "OpenVINO", "kind": "openvino", "path": ir, "precision": "f32"},
+                 {"label": "OpenVINO (CPU default: bf16)", "kind": "openvino", "path": ir}]
+    return runtimes
