@@ -19,7 +19,10 @@ compiled by XLA, as LiteRT, ONNX Runtime and OpenVINO files, in float32 and each
 option (`serving_runtimes.py` says how each is made), timed on the same real-text ids at each batch
 size with 1 and 2 threads, each thread count in a process of its own that never imports
 electra_tf; every row's ratio is to the SavedModel's time in the same process, and its largest
-probability difference from the SavedModel's answers. Needs `pip install -e ".[runtimes]"`.
+probability difference from the SavedModel's answers. With --classifier best.keras --eval dev.csv
+(text,label): that fine-tuned classifier in every runtime answers every dev text, and each one's
+accuracy, argmax agreement with the SavedModel and largest difference are printed: what the 8-bit
+and bfloat16 options cost. Needs `pip install -e ".[runtimes]"`.
 """
 
 from __future__ import annotations
@@ -162,6 +165,36 @@ def measure(code: str, request: dict, export) -> list:
     return json.loads(finished.stdout.strip().splitlines()[-1])
 
 
+def runtimes_accuracy(args) -> int:
+    import csv
+
+    import numpy as np
+    import serving_runtimes
+
+    from electra_tf.finetuning.pretrained import load_task_model
+    from electra_tf.models.preprocessing import pack_texts
+
+    model, tokenizer, config = load_task_model(args.classifier)
+    with open(args.eval, newline="", encoding="utf-8") as file:
+        rows = list(csv.DictReader(file))
+    names = list(model.label_names)
+    gold = np.array([names.index(row["label"]) for row in rows])
+    ids = pack_texts(tokenizer, config.max_seq_length, [row["text"] for row in rows])
+    with tempfile.TemporaryDirectory() as scratch:
+        runtimes = serving_runtimes.runtime_files(model, tokenizer, config, Path(scratch), "classifier")
+        request = {"models": [{"ids": {k: v.numpy().tolist() for k, v in ids.items()}, "runtimes": runtimes}],
+                   "answers": True, "threads": max(args.threads)}
+        answers = {label: np.array(value) for label, value in measure(serving_runtimes.MEASURE, request,
+                                                                      "the runtimes").items()}
+    reference = answers["SavedModel"]
+    print(f"{args.classifier} on the {len(rows)} texts of {args.eval}")
+    for label, probabilities in answers.items():
+        print(f"  {label:30} accuracy {np.mean(probabilities.argmax(-1) == gold):.4f}  argmax as the SavedModel's "
+              f"{np.mean(probabilities.argmax(-1) == reference.argmax(-1)):.4f}  max |probability difference| "
+              f"{np.abs(probabilities - reference).max():.2e}", flush=True)
+    return 0
+
+
 def compare_runtimes(args) -> int:
     import serving_runtimes
 
@@ -205,7 +238,13 @@ def main(argv=None) -> int:
     parser.add_argument("--runtimes", action="store_true",
                         help="one classifier in every CPU runtime, side by side (module docstring)")
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2], help="with --runtimes")
+    parser.add_argument("--classifier", default=None, help="with --runtimes and --eval: a fine-tuned best.keras")
+    parser.add_argument("--eval", default=None, help="with --classifier: a .csv with text and label columns")
     args = parser.parse_args(argv)
+    if bool(args.classifier) != bool(args.eval):
+        parser.error("--classifier and --eval go together")
+    if args.runtimes and args.classifier:
+        return runtimes_accuracy(args)
     if args.runtimes:
         return compare_runtimes(args)
     from electra_tf.data.tokenization import ElectraTokenizer

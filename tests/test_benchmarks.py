@@ -26,9 +26,9 @@ def benchmark(name: str, *args: str, timeout: int = 600) -> str:
     return done.stdout
 
 
-def test_the_folder_holds_these_scripts_and_their_helper():
+def test_the_folder_holds_these_scripts_and_their_helpers():
     names = sorted(path.stem for path in (REPO / "benchmarks").glob("*.py"))
-    assert names == sorted([*SCRIPTS, "common"])
+    assert names == sorted([*SCRIPTS, "common", "serving_runtimes"])
 
 
 @pytest.mark.parametrize("name", SCRIPTS)
