@@ -37,7 +37,8 @@ setup(
             "litert = electra_tf.serving.litert",
             "keras_hub = electra_tf.interop.keras_hub_presets",
             "huggingface = electra_tf.interop.convert",
-            "openvino = electra_tf.serving.openvino",
+            "openvino = electra_tf.serving.ids_exports",
+            "onnx = electra_tf.serving.ids_exports",
         ],
     },
     install_requires=[

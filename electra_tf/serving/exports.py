@@ -6,7 +6,8 @@ A format is a class registered with `register_format(name)` in the module that w
     litert        serving/litert.py             one .tflite file that takes text, for devices
     keras_hub     interop/keras_hub_presets.py  a keras-hub preset of the encoder, for any Keras backend
     huggingface   interop/convert.py            save_pretrained folders transformers loads
-    openvino      serving/openvino.py           OpenVINO IR of the ids signature, for Intel's CPU runtime
+    openvino      serving/ids_exports.py        OpenVINO IR of the ids signature, for Intel's CPU runtime
+    onnx          serving/ids_exports.py        ONNX of the ids signature, for ONNX Runtime
 
 Each says which sources it takes (`refuses(source)`: None, or why not) and asks the source's
 model for what it serves (`serving_endpoints`, `litert_endpoint`: the model classes of each kind

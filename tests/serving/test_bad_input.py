@@ -2,7 +2,8 @@
 each export loaded as TF Serving loads it (a process with TensorFlow and tensorflow-text only)
 and each LiteRT file as an app loads it (LiteRT's interpreter and tensorflow-text's kernels),
 sent a NUL inside a text, texts with no word, invalid UTF-8, a megabyte of text, 2,000 emoji,
-mixed scripts, a batch of 1,000 texts (10,000 under `-m slow`), and input of the wrong rank or dtype. What each took
+mixed scripts, real text in several scripts, a batch of 500 texts (10,000 under `-m slow`), and
+input of the wrong rank or dtype. What each took
 (seconds, peak resident memory) is printed; docs/serving.md, "What bad input gets"."""
 
 import importlib.util
@@ -14,12 +15,13 @@ import sys
 import numpy as np
 import pytest
 
+from electra_tf.data.corpus import sample_paragraphs
 from electra_tf.finetuning.pretrained import load_pretrained
 from electra_tf.finetuning.text.models import ElectraClassifier, ElectraTokenClassifier
 from electra_tf.models.preprocessing import MAX_CHARACTERS_PER_POSITION
 from electra_tf.serving.litert import write_litert
 from electra_tf.serving.publish import export_model
-from tests.tokenization_corpus import chinese_reviews, korean_constitution
+from tests.tokenization_corpus import EDGE_CASES, FRENCH, chinese_reviews, korean_constitution
 from tests.without_electra_tf import REFUSE_ELECTRA_TF
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("ai_edge_litert") is None,
@@ -34,10 +36,12 @@ CASES = {
     "megabyte": [MEGABYTE.encode()],
     "emoji": [("\U0001F600" * 2000).encode()],
     "mixed scripts": [(SENTENCE + chinese_reviews(1)[0] + " " + korean_constitution(2)[1] + " Москва, Ελλάδα!").encode()],
+    "real text": [t.encode() for t in sample_paragraphs(12) + FRENCH + EDGE_CASES + chinese_reviews(5)
+                  + korean_constitution(5)],
 }
-# A batch of real-length texts: 1,000 in the default suite; `-m slow` sends 10,000 (memory grows
+# A batch of real-length texts: 500 in the default suite; `-m slow` sends 10,000 (memory grows
 # with the batch, about 12 GB there: two at once would not fit a 24 GB test machine).
-BATCH = [(SENTENCE * (1 + i % 3)).encode() for i in range(1_000)]
+BATCH = [(SENTENCE * (1 + i % 3)).encode() for i in range(500)]
 
 # Each case in a fresh interpreter or a reloaded model: one JSON line per case with its outputs'
 # summary, time and the process's peak memory so far.
@@ -55,6 +59,11 @@ for name, texts in job["cases"].items():
     print(json.dumps({"case": name, "seconds": seconds, "peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                       "no_text": out["no_text"].tolist()[:8], "rows": len(out["no_text"]),
                       "answer": np.asarray(out[job["answer"]])[:8].tolist()}))
+# The cut before tokenizing: words after that many spaces are never read (LiteRT cannot cut).
+spaces = " " * job["cut_at"]
+cut = signature(**{key: tf.constant([spaces + "The library opened.", spaces[1:] + "The library opened."])
+                   for key in job["inputs"]})
+print(json.dumps({"case": "cut", "no_text": cut["no_text"].numpy().tolist()}))
 for name, value in (("2-D", tf.constant([["a", "b"]])), ("float", tf.constant([1.0]))):
     try:
         signature(**{key: value for key in job["inputs"]})
@@ -89,7 +98,7 @@ for name, value in (("2-D", np.array([[b"a", b"b"]], dtype=object)), ("float", n
 
 
 def served(script: str, model, inputs: list[str], answer: str, folder, cases: dict) -> dict:
-    job = {"model": str(model), "inputs": inputs, "answer": answer,
+    job = {"model": str(model), "inputs": inputs, "answer": answer, "cut_at": MAX_CHARACTERS_PER_POSITION * 128,
            "cases": {name: [t.decode("latin-1") for t in texts] for name, texts in cases.items()}}
     (folder / "job.json").write_text(json.dumps(job), encoding="utf-8")  # megabytes: a file, not an argument
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
@@ -114,7 +123,10 @@ def exports(pretrained_run, tmp_path_factory):
                 "pairs": lambda: (ElectraClassifier(backbone.discriminator, 3, label_names=["a", "b", "c"],
                                                     text_pair=True), ["text", "text_pair"], "probabilities"),
                 "tagger": lambda: (ElectraTokenClassifier(backbone.discriminator, 3, label_names=["O", "B-X", "I-X"]),
-                                   ["text"], "tag_probabilities")}[kind]()
+                                   ["text"], "tag_probabilities"),
+                "regression": lambda: (ElectraClassifier(backbone.discriminator, 1, score_range=(0.0, 5.0)), ["text"],
+                                       "score"),
+                "discriminator": lambda: (backbone.discriminator, ["text"], "replaced_probability")}[kind]()
             made[kind] = (export_model(model, backbone.tokenizer, backbone.config, folder / "exports", kind),
                           write_litert(model, backbone.tokenizer, backbone.config.max_seq_length,
                                        folder / f"{kind}.tflite"), inputs, answer)
@@ -143,38 +155,55 @@ def compare(exports, kind, folder, cases: dict) -> tuple[dict, dict]:
     return ours, theirs
 
 
-# The tagger under -m slow, for the suite's time: its packing differs (whitespace words), and
-# test_litert.py's tagger test sends its LiteRT file and SavedModel the same edge cases.
-@pytest.mark.parametrize("kind", ["pairs", pytest.param("tagger", marks=pytest.mark.slow)])
+# The other kinds under -m slow, for the suite's time: their text packing is the pair classifier's
+# (the discriminator, a regression) or whitespace words (the tagger), and test_litert.py sends each
+# one's LiteRT file and SavedModel the same edge cases.
+@pytest.mark.parametrize("kind", ["pairs", *(pytest.param(kind, marks=pytest.mark.slow)
+                                             for kind in ("tagger", "regression", "discriminator"))])
 def test_every_form_answers_bad_input_the_same_documented_way(exports, kind, tmp_path):
-    ours, theirs = compare(exports, kind, tmp_path, {**CASES, "1,000 texts": BATCH})
+    ours, theirs = compare(exports, kind, tmp_path, {**CASES, "500 texts": BATCH})
     # a tagger's words are runs between ASCII whitespace: one of control or format characters only is a
     # word (read as [UNK]), so only the empty and all-space texts have none
-    assert ours["no word"]["no_text"] == ([True] * 4 if kind == "pairs" else [True, True, False, False])
+    assert ours["no word"]["no_text"] == ([True, True, False, False] if kind == "tagger" else [True] * 4)
     assert not any(ours["nul"]["no_text"] + ours["emoji"]["no_text"])
     assert ours["invalid utf-8"]["no_text"] == [False] * 3
     for form in (ours, theirs):
         assert form["2-D"]["error"] and form["float"]["error"], (form["2-D"], form["float"])
     assert "must be rank 1" in theirs["2-D"]["error"] and "_must_be_1d_strings" in ours["2-D"]["error"]
+    # the SavedModel cut the first text to spaces only; one space fewer and "T" is kept
+    assert ours["cut"]["no_text"] == [True, False]
 
 
-@pytest.mark.slow  # about 12 GB and a minute a form; the default suite sends 1,000 texts
-@pytest.mark.parametrize("kind", ["pairs", "tagger"])
+@pytest.mark.slow  # about 12 GB and a minute a form; the default suite sends 500 texts
+@pytest.mark.parametrize("kind", ["pairs", "tagger", "discriminator"])
 def test_a_batch_of_ten_thousand_texts(exports, kind, tmp_path):
     compare(exports, kind, tmp_path, {"10,000 texts": BATCH * 10})
 
 
-def test_a_text_is_cut_before_tokenizing(exports, run_python):
-    """The SavedModel reads a text as its first MAX_CHARACTERS_PER_POSITION * length characters:
-    words after that many spaces are never tokenized (LiteRT, which cannot cut, would read them)."""
-    saved, _, _, _ = exports("pairs")
+@pytest.mark.slow  # a question answerer's export: the SavedModel only (no LiteRT file takes it)
+def test_a_question_answerer_answers_bad_input(pretrained_run, tmp_path, run_python):
+    from electra_tf.finetuning.question_answering.model import ElectraQuestionAnswerer
+
+    backbone = load_pretrained(pretrained_run)
+    saved = export_model(ElectraQuestionAnswerer(backbone.discriminator), backbone.tokenizer, backbone.config,
+                         tmp_path / "exports", "qa")
     code = f"""
-import json
+import json, time
 import tensorflow as tf, tensorflow_text
 signature = tf.saved_model.load({str(saved)!r}).signatures["serving_default"]
-spaces = " " * ({MAX_CHARACTERS_PER_POSITION} * 128)
-out = signature(text=tf.constant([spaces + "The library opened.", spaces[1:] + "The library opened."]),
-                text_pair=tf.constant(["a pair", "a pair"]))
-print(json.dumps(out["no_text"].numpy().tolist()))
+contexts = [b"", b"   ", b"Worked great.\\x00 No side effects at all.", b"caf\\xe9 in Paris", {SENTENCE!r}.encode() * 1500]
+started = time.perf_counter()
+out = signature(question=tf.constant([b"What worked?"] * 5), context=tf.constant(contexts))
+seconds = time.perf_counter() - started
+try:
+    signature(question=tf.constant([["a", "b"]]), context=tf.constant([["a", "b"]]))
+    error = None
+except tf.errors.InvalidArgumentError as caught:
+    error = str(caught)[:300]
+print(json.dumps({{"no_text": out["no_text"].numpy().tolist(), "answers": [a.decode() for a in out["answer"].numpy()],
+                  "seconds": seconds, "error": error}}))
 """
-    assert run_python(code) == [True, False]  # cut to spaces only; one space fewer and "T" is kept
+    result = run_python(code)
+    assert result["no_text"] == [True, True, False, False, False] and result["answers"][:2] == ["", ""]
+    assert "must_be_1d_strings" in result["error"]
+    print(f"\nquestion answering, five contexts up to 100 KB: {result['seconds']:.2f} s")
