@@ -141,9 +141,9 @@ def onnx_runtime(path):
     import onnxruntime
     options = onnxruntime.SessionOptions()
     options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
-    session = onnxruntime.InferenceSession(path, options, providers=["CPUExecutionProvider"])
-    names = [i.name for i in session.get_inputs()]
-    return lambda ids: session.run(None, {name: ids[name.split(":")[0]] for name in names})[0]
+    runner = onnxruntime.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+    names = [i.name for i in runner.get_inputs()]
+    return lambda ids: runner.run(None, {name: ids[name.split(":")[0]] for name in names})[0]
 
 
 def openvino_runtime(path, precision):

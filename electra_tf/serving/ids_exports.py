@@ -169,6 +169,6 @@ class ONNXFormat(IdsExport):
     def answers(self, folder: Path, ids: dict) -> dict:
         import onnxruntime
 
-        session = onnxruntime.InferenceSession(str(folder / "model.onnx"), providers=["CPUExecutionProvider"])
-        names = [output.name for output in session.get_outputs()]
-        return dict(zip(names, session.run(None, {i.name: ids[i.name] for i in session.get_inputs()})))
+        runner = onnxruntime.InferenceSession(str(folder / "model.onnx"), providers=["CPUExecutionProvider"])
+        names = [output.name for output in runner.get_outputs()]
+        return dict(zip(names, runner.run(None, {i.name: ids[i.name] for i in runner.get_inputs()})))

@@ -53,8 +53,8 @@ if job["runtime"] == "openvino":
     out = {port.get_any_name(): value for port, value in compiled(inputs).items()}
 else:
     import onnxruntime
-    session = onnxruntime.InferenceSession(f"{folder}/model.onnx", providers=["CPUExecutionProvider"])
-    out = dict(zip([o.name for o in session.get_outputs()], session.run(None, inputs)))
+    runner = onnxruntime.InferenceSession(f"{folder}/model.onnx", providers=["CPUExecutionProvider"])
+    out = dict(zip([o.name for o in runner.get_outputs()], runner.run(None, inputs)))
 print(json.dumps({name: value.tolist() for name, value in out.items()}))
 '''
 
