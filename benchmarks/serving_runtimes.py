@@ -1,8 +1,10 @@
 """One classifier in every CPU runtime a user would serve it with, and the files each one reads:
 what `serving_latency.py --runtimes` times side by side.
 
-The function served is the same everywhere: ids in (token_ids, segment_ids, padding_mask, int32
-[batch, length]), probabilities out, the weights of one model:
+The function served is the same everywhere, the model's `encode_ids` endpoint (the numeric
+function `serving/ids_exports.numeric_ids_function` makes for the openvino and onnx export formats):
+ids in (token_ids, segment_ids, padding_mask, int32 [batch, length]), probabilities out, the
+weights of one model:
 
 - `SavedModel`: the export's `encode_ids` signature, as TF Serving runs it (TensorFlow's
   executor, the graph as exported).
@@ -10,9 +12,9 @@ The function served is the same everywhere: ids in (token_ids, segment_ids, padd
   SavedModel of its own.
 - `LiteRT`: the function converted with LiteRT's builtin ops (float32, and 8-bit weights:
   dynamic-range quantization).
-- `ONNX Runtime`: converted by tf2onnx (opset 17); 8-bit weights by ONNX Runtime's
-  `quantize_dynamic`.
-- `OpenVINO`: `openvino.convert_model` of the concrete function, compiled in float32
+- `ONNX Runtime`: converted as `export --format onnx` converts it (tf2onnx, opset 17); 8-bit
+  weights by ONNX Runtime's `quantize_dynamic`.
+- `OpenVINO`: converted as `export --format openvino` converts it, compiled in float32
   (`INFERENCE_PRECISION_HINT` f32) and with the CPU's default precision (bfloat16 where the CPU has
   it).
 
@@ -25,36 +27,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-IDS = ("token_ids", "segment_ids", "padding_mask")
-
-
-def ids_function(classifier, length: int, gelu: str = "erf"):
-    """The classifier as a tf.function of ids -> probabilities [batch, classes], traced once with
-    GELU in the form `gelu` (its concrete function is what later calls get)."""
-    import tensorflow as tf
-
-    from electra_tf.models.transformer import gelu_form
-
-    spec = [tf.TensorSpec([None, length], tf.int32, name=name) for name in IDS]
-
-    @tf.function(input_signature=spec, autograph=False)
-    def probabilities(token_ids, segment_ids, padding_mask):
-        logits = classifier({"token_ids": token_ids, "segment_ids": segment_ids, "padding_mask": padding_mask},
-                            training=False)
-        return {"probabilities": tf.nn.softmax(tf.cast(logits, tf.float32), axis=-1)}
-
-    with gelu_form(gelu):
-        probabilities.get_concrete_function()
-    return probabilities
 
 
 def xla_saved_model(classifier, length: int, path: Path) -> Path:
-    """A SavedModel whose `serving_default` is the ids function compiled by XLA."""
+    """A SavedModel whose `serving_default` is the classifier's ids -> probabilities compiled by
+    XLA (the endpoint itself does not compile: XLA has no kernel for its string outputs' gathers)."""
     import tensorflow as tf
 
-    spec = [tf.TensorSpec([None, length], tf.int32, name=name) for name in IDS]
-    module = tf.Module()
-    module.classifier = classifier
+    spec = [tf.TensorSpec([None, length], tf.int32, name=name) for name in ("token_ids", "segment_ids", "padding_mask")]
 
     @tf.function(input_signature=spec, jit_compile=True, autograph=False)
     def probabilities(token_ids, segment_ids, padding_mask):
@@ -62,7 +42,8 @@ def xla_saved_model(classifier, length: int, path: Path) -> Path:
                             training=False)
         return {"probabilities": tf.nn.softmax(tf.cast(logits, tf.float32), axis=-1)}
 
-    module.probabilities = probabilities
+    module = tf.Module()
+    module.classifier, module.probabilities = classifier, probabilities
     tf.saved_model.save(module, str(path), signatures={"serving_default": probabilities})
     return path
 
@@ -87,26 +68,25 @@ def litert_files(function, classifier, folder: Path, name: str) -> dict:
     return files
 
 
-def onnx_files(function, folder: Path, name: str) -> dict:
-    """{label: .onnx path}: tf2onnx's conversion and ONNX Runtime's 8-bit weights of it."""
-    import tf2onnx
+def onnx_files(function, folder: Path) -> dict:
+    """{label: .onnx path}: the onnx export format's conversion and ONNX Runtime's 8-bit weights of it."""
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    path = folder / f"{name}.onnx"
-    tf2onnx.convert.from_function(function, input_signature=function.input_signature, opset=17,
-                                  output_path=str(path))
-    quantized = folder / f"{name}-8bit.onnx"
-    quantize_dynamic(str(path), str(quantized), weight_type=QuantType.QInt8)
-    return {"ONNX Runtime": path, "ONNX Runtime 8-bit": quantized}
+    from electra_tf.serving.exports import FORMATS
+
+    folder.mkdir(parents=True, exist_ok=True)
+    FORMATS["onnx"]().convert(function, folder)
+    quantize_dynamic(str(folder / "model.onnx"), str(folder / "model-8bit.onnx"), weight_type=QuantType.QInt8)
+    return {"ONNX Runtime": folder / "model.onnx", "ONNX Runtime 8-bit": folder / "model-8bit.onnx"}
 
 
-def openvino_file(function, folder: Path, name: str) -> Path:
-    """OpenVINO's IR (.xml beside its .bin) of the concrete function."""
-    import openvino
+def openvino_file(function, folder: Path) -> Path:
+    """The openvino export format's IR (.xml beside its .bin) of the function."""
+    from electra_tf.serving.exports import FORMATS
 
-    path = folder / f"{name}.xml"
-    openvino.save_model(openvino.convert_model(function.get_concrete_function()), str(path), compress_to_fp16=False)
-    return path
+    folder.mkdir(parents=True, exist_ok=True)
+    FORMATS["openvino"]().convert(function, folder)
+    return folder / "model.xml"
 
 
 # Runs in a process of its own per thread count (TensorFlow's pools are set before it starts):
@@ -193,20 +173,21 @@ print(json.dumps(rows))
 
 def runtime_files(classifier, tokenizer, config, folder: Path, name: str) -> list[dict]:
     """[{label, kind, path, ...}]: the classifier exported for every runtime, the SavedModel first."""
+    from electra_tf.serving.ids_exports import numeric_ids_function
     from electra_tf.serving.publish import export_model
 
     length = config.max_seq_length
     export = export_model(classifier, tokenizer, config, folder / "exports", name)
-    function = ids_function(classifier, length)
-    lite_function = ids_function(classifier, length, gelu="one_op")
+    function = numeric_ids_function(classifier, tokenizer, length)  # what the openvino and onnx formats convert
+    lite_function = numeric_ids_function(classifier, tokenizer, length, gelu="one_op")
     runtimes = [{"label": "SavedModel", "kind": "saved_model", "path": str(export), "signature": "encode_ids"},
                 {"label": "SavedModel (XLA)", "kind": "saved_model", "signature": "serving_default",
                  "path": str(xla_saved_model(classifier, length, folder / f"{name}-xla"))}]
     runtimes += [{"label": label, "kind": "litert", "path": str(path)}
                  for label, path in litert_files(lite_function, classifier, folder, name).items()]
     runtimes += [{"label": label, "kind": "onnx", "path": str(path)}
-                 for label, path in onnx_files(function, folder, name).items()]
-    ir = str(openvino_file(function, folder, name))
+                 for label, path in onnx_files(function, folder / f"{name}-onnx").items()]
+    ir = str(openvino_file(function, folder / f"{name}-openvino"))
     runtimes += [{"label": "OpenVINO", "kind": "openvino", "path": ir, "precision": "f32"},
                  {"label": "OpenVINO (CPU default: bf16)", "kind": "openvino", "path": ir}]
     return runtimes

@@ -51,10 +51,11 @@ class IdsExportError(ElectraError):
     """An export a runtime cannot take or answers differently; nothing was written."""
 
 
-def numeric_ids_function(model, tokenizer, length: int):
+def numeric_ids_function(model, tokenizer, length: int, gelu: str = "erf"):
     """The model's `encode_ids` endpoint as a tf.function of three int32 [batch, length] inputs
     returning its numeric outputs but the inputs it echoes (token_ids, padding_mask: the client
-    has them), traced once, GELU through erf."""
+    has them), traced once with GELU in the form `gelu` (erf for these runtimes; the runtimes
+    benchmark traces LiteRT's one op too)."""
     endpoint, _ = model.serving_endpoints(tokenizer, length)[IDS_SIGNATURE]
     spec = [tf.TensorSpec([None, length], tf.int32, name=name) for name in ID_NAMES]
 
@@ -63,7 +64,7 @@ def numeric_ids_function(model, tokenizer, length: int):
         outputs = endpoint(token_ids, segment_ids, padding_mask)
         return {name: value for name, value in outputs.items() if value.dtype != tf.string and name not in ID_NAMES}
 
-    with gelu_form("erf"):
+    with gelu_form(gelu):
         numeric.get_concrete_function()
     return numeric
 
