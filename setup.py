@@ -29,6 +29,7 @@ setup(
         "electra_tf.tasks": [
             "pretraining = electra_tf.pretraining.task",
             "classification = electra_tf.finetuning.text.classification",
+            "prompt = electra_tf.finetuning.text.prompting",
             "tagging = electra_tf.finetuning.text.tagging",
             "question_answering = electra_tf.finetuning.question_answering.task",
         ],

@@ -15,7 +15,7 @@ LENGTH = 48  # the packed length of every row
 
 # Runs in a fresh process that has keras-hub but refuses to import electra_tf: loads each
 # preset with keras-hub's own classes, tokenizes, packs [CLS] ids [SEP] and runs the backbone.
-KERAS_HUB_ONLY = REFUSE_ELECTRA_TF + r'''import numpy as np, keras, keras_hub
+KERAS_HUB_ONLY = REFUSE_ELECTRA_TF + r'''import os, numpy as np, keras, keras_hub
 
 job = json.loads(sys.argv[1])
 for name, preset in job["presets"].items():
@@ -34,9 +34,13 @@ for name, preset in job["presets"].items():
         packed = [cls] + row[: job["length"] - 2] + [sep]
         ids[i, : len(packed)], mask[i, : len(packed)] = packed, 1
     outputs = backbone({"token_ids": ids, "segment_ids": np.zeros_like(ids), "padding_mask": mask})
+    head = {}  # the replaced-token head a preset of electra_tf keeps beside the backbone, as docs/interop.md uses it
+    if os.path.isfile(preset + "/replaced_token_head.keras"):
+        rtd = keras.saving.load_model(preset + "/replaced_token_head.keras")
+        head["replaced_logits"] = keras.ops.convert_to_numpy(rtd(outputs["sequence_output"]))[..., 0]
     np.savez(job["output"] + f"/{name}.npz", ids=ids, mask=mask,
              sequence_output=keras.ops.convert_to_numpy(outputs["sequence_output"]),
-             pooled_output=keras.ops.convert_to_numpy(outputs["pooled_output"]))
+             pooled_output=keras.ops.convert_to_numpy(outputs["pooled_output"]), **head)
 print(json.dumps({"backend": keras.config.backend(), "electra_tf": "electra_tf" in sys.modules}))
 '''
 

@@ -231,3 +231,4 @@ def check_complete(config: FinetuningConfig) -> None:
                                         ("--train", config.files.train or config.run.eval_only)) if not value]
     if missing:
         raise ConfigError(f"give {', '.join(missing)} (or --config of a run whose config.json has them).")
+    config.task.check_complete()

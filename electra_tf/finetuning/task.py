@@ -113,6 +113,8 @@ class FinetuningTask(Task):
     command = "finetune"
     # What the counts of the data count, named in the log and in metrics.json.
     train_unit = eval_unit = "examples"
+    # The task's model reads the pre-trained replaced-token head (a masked-LM run has none).
+    uses_replaced_token_head = False
 
     # --- what a kind gives ----------------------------------------------------------------------
     def read_files(self, labels=None):
@@ -167,25 +169,32 @@ class FinetuningTask(Task):
     def build_inputs(self, context: RunContext) -> FinetuningInputs:
         run = self.config.run
         finetuned = None
-        if run.eval_only:
+        if run.eval_only and self.evaluates_finetuned_model():
             with context.runtime.strategy.scope():
                 finetuned, tokenizer, config = load_task_model(self.config.source.pretrained)
             backbone = Backbone(finetuned.backbone, tokenizer, config, self.config.source.pretrained)
             data = self.read_files(self.labels_of(finetuned))
-        else:
+        else:  # training, or evaluating a model that needs none (`evaluates_finetuned_model`)
             data = self.read_files()
             backbone = self._backbone(context)
         config = self._sequence_length(backbone)
-        output = self._output_folder(context.run_dir, backbone, config)
         keras.utils.set_random_seed(run.seed)  # the data's order and the task head's initial weights
         train, data = self.prepare(data, backbone.tokenizer, config.max_seq_length, run.seed)
+        output = self._output_folder(context.run_dir, backbone, config)  # after every check of the input
         settings = None if run.eval_only else self._settings(data, config)
         name = getattr(data, "name", "") or output.path.resolve().name  # files named only train/dev
         return FinetuningInputs(backbone, config, data, train, settings, name, output, finetuned)
 
+    def evaluates_finetuned_model(self) -> bool:
+        """Whether an evaluation-only run reads a fine-tuned model (--pretrained names its run or
+        best.keras); a kind whose model needs no training (prompting) says False when it is given
+        a pre-trained discriminator."""
+        return True
+
     def _backbone(self, context: RunContext) -> Backbone:
         with context.runtime.strategy.scope():  # the model's variables are created (or restored) here
-            return load_pretrained(self.config.source.pretrained, self.config.source.checkpoint, encoder_only=True)
+            return load_pretrained(self.config.source.pretrained, self.config.source.checkpoint,
+                                   encoder_only=not self.uses_replaced_token_head)
 
     def _sequence_length(self, backbone: Backbone) -> BackboneConfig:
         """The backbone's config at the run's sequence length; the recorded model, if any, checked."""
@@ -248,6 +257,9 @@ class FinetuningTask(Task):
             backbone = (build_discriminator(config.model) if self.config.source.random_init
                         else inputs.backbone.discriminator)
             model = self.build_task_model(backbone, inputs.data, config)
+            if settings is None:  # evaluating a model that needs no training
+                model.compile(jit_compile=context.runtime.xla)
+                return model
             model.compile(optimizer=create_finetuning_optimizer(
                 settings.learning_rate, settings.total_steps,
                 LayerwiseDecay(settings.layerwise_lr_decay, config.model.num_layers, optimizer.layer_decay_schedule),

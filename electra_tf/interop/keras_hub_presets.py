@@ -23,9 +23,12 @@ hidden (docs/interop.md, "keras-hub presets"):
   preset holds keras-hub's own initialisation there (truncated normal, stddev 0.02, drawn with a
   fixed seed, zero bias), as keras-hub's released ELECTRA presets do; ELECTRA's classifiers read
   the [CLS] vector, `sequence_output[:, 0]`. On import the pooler is dropped.
-- Neither head has a place in a preset: the replaced-token head is not exported, and an imported
-  model_dir starts it fresh; a preset holds no generator, so continued pre-training from an
-  imported model_dir starts a generator of the config's size from scratch.
+- keras-hub's backbone has no place for the replaced-token head: the preset keeps it beside the
+  backbone as `replaced_token_head.keras`, a plain Keras model (dense, exact GELU, dense) a
+  keras-hub user applies to `sequence_output` (zero-shot prompting needs it); importing the preset
+  restores it, and a keras-hub preset without it starts it fresh. A preset holds no generator, so
+  continued pre-training from an imported model_dir starts a generator of the config's size from
+  scratch.
 - keras-hub's `ElectraTokenizer` is WordPiece only, and its saved settings omit `split_on_cjk`
   (it reloads as True): a vocabulary with `tokenize_chinese_chars` false cannot be exported.
   A SentencePiece vocabulary is written as keras-hub's `SentencePieceTokenizer` over the same
@@ -51,8 +54,9 @@ from electra_tf.interop.convert import ConvertedWeights, checked_vocabulary, wri
 from electra_tf.interop.huggingface import DEFAULT_MAX_SEQ_LENGTH, ConversionError
 from electra_tf.models.backbone import keras_hub_tokenizer
 from electra_tf.models.config import ModelConfig
-from electra_tf.models.keras_hub_electra import (CONFIG_FILE, PRESET_PROVENANCE_FILE, VOCABULARY_FILE, WEIGHTS_FILE,
-                                                 ElectraBackbonePreset, model_values, sentencepiece_tokenizer_file)
+from electra_tf.models.keras_hub_electra import (CONFIG_FILE, PRESET_PROVENANCE_FILE, RTD_HEAD_FILE, VOCABULARY_FILE,
+                                                 WEIGHTS_FILE, ElectraBackbonePreset, model_values,
+                                                 replaced_token_head_model, sentencepiece_tokenizer_file)
 from electra_tf.models.weight_names import weight_table
 from electra_tf.pretraining.config import PretrainingConfig
 from electra_tf.serving.exports import ExportFormat, ExportOptions, ExportSource, register_format
@@ -90,6 +94,7 @@ def write_preset(backbone, output: str | Path, overwrite: bool = False, provenan
         theirs = _keras_hub_backbone(backbone.discriminator, arguments)
         theirs.save_to_preset(str(temporary))
         keras_hub_tokenizer(backbone.tokenizer).save_to_preset(str(temporary))
+        replaced_token_head_model(backbone.discriminator.head).save(str(temporary / RTD_HEAD_FILE))
         (temporary / PROVENANCE_FILE).write_text(json.dumps({
             "source": backbone.source, "max_seq_length": backbone.config.max_seq_length,
             "tokenizer": backbone.tokenizer.settings.describe(), **(provenance or {}),
@@ -102,7 +107,8 @@ def write_preset(backbone, output: str | Path, overwrite: bool = False, provenan
                               and backbone.tokenizer.kind != SENTENCEPIECE else []),
                             "pooled_dense: keras-hub's initialisation (seed 0), not trained by ELECTRA; "
                             "classifiers read sequence_output[:, 0]",
-                            "no replaced-token head, no generator"]}, indent=2) + "\n", encoding="utf-8")
+                            f"the replaced-token head is {RTD_HEAD_FILE}, beside the backbone; no generator"]},
+                                                  indent=2) + "\n", encoding="utf-8")
     return output
 
 
@@ -136,9 +142,10 @@ def import_keras_hub(preset: str | Path, output: str | Path, max_seq_length: int
                      overwrite: bool = False):
     """Converts a keras-hub ELECTRA preset folder into a model_dir (returns its `ModelDir`).
 
-    The preset holds the discriminator's encoder only: the replaced-token head and a generator of
-    the config's size (ELECTRA's default fraction of the discriminator) start fresh, which the
-    model_dir's imported_from.json records and continued pre-training accepts."""
+    The preset holds the discriminator's encoder (and, when this package wrote it, the
+    replaced-token head): a missing head and a generator of the config's size (ELECTRA's default
+    fraction of the discriminator) start fresh, which the model_dir's imported_from.json records
+    and continued pre-training accepts."""
     folder = ElectraBackbonePreset(preset)
     _check_output(Path(output), overwrite, "--output")
     values = model_values(folder.arguments)
@@ -152,11 +159,14 @@ def import_keras_hub(preset: str | Path, output: str | Path, max_seq_length: int
     theirs = folder.weights()
 
     def read(name):
+        if name.ours in head:
+            return head[name.ours], f"{folder.path / RTD_HEAD_FILE}: {name.ours}"
         return theirs[name.keras_hub], f"{folder.path / WEIGHTS_FILE}: {name.keras_hub}"
 
-    provenance = {"format": "keras_hub", "preset": str(folder.path), "rtd_head": False, "generator_weights": False,
-                  "generator_initialised": True}
-    names = weight_table(config.model, rtd_head=False)
+    head = folder.rtd_head_weights(config.model)
+    provenance = {"format": "keras_hub", "preset": str(folder.path), "rtd_head": bool(head),
+                  "generator_weights": False, "generator_initialised": True}
+    names = weight_table(config.model, rtd_head=bool(head))
     return write_model_dir(config, (vocabulary, settings, sentencepiece_model),
                             ConvertedWeights(names, read, "keras_hub", provenance), output, overwrite)
 

@@ -9,10 +9,14 @@ A preset holds the discriminator's encoder and its tokenizer::
     tokenizer.json               registered_name "keras_hub>ElectraTokenizer" (or SentencePieceTokenizer)
     assets/tokenizer/vocabulary.txt (vocabulary.spm)
     metadata.json
+    replaced_token_head.keras    (a preset this package wrote) the discriminator's replaced-token head
 
-Its weights go into a `Discriminator` by the name table (`weight_names.py`); the replaced-token
-head, which a preset has no place for, starts fresh; keras-hub's pooler, which ELECTRA never
-trains, is left out. keras-hub computes GELU in its tanh form and this package in the exact
+Its weights go into a `Discriminator` by the name table (`weight_names.py`). keras-hub's backbone
+has no place for the replaced-token head: a preset this package exports keeps it beside the
+backbone as a plain Keras model (`RTD_HEAD_FILE`, `replaced_token_head_model`: dense, exact GELU,
+dense), which a keras-hub user applies to `sequence_output` (docs/interop.md) and which reading
+the preset back restores; in keras-hub's own presets it is absent and starts fresh. keras-hub's
+pooler, which ELECTRA never trains, is left out. keras-hub computes GELU in its tanh form and this package in the exact
 form: the same weights give slightly different hidden states (docs/results.md).
 """
 
@@ -20,6 +24,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import keras
 import keras_hub
 import numpy as np
 import sentencepiece
@@ -41,6 +46,7 @@ CONFIG_FILE, TOKENIZER_FILE, WEIGHTS_FILE, SHARDED_WEIGHTS_FILE = (
 VOCABULARY_FILE = Path("assets") / "tokenizer" / "vocabulary.txt"
 PRESET_PROVENANCE_FILE = "electra_tf.json"  # what this package writes beside a preset it exports
 SENTENCEPIECE_FILE = Path("assets") / "tokenizer" / "vocabulary.spm"
+RTD_HEAD_FILE = "replaced_token_head.keras"
 # A preset does not say the length its model was trained at: the official 128 (as transformers'
 # folders are read), or the position table's size when it is shorter.
 KERAS_HUB_MAX_SEQ_LENGTH = 128
@@ -59,6 +65,18 @@ def model_values(arguments: dict) -> dict:
 def sentencepiece_tokenizer_file(preset: str | Path) -> Path:
     """Where a preset keeps a SentencePiece tokenizer's model (keras-hub's asset name)."""
     return Path(preset) / SENTENCEPIECE_FILE
+
+
+def replaced_token_head_model(head) -> keras.Model:
+    """The discriminator's replaced-token head (`heads.ReplacedTokenDetectionHead`) as a plain
+    Keras model a keras-hub user can load on any backend: sequence_output [B, L, hidden] ->
+    Dense(hidden, exact GELU) -> Dense(1) -> logits [B, L, 1], with the head's weights."""
+    model = keras.Sequential([keras.Input((None, head.hidden_size)),
+                              keras.layers.Dense(head.hidden_size, activation="gelu", name="dense"),
+                              keras.layers.Dense(1, name="dense_prediction")], name="replaced_token_head")
+    for layer, ours in zip(model.layers, (head.dense, head.dense_prediction)):
+        layer.set_weights([np.asarray(keras.ops.convert_to_numpy(w), "float32") for w in ours.weights])
+    return model
 
 
 class ElectraBackbonePreset:
@@ -112,6 +130,28 @@ class ElectraBackbonePreset:
         """{keras-hub variable path: numpy value} of the preset's backbone."""
         return {v.path: np.asarray(v.numpy()) for v in self.load_backbone().weights}
 
+    @property
+    def has_rtd_head(self) -> bool:
+        return (self.path / RTD_HEAD_FILE).is_file()
+
+    def rtd_head_weights(self, model: ModelConfig) -> dict:
+        """{our variable path: numpy value} of the replaced-token head the preset keeps beside its
+        backbone (`RTD_HEAD_FILE`); empty when it has none."""
+        if not self.has_rtd_head:
+            return {}
+        where = self.path / RTD_HEAD_FILE
+        try:
+            head = keras.saving.load_model(str(where), compile=False)
+            values = [np.asarray(keras.ops.convert_to_numpy(w)) for w in head.weights]
+        except Exception as error:  # Keras raises many types for a damaged archive
+            raise PretrainedError(f"{where}: not a loadable Keras model ({type(error).__name__}: {error}).") from None
+        names = [name.ours for name in weight_table(model) if "/discriminator_predictions/" in name.ours]
+        shapes = [(model.hidden_size, model.hidden_size), (model.hidden_size,), (model.hidden_size, 1), (1,)]
+        if [v.shape for v in values] != shapes:
+            raise PretrainedError(f"{where}: weights of shapes {[v.shape for v in values]}, not the replaced-token "
+                                  f"head of this backbone ({shapes}).")
+        return dict(zip(names, values))
+
     def tokenizer(self):
         """(vocabulary, TokenizerSettings, SentencePiece model bytes or None) of the preset."""
         where = self.path / TOKENIZER_FILE
@@ -161,6 +201,8 @@ class ElectraBackbonePreset:
         for name in weight_table(model, rtd_head=False):
             variable = variables[name.ours]
             variable.assign(name.to_ours(theirs[name.keras_hub], tuple(variable.shape), "keras_hub"))
+        for path, value in self.rtd_head_weights(model).items():
+            variables[path].assign(value)
         return discriminator, tokenizer, model
 
 

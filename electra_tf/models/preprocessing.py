@@ -75,19 +75,25 @@ def _pad(packed: tf.RaggedTensor, length: int, value) -> tf.Tensor:
     return packed.to_tensor(default_value=value, shape=[None, length])
 
 
+def text_pieces(tokenizer: ElectraTokenizer, text, max_seq_length: int) -> tf.RaggedTensor:
+    """string [batch] -> its word pieces, int32 ragged [batch, (pieces)]: invalid UTF-8 replaced,
+    the text cut (`cut_text`), tokenized."""
+    text = cut_text(_valid_utf8(tf.convert_to_tensor(text, tf.string)), max_seq_length)
+    return tf.cast(tokenizer.tokenize(text), tf.int32)
+
+
 def pack_texts(tokenizer: ElectraTokenizer, max_seq_length: int, text, text_pair=None) -> dict:
     """text (and text_pair) string [batch] -> token_ids, segment_ids, padding_mask int32
     [batch, max_seq_length]."""
     text = tf.convert_to_tensor(text, tf.string)
-    pieces_a = tf.cast(tokenizer.tokenize(cut_text(_valid_utf8(text), max_seq_length)), tf.int32)
+    pieces_a = text_pieces(tokenizer, text, max_seq_length)
     edge = tf.RaggedTensor.from_tensor(tf.ones([tf.shape(text)[0], 1], tf.int32))
     if text_pair is None:
         pieces_a = pieces_a[:, : max_seq_length - 2]
         token_ids = tf.concat([edge * tokenizer.cls_id, pieces_a, edge * tokenizer.sep_id], axis=1)
         segment_ids = tf.zeros_like(token_ids)
     else:
-        pieces_b = tf.cast(tokenizer.tokenize(cut_text(_valid_utf8(tf.convert_to_tensor(text_pair, tf.string)),
-                                                        max_seq_length)), tf.int32)
+        pieces_b = text_pieces(tokenizer, text_pair, max_seq_length)
         kept_a, kept_b = pair_lengths(pieces_a.row_lengths(), pieces_b.row_lengths(),
                                       max_seq_length - 3)
         first = tf.concat([edge * tokenizer.cls_id, _keep_first(pieces_a, kept_a),
@@ -168,6 +174,16 @@ def _ragged(values, dtype) -> tf.RaggedTensor:
     return tf.RaggedTensor.from_tensor(tf.convert_to_tensor(values, dtype))
 
 
+def texts_of(x) -> tuple:
+    """(text, text_pair or None) of a preprocessor's input: strings, a `(text, text_pair)` tuple, or
+    a dict with those keys."""
+    if isinstance(x, dict):
+        return x["text"], x.get("text_pair")
+    if isinstance(x, (tuple, list)) and len(x) == 2 and not isinstance(x[0], str):
+        return tuple(x)
+    return x, None
+
+
 @keras.saving.register_keras_serializable(package="electra_tf")
 class ElectraTextPreprocessor(keras.layers.Layer):
     """Strings -> (model inputs, labels): the `preprocessor` of `ElectraClassifier`.
@@ -212,13 +228,7 @@ class ElectraTextPreprocessor(keras.layers.Layer):
         return self.call(x, y, sample_weight)
 
     def call(self, x, y=None, sample_weight=None):
-        if isinstance(x, dict):
-            text, text_pair = x["text"], x.get("text_pair")
-        elif isinstance(x, (tuple, list)) and len(x) == 2 and not isinstance(x[0], str):
-            text, text_pair = x
-        else:
-            text, text_pair = x, None
-        inputs = pack_texts(self.tokenizer, self.max_seq_length, text, text_pair)
+        inputs = pack_texts(self.tokenizer, self.max_seq_length, *texts_of(x))
         return keras.utils.pack_x_y_sample_weight(inputs, y, sample_weight)
 
     def get_config(self):

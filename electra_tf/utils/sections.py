@@ -53,10 +53,13 @@ _TYPE_CHECKS = {
 }
 
 
-def option(default, help: str, flag: str | None = None, choices=None, metavar: str | None = None):
-    """A section field that is also a command-line flag (`--<name>`, or `flag`) with `help`."""
+def option(default, help: str, flag: str | None = None, choices=None, metavar: str | None = None,
+           joined_by: str | None = None):
+    """A section field that is also a command-line flag (`--<name>`, or `flag`) with `help`.
+    `joined_by`: a str field whose flag takes one or more values, stored joined by it (so the
+    field stays one string in config.json and in `--set`)."""
     return dataclasses.field(default=default, metadata={"help": help, "flag": flag, "choices": choices,
-                                                        "metavar": metavar})
+                                                        "metavar": metavar, "joined_by": joined_by})
 
 
 class Section:
@@ -76,7 +79,11 @@ class Section:
         self.check()
 
     def check(self) -> None:
-        """The section's own rules (`require`)."""
+        """The section's own rules (`require`), true of its defaults too."""
+
+    def check_complete(self) -> None:
+        """What a run cannot start without that the defaults leave out (a value only the user can
+        give), checked once the command's flags are in."""
 
     def require(self, condition: bool, key: str, message: str) -> None:
         if not condition:
@@ -245,6 +252,8 @@ def add_options(parser, section: type, defined: set[str]) -> list[str]:
         kwargs = {"dest": field.name, "default": argparse.SUPPRESS, "help": meta["help"]}
         if declared == "bool":
             kwargs["action"] = argparse.BooleanOptionalAction
+        elif meta.get("joined_by"):
+            kwargs.update(nargs="+", action=_joined(meta["joined_by"]), metavar=meta.get("metavar"))
         else:
             kwargs.update(type=_parser_of(section, field.name), choices=meta.get("choices"),
                           metavar=meta.get("metavar"))
@@ -252,6 +261,13 @@ def add_options(parser, section: type, defined: set[str]) -> list[str]:
         defined.add(field.name)
         added.append(field.name)
     return added
+
+
+def _joined(separator: str):
+    class Joined(argparse.Action):
+        def __call__(self, parser, namespace, values, option_string=None):
+            setattr(namespace, self.dest, separator.join(value.strip() for value in values))
+    return Joined
 
 
 def _parser_of(section: type, key: str):

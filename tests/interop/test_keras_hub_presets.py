@@ -31,6 +31,11 @@ def our_hidden_states(backbone, ids, mask):
     return backbone.discriminator(batch, training=False)["sequence_output"].numpy()
 
 
+def our_replaced_logits(backbone, ids, mask):
+    batch = {"token_ids": ids, "segment_ids": np.zeros_like(ids), "padding_mask": mask}
+    return backbone.discriminator(batch, training=False)["logits"].numpy()
+
+
 def with_tanh_gelu(function, *args):
     """`function(*args)` with our transformer layer computing GELU in keras-hub's tanh form."""
     from electra_tf.models.transformer import gelu_form
@@ -106,6 +111,9 @@ def test_hidden_states_differ_only_by_the_gelu_form(presets, loaded_elsewhere, n
     assert exact < 2e-2
     if name == "wide":  # weights large enough for the GELU forms to matter: the whole difference is theirs
         assert exact > 1e-3 and exact > 50 * tanh
+    # The replaced-token head beside the backbone gives a keras-hub user our logits (what prompting reads).
+    logits = with_tanh_gelu(our_replaced_logits, ours, theirs["ids"], theirs["mask"])
+    np.testing.assert_allclose(theirs["replaced_logits"][real], logits[real], atol=1e-4)
 
 
 def test_the_preset_says_what_it_holds(presets):
@@ -135,6 +143,8 @@ def test_exported_and_converted_back_gives_our_outputs(presets, loaded_elsewhere
         assert again.tokenizer.settings == original.tokenizer.settings
         ids, mask = loaded_elsewhere[1][name]["ids"], loaded_elsewhere[1][name]["mask"]
         np.testing.assert_array_equal(our_hidden_states(again, ids, mask), our_hidden_states(original, ids, mask))
+        np.testing.assert_array_equal(our_replaced_logits(again, ids, mask), our_replaced_logits(original, ids, mask))
+        assert json.loads((model_dir.path / "imported_from.json").read_text())["rtd_head"] is True
 
 
 def keras_hub_preset(folder: Path, vocabulary: list[str], lowercase: bool, **sizes) -> Path:

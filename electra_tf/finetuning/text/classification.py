@@ -20,7 +20,7 @@ from electra_tf.finetuning.text.models import ElectraClassifier
 from electra_tf.finetuning.text.inputs import evaluation_batches, training_batches
 from electra_tf.finetuning.text.metrics import predicted_metrics
 from electra_tf.finetuning.text.task_data import (GLUE_TASKS, Columns, LabelSpace, TaskData, default_metrics, glue_task,
-                                                  is_glue_task, read_examples, read_task_files)
+                                                  is_glue_task, read_examples, read_task_files, sample_shots)
 from electra_tf.models.preprocessing import ElectraTextPreprocessor
 from electra_tf.training.task import register_task
 from electra_tf.utils.sections import Section, option
@@ -60,11 +60,15 @@ class ClassificationConfig(Section):
         "label", "the column (field) of the label; tagging: of the tag list (default there: tags in .jsonl files, "
         "the last CoNLL column)")
     regression: bool = option(False, "numeric labels, squared-error loss")
+    shots: int | None = option(None, "train on K examples of each class, drawn from --train with --seed (the "
+                                     "few-shot sample)", metavar="K")
     glue: str | None = None
 
     def check(self) -> None:
         self.require(bool(self.text_column), "text_column", "name the text's column.")
         self.require(bool(self.label_column), "label_column", "name the label's column.")
+        self.at_least_one("shots")
+        self.require(not (self.shots and self.regression), "shots", "draws examples per class: a regression has none.")
         if self.glue is not None:
             glue_task(self.glue)
 
@@ -141,7 +145,10 @@ class ClassificationTask(FinetuningTask):
         if labels is not None:  # evaluating a fine-tuned model: its labels, the eval file only
             examples = read_examples(files.eval, labels, columns, glue)
             return LabelledText(TaskData(None, examples, labels, glue.name if glue else ""), glue)
-        return LabelledText(read_task_files(files.train, files.eval, columns, glue, config.regression), glue)
+        task = read_task_files(files.train, files.eval, columns, glue, config.regression)
+        if config.shots:
+            task.train = sample_shots(task.train, task.labels.names, config.shots, self.config.run.seed)
+        return LabelledText(task, glue)
 
     def labels_of(self, model) -> LabelSpace:
         glue = glue_task(self.config.task.glue) if self.config.task.glue else None

@@ -41,39 +41,22 @@ from electra_tf.runtime.compiled_step import CompiledGradients
 HEAD_NAME = "task_specific"  # the official variable scope, which its layer-wise learning rates key on
 
 
-class ElectraTaskModel(CompiledGradients, keras.Model):
-    """Base of a task model on the pre-trained discriminator (`backbone`): dropout and a dense
-    head of `num_classes` outputs (named `task_specific`, the scope layer-wise learning rates
-    key on), text in through `preprocessor` (`ElectraTextPreprocessor`, `ElectraWordPreprocessor`,
-    or any Keras layer mapping strings to token_ids / segment_ids / padding_mask), string labels
-    mapped through `label_names`. Subclasses give `call` (and what they serve); the kinds of
-    `finetuning/` and docs/finetuning.md's multi-label example build on it."""
+class TextInputModel(CompiledGradients, keras.Model):
+    """Base of a model on the pre-trained discriminator (`backbone`) that takes text: text in
+    through `preprocessor` (`ElectraTextPreprocessor`, `ElectraWordPreprocessor`,
+    `PromptPreprocessor`, or any Keras layer mapping strings to the model's inputs), string labels
+    mapped through `label_names`; `fit`, `evaluate` and `predict` take lists, arrays, tensors or
+    datasets of strings."""
 
     ragged_inputs = False  # True for word lists (tagging)
 
-    def __init__(self, backbone, num_classes: int, dropout: float = 0.1, preprocessor=None, label_names=None,
-                 **kwargs):
+    def __init__(self, backbone, preprocessor=None, label_names=None, **kwargs):
         super().__init__(**kwargs)
-        backbone = deserialize_as(backbone, Discriminator, type(self).__name__, "backbone")
+        self.backbone = deserialize_as(backbone, Discriminator, type(self).__name__, "backbone")
         if preprocessor is not None:
             preprocessor = deserialize_as(preprocessor, keras.layers.Layer, type(self).__name__, "preprocessor")
-        if num_classes < 1:
-            raise ValueError(f"num_classes must be at least 1, got {num_classes}.")
-        if label_names is not None:
-            label_names = [str(name) for name in label_names]
-            if len(label_names) != num_classes:
-                raise ValueError(f"{len(label_names)} label_names for {num_classes} classes.")
-        self.backbone = backbone
-        backbone.head.trainable = False  # pre-training only: no fine-tuning gradient reaches it
-        self.num_classes = num_classes
-        self.dropout_rate = dropout
         self.preprocessor = preprocessor
-        self.label_names = label_names
-        with keras.name_scope(self.name):
-            self.dropout = Dropout(dropout, name="dropout")
-            self.head = keras.layers.Dense(num_classes, name=HEAD_NAME)
-            self.head.build((None, backbone.hidden_size))
-        self.built = True
+        self.label_names = [str(name) for name in label_names] if label_names is not None else None
 
     # --- strings in, via the preprocessor ---------------------------------------------
 
@@ -135,8 +118,6 @@ class ElectraTaskModel(CompiledGradients, keras.Model):
             "name": self.name,
             "trainable": self.trainable,
             "backbone": keras.saving.serialize_keras_object(self.backbone),
-            "num_classes": self.num_classes,
-            "dropout": self.dropout_rate,
             "preprocessor": keras.saving.serialize_keras_object(self.preprocessor)
             if self.preprocessor is not None else None,
             "label_names": self.label_names,
@@ -145,6 +126,33 @@ class ElectraTaskModel(CompiledGradients, keras.Model):
     @classmethod
     def from_config(cls, config):
         return cls(**config)
+
+
+class ElectraTaskModel(TextInputModel):
+    """Base of a task model with a head of its own: dropout and a dense head of `num_classes`
+    outputs (named `task_specific`, the scope layer-wise learning rates key on). The
+    discriminator's replaced-token head is frozen: no fine-tuning loss reaches it. Subclasses give
+    `call` (and what they serve); the kinds of `finetuning/` and docs/finetuning.md's multi-label
+    example build on it."""
+
+    def __init__(self, backbone, num_classes: int, dropout: float = 0.1, preprocessor=None, label_names=None,
+                 **kwargs):
+        if num_classes < 1:
+            raise ValueError(f"num_classes must be at least 1, got {num_classes}.")
+        if label_names is not None and len(label_names) != num_classes:
+            raise ValueError(f"{len(label_names)} label_names for {num_classes} classes.")
+        super().__init__(backbone, preprocessor, label_names, **kwargs)
+        self.backbone.head.trainable = False  # pre-training only: no fine-tuning gradient reaches it
+        self.num_classes = num_classes
+        self.dropout_rate = dropout
+        with keras.name_scope(self.name):
+            self.dropout = Dropout(dropout, name="dropout")
+            self.head = keras.layers.Dense(num_classes, name=HEAD_NAME)
+            self.head.build((None, self.backbone.hidden_size))
+        self.built = True
+
+    def get_config(self):
+        return {**super().get_config(), "num_classes": self.num_classes, "dropout": self.dropout_rate}
 
 
 @keras.saving.register_keras_serializable(package="electra_tf")

@@ -25,6 +25,8 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 from electra_tf.utils.errors import ElectraError
 
 
@@ -95,6 +97,30 @@ class Examples:
         return len(self.texts)
 
 
+def sample_shots(examples: Examples, names: list, shots: int, seed: int) -> Examples:
+    """`shots` examples of each class, drawn with `seed` (the same draw for every kind and
+    model, so few-shot methods compare on the same examples), in the file's order.
+
+    >>> data = Examples(["a", "b", "c", "d", "e"], None, [0, 1, 0, 1, 0], "train.csv")
+    >>> sample_shots(data, ["x", "y"], 2, seed=0).labels
+    [0, 1, 0, 1]
+    >>> sample_shots(data, ["x", "y"], 3, seed=0)
+    Traceback (most recent call last):
+    ...
+    electra_tf.finetuning.text.task_data.TaskDataError: train.csv: --shots 3 asks for 3 examples of each class; class 'y' has 2. Lower --shots.
+    """
+    by_class = [[i for i, label in enumerate(examples.labels) if label == c] for c in range(len(names))]
+    for name, members in zip(names, by_class):
+        if len(members) < shots:
+            raise TaskDataError(f"{examples.source}: --shots {shots} asks for {shots} examples of each class; class "
+                                f"{name!r} has {len(members)}. Lower --shots.")
+    generator = np.random.default_rng(seed)
+    kept = sorted(int(i) for members in by_class for i in generator.choice(members, shots, replace=False))
+    return Examples([examples.texts[i] for i in kept],
+                    None if examples.text_pairs is None else [examples.text_pairs[i] for i in kept],
+                    [examples.labels[i] for i in kept], examples.source)
+
+
 def to_unit_interval(score, score_range: tuple):
     """A regression target -> the training scale [0, 1] (the official STS-B divides by 5).
     Works on numbers and tensors; `from_unit_interval` is the inverse, used by exports."""
@@ -113,6 +139,7 @@ class LabelSpace:
     names: list | None = None               # classification
     score_range: tuple | None = None        # regression: (low, high) of the original scale
     metrics: tuple = field(default_factory=tuple)
+    origin: str = ""                        # where the names come from, for errors (default: the training file)
 
     @property
     def num_classes(self) -> int:
@@ -142,7 +169,7 @@ def read_task_files(train_path, eval_path, columns: Columns | None = None,
     train_rows = _labelled_rows(train_path, columns, glue)
     space = label_space(train_path, train_rows, glue, regression, columns)
     return TaskData(_examples(train_path, train_rows, space, columns, glue),
-                    read_examples(eval_path, space, columns, glue), space, glue.name if glue else _task_name(train_path))
+                    read_examples(eval_path, space, columns, glue), space, glue.name if glue else task_name(train_path))
 
 
 def read_examples(path, space: LabelSpace, columns: Columns | None = None, glue: GlueTask | None = None) -> Examples:
@@ -193,7 +220,7 @@ def _examples(path: Path, rows: list, space: LabelSpace, columns: Columns | None
         labels = [to_unit_interval(_require_number(path, row, column), space.score_range) for row in rows]
     else:
         index = {name: i for i, name in enumerate(space.names)}
-        where = f"GLUE {glue.name}" if glue else "the training file (or the fine-tuned model)"
+        where = f"GLUE {glue.name}" if glue else space.origin or "the training file (or the fine-tuned model)"
         labels = []
         for row in rows:
             key = _label_text(row.label)
@@ -210,11 +237,11 @@ _GENERIC_NAMES = {"train", "training", "dev", "eval", "valid", "validation", "te
                   "corpus", "input", "inputs", "files", "tmp", "temp", "labelled", "labeled", ""}
 
 
-def _task_name(train_path: Path) -> str:
+def task_name(train_path: Path) -> str:
     """The training file's name, or its folder's when the file is `train.csv` and the like;
     "" when both are generic (`data/train.csv`): the run then names the task after its output folder.
 
-    >>> _task_name(Path("glue/sst2/train.tsv")), _task_name(Path("reviews.csv")), _task_name(Path("data/train.csv"))
+    >>> task_name(Path("glue/sst2/train.tsv")), task_name(Path("reviews.csv")), task_name(Path("data/train.csv"))
     ('sst2', 'reviews', '')
     """
     for name in (train_path.stem, train_path.resolve().parent.name):
@@ -255,7 +282,7 @@ def read_tagging_files(train_path, eval_path, columns: Columns | None = None) ->
     names += sorted({tag for row in eval_rows for tag in row.label} - set(names))
     space = LabelSpace(names=names, metrics=("accuracy",))
     return TaskData(_tagged_examples(train_path, train_rows, names), _tagged_examples(eval_path, eval_rows, names),
-                    space, _task_name(train_path))
+                    space, task_name(train_path))
 
 
 def read_tagged_examples(path, names: list, columns: Columns | None = None) -> Examples:
