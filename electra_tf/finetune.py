@@ -12,6 +12,9 @@ files hold and what is trained, each kind one module (`electra_tf/training/task.
   classification      .csv, .tsv (with a header) or .jsonl; --text_pair_column makes it a
                       sentence-pair task, --regression a regression task; --task NAME reads a GLUE
                       task's TSV layout and reports its official metric(s)
+  prompt              (--kind prompt) classes from the discriminator's replaced-token head and a
+                      --template with --label_words, no new parameters: zero-shot with --eval_only
+                      (nothing trained), few-shot with --train [--shots K] (docs/finetuning.md)
   tagging             (--tagging) a tag per word: CoNLL files (word first, tag last, a blank line
                       between sentences) or .jsonl word and tag lists (tokens, tags); entity tags
                       (IOB1, IOB2, IOBES; or --task conll2003) are also scored by entity (conlleval's

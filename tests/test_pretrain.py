@@ -332,11 +332,13 @@ def assert_same_weights(expected_checkpoint, actual_checkpoint):
                                    err_msg=name)
 
 
-def test_mixed_float16_with_accumulation_makes_every_step_and_resumes_exactly(data_dir, tmp_path):
+@pytest.mark.parametrize("sharing", ["shared", pytest.param("gdes", marks=pytest.mark.slow)])
+def test_mixed_float16_with_accumulation_makes_every_step_and_resumes_exactly(data_dir, tmp_path, sharing):
     """Each update sums two micro-batches, and loss scaling skips the first updates (their
     float16 gradients overflow at the initial scale; decided once, on the summed gradient): a run
     of N steps still makes N updates, counts the skipped ones, shows no step twice, and a run
-    stopped mid-way by SIGTERM and rerun ends with the weights of the uninterrupted run.
+    stopped mid-way by SIGTERM and rerun ends with the weights of the uninterrupted run. The
+    same with GDES embedding sharing (-m slow).
     Separate processes, as a user runs them: two runs in one process do not draw the same numbers."""
     steps = 16
 
@@ -344,7 +346,7 @@ def test_mixed_float16_with_accumulation_makes_every_step_and_resumes_exactly(da
         return [(str(steps) if a == str(STEPS) else a) for a in command(
             data_dir, tmp_path / name, tmp_path / f"{name}_x", "--mixed_precision", "mixed_float16",
             "--strategy", "one_device", "--checkpoint_every", "4", "--log_every", "4",
-            "--gradient_accumulation_steps", "2", "--no-export")]
+            "--gradient_accumulation_steps", "2", "--no-export", "--set", f"embedding_sharing={sharing}")]
 
     whole = subprocess.run(argv("whole"), env=environment(), capture_output=True, text=True, timeout=600)
     assert whole.returncode == 0, whole.stderr[-3000:]

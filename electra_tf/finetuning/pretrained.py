@@ -121,7 +121,7 @@ def _from_model_dir(model_dir: Path, checkpoint: str | None, encoder_only: bool)
     if config.objective.objective == "mlm":
         return Backbone(mlm_encoder_as_discriminator(pretrainer.generator, config.model), tokenizer, backbone_config,
                         found)
-    return Backbone(pretrainer.discriminator, tokenizer, backbone_config, found)
+    return Backbone(pretrainer.standalone_discriminator(), tokenizer, backbone_config, found)
 
 
 def mlm_encoder_as_discriminator(generator, config):

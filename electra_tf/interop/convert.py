@@ -114,12 +114,16 @@ def write_huggingface_folders(pretrainer, config: PretrainingConfig, tokenizer, 
     check_huggingface_tokenizer(tokenizer)
     names = weight_table(config.model, config.generator_model if with_generator else None, rtd_head)
     values = {variable.path: variable.numpy() for variable in pretrainer.variables}
+    # The discriminator's own embeddings: under GDES the summed tables (the shared ones stay the generator's).
+    own = {variable.path: variable.numpy() for variable in pretrainer.standalone_discriminator().embeddings.weights}
+    by_model = {DISCRIMINATOR: {**values, **own}, GENERATOR: values}
     folders = [(DISCRIMINATOR, "ElectraForPreTraining" if rtd_head else "ElectraModel")]
     if with_generator:
         folders.append((GENERATOR, "ElectraForMaskedLM"))
     with atomic_folder(output, replace=False) as write:
         for model, model_class in folders:
-            tensors = tensors_for(names + (embedding_names(GENERATOR) if model == GENERATOR else []), model, values)
+            tensors = tensors_for(names + (embedding_names(GENERATOR) if model == GENERATOR else []), model,
+                                  by_model[model])
             if model_class == "ElectraModel":
                 tensors = {key[len("electra."):]: value for key, value in tensors.items()}
             write_folder(write.temporary / model, model_class,
@@ -199,7 +203,7 @@ def write_model_dir(config, vocabulary, weights: ConvertedWeights, output, overw
 
 def _write_backbone(pretrainer, config: PretrainingConfig, model_dir: ModelDir, provenance: dict) -> None:
     """The discriminator as the model_dir's backbone folder, as a run that finished at step 0."""
-    Backbone(pretrainer.discriminator, ElectraTokenizer(model_dir.vocab),
+    Backbone(pretrainer.standalone_discriminator(), ElectraTokenizer(model_dir.vocab),
              BackboneConfig(config.model, config.run.max_seq_length)).save(
         model_dir.backbone, {"step": 0, "source": provenance.get("discriminator") or provenance.get("checkpoint")})
 

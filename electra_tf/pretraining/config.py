@@ -41,6 +41,7 @@ from electra_tf.training.config import TrainerConfig, steps_per_loop_needs_one_d
 from electra_tf.utils.sections import ConfigError, Section, SectionedConfig, option
 
 OBJECTIVES = ("electra", "mlm")
+EMBEDDING_SHARING = ("shared", "untied", "gdes")
 # Written by `PretrainingConfig.save` beside the values: derived sizes, for people reading the file.
 DERIVED_KEY = "_derived"
 PRESET_KEY = "preset"
@@ -57,7 +58,12 @@ class ObjectiveConfig(Section):
     # A generator wider than the discriminator makes the task too hard for D (paper, Sec. 3.2);
     # allowed only on purpose.
     allow_wide_generator: bool = False
-    untied_generator_embeddings: bool = False
+    # How the generator and discriminator share embeddings: "shared" (the official ELECTRA: one
+    # embedding layer), "untied" (each its own; the generator's as wide as its hidden size), or
+    # "gdes" (DeBERTaV3's gradient-disentangled sharing: the discriminator reads the shared tables
+    # through a stop-gradient plus residuals of its own; models/embeddings.py).
+    embedding_sharing: str = "shared"
+    untied_generator_embeddings: bool = False  # the older spelling of embedding_sharing = "untied"
     mask_prob: float = 0.15
     # None: derived as int((mask_prob + 0.005) * max_seq_length), from the final values.
     max_predictions_per_seq: int | None = None
@@ -77,6 +83,12 @@ class ObjectiveConfig(Section):
 
     def check(self) -> None:
         self.require(self.objective in OBJECTIVES, "objective", f"must be one of {OBJECTIVES}.")
+        self.require(self.embedding_sharing in EMBEDDING_SHARING, "embedding_sharing",
+                     f"must be one of {EMBEDDING_SHARING}.")
+        self.require(not self.untied_generator_embeddings or self.embedding_sharing != "gdes", "embedding_sharing",
+                     "gdes shares the embeddings: drop untied_generator_embeddings.")
+        self.require(self.objective == "electra" or self.embedding_sharing != "gdes", "embedding_sharing",
+                     "gdes shares the generator's embeddings with a discriminator, which objective mlm has not.")
         self.require(self.generator_hidden_fraction > 0, "generator_hidden_fraction", "must be positive.")
         self.require(self.generator_hidden_fraction <= 1.0 or self.allow_wide_generator, "generator_hidden_fraction",
                      "a generator wider than the discriminator needs allow_wide_generator=true.")
@@ -87,6 +99,11 @@ class ObjectiveConfig(Section):
                      "must be in [0, 1 - mask_token_rate].")
         self.require(self.temperature > 0, "temperature", "must be positive.")
         self.require(self.gen_weight >= 0 and self.disc_weight >= 0, "disc_weight", "loss weights must be >= 0.")
+
+    @property
+    def sharing(self) -> str:
+        """The embedding sharing in effect ("shared", "untied" or "gdes")."""
+        return "untied" if self.untied_generator_embeddings else self.embedding_sharing
 
     def generator_model(self, model: ModelConfig) -> ModelConfig:
         """The generator's encoder: the discriminator's at the configured fractions (heads one

@@ -27,7 +27,7 @@ import tensorflow as tf
 
 from electra_tf.compat import BuiltModelsSkipSymbolicBuild, logs_for_keras_reduction
 from electra_tf.models.dropout import RNG_ALGORITHM
-from electra_tf.models.embeddings import ElectraEmbeddings
+from electra_tf.models.embeddings import ElectraEmbeddings, GradientDisentangledEmbeddings
 from electra_tf.models.encoders import Discriminator, Generator
 from electra_tf.pretraining import losses
 from electra_tf.pretraining.config import PretrainingConfig
@@ -89,8 +89,10 @@ class ElectraPretrainer(BuiltModelsSkipSymbolicBuild, CompiledGradients, keras.M
         discriminator = None
         generator_embeddings = embeddings
         if objective.objective == "electra":
-            discriminator = Discriminator.from_model_config(config.model, embeddings)
-            if objective.untied_generator_embeddings:
+            sharing = objective.sharing
+            discriminator = Discriminator.from_model_config(
+                config.model, GradientDisentangledEmbeddings(embeddings) if sharing == "gdes" else embeddings)
+            if sharing == "untied":
                 # Official: an untied generator gets its own embeddings, as wide as its hidden size.
                 generator_embeddings = ElectraEmbeddings.from_model_config(
                     config.model, embedding_size=generator_model.hidden_size, name="generator_embeddings")
@@ -98,6 +100,21 @@ class ElectraPretrainer(BuiltModelsSkipSymbolicBuild, CompiledGradients, keras.M
         return cls(generator, discriminator, objective=objective.objective, gen_weight=objective.gen_weight,
                    disc_weight=objective.disc_weight, temperature=objective.temperature,
                    disallow_correct=objective.disallow_correct, seed=config.run.seed)
+
+    def standalone_discriminator(self) -> Discriminator:
+        """The discriminator as a model of its own, what a run saves and exports: itself, or under
+        GDES a copy whose embeddings hold the summed tables (`GradientDisentangledEmbeddings.merged`)."""
+        embeddings = self.discriminator.embeddings
+        if not isinstance(embeddings, GradientDisentangledEmbeddings):
+            return self.discriminator
+        config = {key: value for key, value in self.discriminator.get_config().items() if key != "embeddings"}
+        standalone = Discriminator(embeddings.merged(), **config)
+        for target, source in ((standalone.embeddings_project, self.discriminator.embeddings_project),
+                               *zip(standalone.transformer_layers, self.discriminator.transformer_layers),
+                               (standalone.head, self.discriminator.head)):
+            if source is not None:
+                target.set_weights(source.get_weights())
+        return standalone
 
     # --- the step -------------------------------------------------------------------------------
     def compute_pretraining_outputs(self, batch, seed, training=False, global_counts=None):
@@ -246,8 +263,9 @@ class ElectraPretrainer(BuiltModelsSkipSymbolicBuild, CompiledGradients, keras.M
             inner = dict(generator_config["config"])
             # Rebuild the sharing: the generator must get the discriminator's very embedding
             # layer, not a copy, when the saved one was the same layer.
-            if inner["embeddings"]["config"]["name"] == discriminator.embeddings.name:
-                inner["embeddings"] = discriminator.embeddings
+            shared = getattr(discriminator.embeddings, "shared", discriminator.embeddings)  # GDES: the tables it reads
+            if inner["embeddings"]["config"]["name"] == shared.name:
+                inner["embeddings"] = shared
             generator_config["config"] = inner
         generator = keras.saving.deserialize_keras_object(generator_config)
         return cls(generator, discriminator, **config)

@@ -214,7 +214,7 @@ class PretrainingTask(Task):
         if model.discriminator is None:
             return None
         config = inputs.config
-        return ServedModel(model.discriminator, inputs.data.tokenizer,
+        return ServedModel(model.standalone_discriminator(), inputs.data.tokenizer,
                            BackboneConfig(config.model, config.run.max_seq_length), kind=self.name)
 
     def report(self, inputs: PretrainingInputs) -> TaskReport:

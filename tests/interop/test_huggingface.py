@@ -164,3 +164,34 @@ def test_a_sentencepiece_run_is_refused_before_anything_is_written(sentencepiece
     with pytest.raises(ConversionError, match="vocabulary is SentencePiece.*no HuggingFace folder was written"):
         write_huggingface_folders(keras.Model(), config, tokenizer, tmp_path / "out")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_gdes_run_exports_the_summed_table_and_the_generator_its_own(small_vocab, tmp_path):
+    """Under GDES embedding sharing the discriminator's folder holds stop_gradient(shared) +
+    residual, summed, as an ordinary table (it computes what the run's discriminator computes);
+    the generator's folder holds the shared tables; reading both back gives the same logits."""
+    import tensorflow as tf
+
+    from electra_tf.data.tokenization import ElectraTokenizer
+    from electra_tf.interop.convert import write_huggingface_folders
+    from electra_tf.pretraining.config import PretrainingConfig
+    from electra_tf.pretraining.pretrainer import ElectraPretrainer
+
+    tokenizer = ElectraTokenizer(small_vocab)
+    config = PretrainingConfig.load("electra_tiny", {"vocab_size": tokenizer.vocabulary_size, "num_layers": 1,
+                                                     "max_seq_length": 32, "embedding_sharing": "gdes"})
+    pretrainer = ElectraPretrainer.from_pretraining_config(config)
+    gdes = pretrainer.discriminator.embeddings
+    gdes.word_embeddings.embeddings.assign(tf.random.normal(gdes.word_embeddings.embeddings.shape, stddev=0.05))
+    write_huggingface_folders(pretrainer, config, tokenizer, tmp_path / "hf")
+    disc = load_file(str(tmp_path / "hf" / "discriminator" / "model.safetensors"))
+    gen = load_file(str(tmp_path / "hf" / "generator" / "model.safetensors"))
+    shared = gdes.shared.word_embeddings.embeddings.numpy()
+    np.testing.assert_allclose(disc["electra.embeddings.word_embeddings.weight"],
+                               shared + gdes.word_embeddings.embeddings.numpy(), atol=1e-7)
+    np.testing.assert_array_equal(gen["electra.embeddings.word_embeddings.weight"], shared)
+    again = load_pretrained(import_huggingface(tmp_path / "hf" / "discriminator", tmp_path / "model").path)
+    ids = np.array([[2, 10, 11, 12, 3, 0]], "int32")
+    inputs = {"token_ids": ids, "segment_ids": np.zeros_like(ids), "padding_mask": (ids > 0).astype("int32")}
+    np.testing.assert_allclose(again.discriminator(inputs)["logits"], pretrainer.discriminator(inputs)["logits"],
+                               atol=1e-5)

@@ -237,3 +237,33 @@ def test_replicas_agree_to_skip_when_only_one_overflows(two_replicas):
     assert all((r.numpy() == [1.0, 2.0]).all() for r in results)
 
 
+
+
+def test_gdes_sends_no_replaced_token_gradient_into_the_shared_tables():
+    """DeBERTaV3's gradient-disentangled sharing: at the first step the RTD loss reaches the
+    discriminator's residual tables and not the generator's (shared) ones, which the MLM loss
+    alone trains; the residuals start at zero, so the first step reads the shared tables."""
+    config = tiny(dropout=0.0, embedding_sharing="gdes")
+    pretrainer = ElectraPretrainer.from_pretraining_config(config)
+    gdes = pretrainer.discriminator.embeddings
+    assert gdes.shared is pretrainer.generator.embeddings
+    shared = [gdes.shared.word_embeddings.embeddings, gdes.shared.position_embeddings.position_embeddings]
+    residual = [gdes.word_embeddings.embeddings, gdes.position_embeddings.position_embeddings]
+    batch = masked_batch(config, 4, seed=3)
+    with tf.GradientTape(persistent=True) as tape:
+        outputs = pretrainer.compute_pretraining_outputs(batch, tf.constant([1, 2], tf.int64), training=True)
+    assert all(not np.any(v.numpy()) for v in residual)
+    assert all(g is None or not np.any(g) for g in tape.gradient(outputs["disc_loss"], shared))
+    assert all(g is not None and np.any(tf.convert_to_tensor(g)) for g in tape.gradient(outputs["disc_loss"],
+                                                                                         residual))
+    assert all(g is not None and np.any(tf.convert_to_tensor(g)) for g in tape.gradient(outputs["masked_lm_loss"],
+                                                                                         shared))
+    # The discriminator saved on its own holds the summed tables and computes the same logits.
+    for v in residual:
+        v.assign(tf.random.normal(v.shape, stddev=0.02, seed=1))
+    inputs = {"token_ids": batch["token_ids"], "segment_ids": batch["segment_ids"],
+              "padding_mask": batch["padding_mask"]}
+    standalone = pretrainer.standalone_discriminator()
+    np.testing.assert_allclose(standalone(inputs)["logits"], pretrainer.discriminator(inputs)["logits"], atol=1e-5)
+    np.testing.assert_allclose(standalone.embeddings.word_embeddings.embeddings.numpy(),
+                               shared[0].numpy() + residual[0].numpy())

@@ -85,10 +85,21 @@ def check_compiled_as_asked(model, strategy, xla):
 
 @pytest.mark.parametrize("strategy_name,precision,xla", CELLS, ids=IDS)
 def test_pretraining_trains_in_every_cell(strategy_name, precision, xla, strategy_for):
+    trains_in_cell(strategy_for(strategy_name), precision, xla, small_config())
+
+
+# DeBERTaV3's gradient-disentangled embedding sharing: the hardest cell (two replicas, float16's
+# loss scaling, XLA) by default, every cell with -m slow.
+@pytest.mark.parametrize("strategy_name,precision,xla", [
+    pytest.param(*cell, marks=() if cell == ("mirrored", "mixed_float16", True) else pytest.mark.slow)
+    for cell in CELLS], ids=IDS)
+def test_gdes_pretraining_trains_in_every_cell(strategy_name, precision, xla, strategy_for):
+    trains_in_cell(strategy_for(strategy_name), precision, xla, small_config().replace(embedding_sharing="gdes"))
+
+
+def trains_in_cell(strategy, precision, xla, config):
     keras.config.set_dtype_policy(precision)
     keras.utils.set_random_seed(0)  # the initial weights: each cell's losses are then the same every run
-    strategy = strategy_for(strategy_name)
-    config = small_config()
     with strategy.scope():
         pretrainer = ElectraPretrainer.from_pretraining_config(config)
         pretrainer.compile(optimizer=pretraining_optimizer(config), jit_compile=xla, gradient_accumulation_steps=2)

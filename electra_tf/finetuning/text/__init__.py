@@ -8,5 +8,8 @@
 - `metrics`: accuracy, F1, Matthews correlation, Pearson, Spearman (the official GLUE metrics);
   per-word accuracy for tagging
 - `entities`: entity chunks from tags and entity-level scores (CoNLL-2003)
-- `classification`, `tagging`: `ClassificationTask` and `TaggingTask`, the trainer's tasks
+- `prompts`, `prompt_model`: templates and label words filled in graph ops; `ElectraPromptClassifier`,
+  classes from the replaced-token head (zero- and few-shot)
+- `classification`, `prompting`, `tagging`: `ClassificationTask`, `PromptTask` and `TaggingTask`, the
+  trainer's tasks
 """
