@@ -69,6 +69,8 @@ def main(argv=None) -> int:
     parser.add_argument("--shots", type=int, default=16)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--output", type=Path, required=True)
+    parser.add_argument("--random", action=argparse.BooleanOptionalAction, default=True,
+                        help="also the first model's architecture with fresh weights (default: yes)")
     args = parser.parse_args(argv)
     tasks, models = named_paths(args.task, "--task"), named_paths(args.model, "--model")
     unknown = [name for name in tasks if name not in TASKS]
@@ -77,7 +79,7 @@ def main(argv=None) -> int:
     first = next(iter(models.values()))
     rows = []
     for task, folder in tasks.items():
-        for name, path in [*models.items(), (RANDOM, first)]:
+        for name, path in [*models.items(), *([(RANDOM, first)] if args.random else [])]:
             results = accuracies(task, folder, path, name == RANDOM, args, args.output / task / name)
             for method, values in results.items():
                 shown = " / ".join(f"{v:.3f}" for v in values)

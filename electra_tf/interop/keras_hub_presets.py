@@ -207,5 +207,7 @@ class KerasHubFormat(ExportFormat):
                      else f"keras_hub.models.ElectraTokenizer.from_preset({str(folder)!r})")
         return folder, [f"Exported {source.describe()}'s encoder as a keras-hub preset: {folder}",
                         f"  keras_hub.models.ElectraBackbone.from_preset({str(folder)!r})", f"  {tokenizer}",
+                        f"  keras.saving.load_model({str(folder / RTD_HEAD_FILE)!r})  # the replaced-token head, "
+                        "on sequence_output",
                         "  (keras-hub computes GELU in its tanh form, and its pooled_output is untrained: use "
                         "sequence_output[:, 0]; docs/interop.md)"]

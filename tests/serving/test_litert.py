@@ -170,7 +170,7 @@ def test_8_bit_weights_run_and_stay_close(backbone, tmp_path):
     int8_file = write_litert(model, backbone.tokenizer, backbone.config.max_seq_length, tmp_path / "q.tflite",
                              "dynamic")
     assert int8_file.stat().st_size < float_file.stat().st_size
-    calls = [{"text": t} for t in TEXTS]
+    calls = [{"text": t} for t in TEXTS[:24]]  # real paragraphs, the edge cases; the files run one text a call
     full = run_litert_only(float_file, calls, tmp_path / "f.npz")["probabilities"]
     eight = run_litert_only(int8_file, calls, tmp_path / "q.npz")["probabilities"]
     assert 0 < np.abs(full - eight).max() < 0.05  # quantized, and still the same model

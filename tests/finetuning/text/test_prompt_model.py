@@ -34,3 +34,18 @@ def test_a_saved_prompt_classifier_loads_with_its_template_and_words(tmp_path):
     assert again.preprocessor.get_config()["template"] == "{{{text}}} it was {label} ."
     assert again.label_names == ["positive", "negative"] and again.layout == model.layout
     np.testing.assert_allclose(again.predict(texts, verbose=0), model.predict(texts, verbose=0), atol=1e-6)
+
+
+def test_the_served_pair_signature_answers_as_predict():
+    backbone = build_discriminator(ModelConfig(vocab_size=len(VOCABULARY), hidden_size=16, num_layers=1, num_heads=2,
+                                               intermediate_size=32))
+    model = ElectraPromptClassifier(backbone, PromptPreprocessor(
+        VOCABULARY, 16, template="{text_a} ? {label} , {text_b}", label_words="yes=good; no=bad|terrible"))
+    texts, pairs = ["good film", "", "film"], ["very bad", "film", ""]
+    endpoint, inputs = model.serving_endpoints(model.preprocessor.tokenizer, 16)["serving_default"]
+    assert [name for name, _, _ in inputs] == ["text", "text_pair"]
+    served = endpoint(tf.constant(texts), tf.constant(pairs))
+    expected = model.predict_labels((texts, pairs))
+    np.testing.assert_allclose(served["probabilities"].numpy(), expected["probabilities"], atol=1e-6)
+    assert served["label"].numpy().astype(str).tolist() == expected["label"].tolist()
+    assert served["no_text"].numpy().tolist() == [False, True, True]
