@@ -17,6 +17,7 @@ from pathlib import Path
 
 from electra_tf import __version__
 from electra_tf.pretraining.config import PretrainingConfig
+from electra_tf.utils.errors import command
 
 # In the order of the workflow. Each is a module `electra_tf.<name>` with `build_parser()` and `main(argv)`.
 COMMANDS = ("build_vocab", "build_data", "pretrain", "finetune", "export", "convert", "launch")
@@ -42,7 +43,7 @@ def main(argv=None) -> int:
         from electra_tf.runtime.check import check
 
         preset = "electra_small"
-        return check(preset, PretrainingConfig.load(preset).model.hidden_size)
+        return command(lambda _: check(preset, PretrainingConfig.load(preset).model.hidden_size))(None)
     if argv and argv[0] in COMMANDS:
         return importlib.import_module(f"electra_tf.{argv[0]}").main(argv[1:])
     width = max(len(name) for name in COMMANDS)

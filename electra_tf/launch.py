@@ -8,8 +8,10 @@ their output prefixed by worker. The run uses MultiWorkerMirroredStrategy: the g
 (train_batch_size) is split evenly between the workers, each reading its own shards. If a
 worker dies the others are stopped and the launcher exits with the dead worker's status;
 rerunning the same command resumes from the last checkpoint, every worker at its own input
-position. For several machines, run the same pretrain command on each with a TF_CONFIG
-naming all of them (docs/scaling.md). The work is `electra_tf.runtime.cluster.launch_local`.
+position. It is for trials on one machine. On several machines run the same pretrain command on
+each: with a TF_CONFIG naming all of them, under SLURM's srun, or as a Kubernetes Indexed Job,
+which the package reads itself (docs/scaling.md, examples/slurm/, examples/kubernetes/). The
+work is `electra_tf.runtime.cluster.launch_local`.
 """
 
 from __future__ import annotations

@@ -148,3 +148,53 @@ def test_arguments_after_the_separator_go_to_every_worker(monkeypatch):
 def test_zero_workers_is_a_clear_error(capsys):
     assert launch.main(["--workers", "0", "--", "--steps", "1"]) == 2
     assert "--workers must be at least 1" in capsys.readouterr().err
+
+
+def free_port_pair() -> int:
+    """A port ending in 0 whose next port is free too: SLURM's resolver numbers a node's tasks
+    from a base port, and a Kubernetes address pattern can then put {index} in the last digit."""
+    import random
+    import socket
+
+    for _ in range(200):
+        base = random.randrange(20000, 60000, 10)
+        try:
+            with socket.socket() as first, socket.socket() as second:
+                first.bind(("127.0.0.1", base))
+                second.bind(("127.0.0.1", base + 1))
+            return base
+        except OSError:
+            continue
+    raise AssertionError("no two free ports")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("engine", ["slurm", "kubernetes"])
+def test_two_processes_given_slurms_or_a_pods_environment_train_as_the_launcher_does(engine, data_dir,
+                                                                                    reference_run, tmp_path):
+    """Two `pretrain` commands with the environment srun gives each task (or a Kubernetes Indexed
+    Job's pod, the peers' names mapped to local ports) and no TF_CONFIG: the package finds the
+    cluster, and the run ends with the launcher's two-worker weights."""
+    base = free_port_pair()
+    argv = command(data_dir, tmp_path / "model", tmp_path / "exports")
+    argv = [sys.executable, "-m", "electra_tf.pretrain", *argv[argv.index("--") + 1:]]
+    workers = []
+    for index in range(2):
+        env = {key: value for key, value in environment().items() if key != "TF_CONFIG"}
+        env.update(CUDA_VISIBLE_DEVICES="-1", TF_NUM_INTRAOP_THREADS="1", TF_NUM_INTEROP_THREADS="1",
+                   OMP_NUM_THREADS="1")
+        if engine == "slurm":
+            env.update(SLURM_PROCID=str(index), SLURM_STEP_NUM_TASKS="2", SLURM_STEP_NODELIST="127.0.0.1",
+                       SLURM_STEP_TASKS_PER_NODE="2", ELECTRA_TF_PORT=str(base))
+        else:
+            env.update(ELECTRA_TF_CLUSTER="kubernetes", JOB_COMPLETION_INDEX=str(index), ELECTRA_TF_WORKERS="2",
+                       ELECTRA_TF_WORKER_ADDRESS=f"127.0.0.1:{base // 10}{{index}}")
+        workers.append(subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    outputs = [worker.communicate(timeout=900)[0] for worker in workers]
+    assert [worker.returncode for worker in workers] == [0, 0], outputs[0][-3000:] + outputs[1][-3000:]
+    assert "this process: worker 0 of 2 (chief)" in outputs[0] and "this process: worker 1 of 2" in outputs[1]
+    final = weights(tmp_path / "model" / "checkpoints" / f"ckpt-{STEPS}")
+    expected = weights(reference_run[0] / "model" / "checkpoints" / f"ckpt-{STEPS}")
+    assert final.keys() == expected.keys()
+    for key in expected:
+        np.testing.assert_allclose(final[key], expected[key], rtol=1e-5, atol=1e-7, err_msg=key)

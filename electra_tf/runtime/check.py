@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 
+from electra_tf.runtime.cluster import use_cluster
 from electra_tf.runtime.devices import resolve_runtime
 from electra_tf.runtime.xla import COMPILE_CACHE_VARIABLE, compile_cache_usage, use_compile_cache
 from electra_tf.utils.logs import start_tensorflow
@@ -30,6 +31,7 @@ def check(preset: str = "electra_small", hidden_size: int = 256) -> int:
         print("  no GPU visible. For one: pip install -e \".[gpu]\" (TensorFlow's CUDA 12 libraries from PyPI) "
               "and an NVIDIA driver; if one is installed and still unseen, rerun with TF_CPP_MIN_LOG_LEVEL=0 "
               "TF_CPP_VMODULE=dso_loader=2 to see which library failed to load.")
+    print(f"cluster: {use_cluster().describe()}")
     runtime = resolve_runtime(hidden_size=hidden_size)
     print(f"pretrain --config {preset} with the defaults would run: {runtime.describe()}")
     if cache:

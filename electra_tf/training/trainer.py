@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 import keras
 import tensorflow as tf
 
-from electra_tf.runtime.cluster import WorkerRole
+from electra_tf.runtime.cluster import WorkerRole, use_cluster
 from electra_tf.runtime.compiled_step import XlaStepLoop
 from electra_tf.runtime.config import RuntimeConfig
 from electra_tf.runtime.devices import create_strategy, gpu_names, peak_memory, resolve_runtime
@@ -149,7 +149,9 @@ class Trainer:
     def run(self, after_training=None) -> RunResult:
         """The whole run, holding the folder's lock (one writer per folder; in a multi-worker
         run the chief holds it for the job). `after_training(served_model) -> dict` runs on the
-        chief once training is saved; what it returns joins metrics.json."""
+        chief once training is saved; what it returns joins metrics.json. The cluster comes from
+        TF_CONFIG, Kubernetes or SLURM (`runtime.cluster.use_cluster`)."""
+        use_cluster()
         role = WorkerRole.from_environ()
         lock = FolderLock(self.run_dir, self.lock_name) if role.is_chief else contextlib.nullcontext()
         with lock:
@@ -167,6 +169,7 @@ class Trainer:
         (the folder keeps the model it evaluated and the evaluation's files) and `finish` (a
         test file), and metrics.json as a run writes it. `after_evaluation(served_model)` is
         `run`'s `after_training` (an export). One process: no multi-worker evaluation."""
+        use_cluster()
         role = WorkerRole.from_environ()
         if role.is_multi_worker:
             raise RunError("an evaluation-only run is one process: unset TF_CONFIG (or use --strategy mirrored).")

@@ -121,3 +121,58 @@ def test_a_worker_s_usage_error_is_not_met_with_rerun_to_resume():
     out = io.StringIO()
     assert launch_local([sys.executable, "-c", code], workers=2, stream=out) == 2
     assert "Fix what its error above says" in out.getvalue() and "resume" not in out.getvalue()
+
+
+SLURM_STEP = {"SLURM_PROCID": "3", "SLURM_STEP_NUM_TASKS": "4", "SLURM_STEP_NODELIST": "gpu[07-08]",
+              "SLURM_STEP_TASKS_PER_NODE": "2(x2)"}
+POD = {"ELECTRA_TF_CLUSTER": "kubernetes", "JOB_COMPLETION_INDEX": "1", "ELECTRA_TF_WORKERS": "3",
+       "ELECTRA_TF_WORKER_ADDRESS": "pretrain-{index}.pretrain:2222"}
+
+
+def test_the_cluster_is_found_in_tf_config_then_kubernetes_then_slurm():
+    assert cluster.find_cluster({}) == cluster.Cluster("none")
+    found = cluster.find_cluster(POD)
+    assert found == cluster.Cluster("Kubernetes", ("pretrain-0.pretrain:2222", "pretrain-1.pretrain:2222",
+                                                   "pretrain-2.pretrain:2222"), 1)
+    assert "3 workers from Kubernetes" in found.describe() and "pretrain-1.pretrain:2222 (this process)" in found.describe()
+    slurm = cluster.find_cluster({**SLURM_STEP, "ELECTRA_TF_PORT": "12345"})
+    assert slurm == cluster.Cluster("SLURM", ("gpu07:12345", "gpu07:12346", "gpu08:12345", "gpu08:12346"), 3)
+    # An explicit TF_CONFIG comes first (Ray Train and the local launcher write one); then Kubernetes, asked for.
+    assert cluster.find_cluster({**SLURM_STEP, **POD, **tf_config(2, index=1)}).source == "TF_CONFIG"
+    assert cluster.find_cluster({**SLURM_STEP, **POD}).source == "Kubernetes"
+    # A single-task step, or ELECTRA_TF_CLUSTER=none, is one process.
+    assert cluster.find_cluster({**SLURM_STEP, "SLURM_STEP_NUM_TASKS": "1"}).source == "none"
+    assert cluster.find_cluster({**SLURM_STEP, "ELECTRA_TF_CLUSTER": "none"}).source == "none"
+
+
+def test_a_cluster_found_elsewhere_becomes_the_tf_config_every_part_reads():
+    environ = dict(POD)
+    assert cluster.use_cluster(environ).source == "Kubernetes"
+    assert WorkerRole.from_environ(environ) == WorkerRole(1, 3, False)
+    assert json.loads(environ["TF_CONFIG"])["cluster"]["worker"][2] == "pretrain-2.pretrain:2222"
+    assert cluster.find_cluster(environ).source == "TF_CONFIG"  # written once, read back as it is
+
+
+@pytest.mark.parametrize("environ, message", [
+    ({**POD, "JOB_COMPLETION_INDEX": "3"}, "JOB_COMPLETION_INDEX=3 is not one of the 3 workers"),
+    ({**POD, "ELECTRA_TF_WORKER_ADDRESS": "pretrain.pretrain:2222"}, r"must hold \{index\}"),
+    ({key: value for key, value in POD.items() if key != "JOB_COMPLETION_INDEX"}, "JOB_COMPLETION_INDEX unset"),
+    ({**POD, "ELECTRA_TF_WORKERS": "three"}, "ELECTRA_TF_WORKERS='three': expected a whole number"),
+    ({"SLURM_PROCID": "1", "SLURM_STEP_NUM_TASKS": "2"}, "needs SLURM_STEP_NODELIST, SLURM_STEP_TASKS_PER_NODE"),
+    ({**SLURM_STEP, "SLURM_STEP_TASKS_PER_NODE": "2"}, "do not describe the step"),
+    ({"ELECTRA_TF_CLUSTER": "ray"}, "expected kubernetes, slurm, tf_config or none"),
+])
+def test_a_cluster_described_wrong_is_refused_naming_the_variable(environ, message):
+    with pytest.raises(RunError, match=message):
+        cluster.find_cluster(environ)
+
+
+def test_the_example_manifest_and_batch_script_set_what_the_package_reads():
+    examples = Path(__file__).resolve().parents[2] / "examples"
+    manifest = (examples / "kubernetes" / "pretrain.yaml").read_text()
+    for name in (cluster.CLUSTER_VARIABLE, cluster.WORKERS_VARIABLE, cluster.ADDRESS_VARIABLE):
+        assert f"name: {name}" in manifest
+    assert "completionMode: Indexed" in manifest and "clusterIP: None" in manifest
+    assert 'value: "pretrain-{index}.pretrain:2222"' in manifest and "subdomain: pretrain" in manifest
+    script = (examples / "slurm" / "pretrain.sbatch").read_text()
+    assert f"export {cluster.PORT_VARIABLE}=" in script and "srun " in script and "electra_tf.pretrain" in script

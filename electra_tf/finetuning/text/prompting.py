@@ -66,6 +66,10 @@ class PromptConfig(Section):
                                                                   "positive=great negative=terrible")
 
     @property
+    def words(self) -> LabelWords:
+        return LabelWords.parse(self.label_words)
+
+    @property
     def columns(self) -> Columns:
         return Columns(self.text_column, self.text_pair_column, self.label_column)
 
@@ -84,7 +88,7 @@ class PromptTask(FinetuningTask):
 
     def read_files(self, labels=None) -> LabelledText:
         config, files = self.config.task, self.config.files
-        names = list(LabelWords.parse(config.label_words).classes)
+        names = list(config.words.classes)
         space = LabelSpace(names=names, metrics=METRICS, origin="--label_words")
         evaluation = read_examples(files.eval, space, config.columns)
         if self.config.run.eval_only:
@@ -100,7 +104,7 @@ class PromptTask(FinetuningTask):
     def prepare(self, data: LabelledText, tokenizer, max_seq_length: int, seed: int):
         config = self.config.task
         preprocessor = PromptPreprocessor(tokenizer, max_seq_length, template=config.template,
-                                          label_words=LabelWords.parse(config.label_words).spec())
+                                          label_words=config.words.spec())
         data = dataclasses.replace(data, preprocessor=preprocessor)
         train = None
         if data.task.train is not None:
@@ -139,7 +143,7 @@ class PromptTask(FinetuningTask):
 
     def describe_data(self, data: LabelledText) -> list[str]:
         config, layout = self.config.task, data.preprocessor.layout
-        words = LabelWords.parse(config.label_words)
+        words = config.words
         lines = [f"template {config.template!r}; {layout.num_classes} classes: "
                  + ", ".join(f"{name!r} ({' | '.join(map(repr, phrases))})"
                              for name, phrases in zip(words.classes, words.words)),
@@ -155,7 +159,7 @@ class PromptTask(FinetuningTask):
     def data_summary(self, data: LabelledText) -> dict:
         config = self.config.task
         return {"labels": data.task.labels.names, "template": config.template,
-                "label_words": LabelWords.parse(config.label_words).spec(), "shots": config.shots,
+                "label_words": config.words.spec(), "shots": config.shots,
                 "zero_shot": data.task.train is None}
 
 
