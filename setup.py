@@ -98,6 +98,9 @@ setup(
         # HuggingFace dataset) need pyarrow, and .zst-compressed JSON Lines (OpenWebText2, The
         # Pile) need zstandard (Python 3.11 has no zstd). JSON Lines, .gz and .bz2 need nothing.
         "records": ["pyarrow>=17", "zstandard>=0.22"],
+        # Ray Train (--engine ray of python -m electra_tf.launch): a Ray cluster starts the workers and
+        # restarts them after a failure; tested with a local cluster under pytest -m slow.
+        "ray": ["ray[train]>=2.50"],
         # Reference comparisons only (tests/fixtures/make_reference.py, benchmarks/reference_parity.py,
         # the PyTorch peer of benchmarks/pretrain_step.py); the package never imports them. Install a CPU build
         # of torch first where the default wheel would pull CUDA packages.
