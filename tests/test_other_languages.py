@@ -56,6 +56,7 @@ def test_chinese_records_to_an_export_answering_raw_text(languages, tmp_path, ca
     assert served["probabilities"].shape == (2, 2)
 
 
+@pytest.mark.slow  # a measurement of docs/results.md's; both vocabularies are built in tests/test_build_vocab.py
 def test_korean_pieces_per_word_with_each_kind_of_vocabulary(languages, tmp_path, capsys):
     assert languages.main(["write", "--language", "ko", "--output", str(tmp_path / "ko"), "--dev", "40"]) == 0
     corpus = str(tmp_path / "ko" / "corpus.jsonl")

@@ -186,6 +186,9 @@ def test_presets_keras_hub_writes_convert(small_vocab, tmp_path, sizes, lowercas
     np.testing.assert_allclose(our_hidden_states(ours, ids, mask)[mask.astype(bool)], theirs, atol=1e-3)
 
 
+# -m slow: 31 s of the suite. By default: presets keras-hub writes convert to keras-hub's outputs (above),
+# fine-tune as they are (below), and --init_from continues any model_dir (tests/test_convert.py).
+@pytest.mark.slow
 def test_a_converted_preset_fine_tunes_exports_and_continues_pre_training(small_vocab, corpus, tmp_path, capsys):
     import keras_hub
 

@@ -155,7 +155,10 @@ def test_a_flat_config_json_of_an_earlier_version_loads_unchanged():
     flat = json.loads(path.read_text())
     config = PretrainingConfig.load(str(path))
     assert "model" not in flat and config.model.hidden_size == flat["hidden_size"] == 16
-    assert config.training_values() == {key: value for key, value in flat.items() if key != "_derived"}
+    values = config.training_values()
+    assert {key: values[key] for key in flat if key != "_derived"} == {
+        key: value for key, value in flat.items() if key != "_derived"}
+    assert {key: values[key] for key in set(values) - set(flat)} == {"embedding_sharing": "shared"}  # added since
 
 
 def test_no_section_is_a_bag_of_everything():

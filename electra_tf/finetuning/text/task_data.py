@@ -102,8 +102,8 @@ def sample_shots(examples: Examples, names: list, shots: int, seed: int) -> Exam
     model, so few-shot methods compare on the same examples), in the file's order.
 
     >>> data = Examples(["a", "b", "c", "d", "e"], None, [0, 1, 0, 1, 0], "train.csv")
-    >>> sample_shots(data, ["x", "y"], 2, seed=0).labels
-    [0, 1, 0, 1]
+    >>> sample_shots(data, ["x", "y"], 2, seed=0).texts
+    ['b', 'c', 'd', 'e']
     >>> sample_shots(data, ["x", "y"], 3, seed=0)
     Traceback (most recent call last):
     ...

@@ -98,12 +98,11 @@ def test_few_shot_trains_the_head_on_the_same_draw_as_standard_fine_tuning(pretr
     assert "6 training examples / 15 eval examples" in capsys.readouterr().out
 
 
+# Each kind of refusal once through the command (every rule of the template and the words:
+# tests/finetuning/text/test_prompts.py): the words, the vocabulary, the length, the sample, the files.
 @pytest.mark.parametrize("change, message", [
-    (dict(words=["nature=", "town=library"]), "class 'nature' has an empty word"),
     (dict(words=["nature=river", "town=river"]), "share the word 'river'"),
     (dict(words=["nature=river", "town=zeppelin"]), "no pieces for the word 'zeppelin' of class 'town'"),
-    (dict(template="{text} It was."), r"holds \{label\} 0 times"),
-    (dict(template="It was {label}."), r"holds \{text\} 0 times"),
     (dict(template="{text} " + "about the river " * 10 + "{label}"), "leaving no room for the text"),
     (dict(extra=("--shots", "8")), "--shots 8 asks for 8 examples of each class; class 'town' has 7"),
     (dict(words=["nature=river", "forest=hills"]), "label 'town' in column 'label' is not one of the labels of "

@@ -81,7 +81,7 @@ print(json.dumps({{key: out[key].numpy().tolist() for key in
     (["--task", "squad", "--strict_entities"], "--strict_entities is an option of tagging runs; this is a "
                                                "question_answering run"),
     (["--kind", "counting"], "--kind counting: not a kind of fine-tuning run; kinds: classification, "
-                             "question_answering, tagging"),
+                             "prompt, question_answering, tagging"),
     (["--task", "imdb"], "--task 'imdb' is not a task any kind runs; known: CoLA, conll2003, MNLI, MRPC"),
 ])
 def test_option_combinations_refused(tmp_path, capsys, extra, message):
