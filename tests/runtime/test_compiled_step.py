@@ -39,6 +39,10 @@ PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
 CELLS = (list(itertools.product(("one_device", "mirrored"), PRECISIONS, (False, True)))
          + [("mirrored_one_replica", "float32", True), ("mirrored_one_replica", "mixed_float16", True)])
 IDS = [f"{strategy}-{precision}-{'xla' if xla else 'no_xla'}" for strategy, precision, xla in CELLS]
+# One device, float32, no XLA is what every command run of the suite trains in (tests/test_pretrain.py,
+# tests/test_finetune.py, ...): here under -m slow, every other cell by default.
+EVERY_CELL = [pytest.param(*cell, marks=pytest.mark.slow) if cell == ("one_device", "float32", False)
+              else pytest.param(*cell) for cell in CELLS]
 BATCHES = 4
 UPDATES = 4  # at least, in every cell
 # float16 starts at Keras' loss scale 2**15, at which the first steps' gradients overflow and are
@@ -83,7 +87,7 @@ def check_compiled_as_asked(model, strategy, xla):
     assert isinstance(model.train_function, XlaStepLoop) == (xla and not mirrored)
 
 
-@pytest.mark.parametrize("strategy_name,precision,xla", CELLS, ids=IDS)
+@pytest.mark.parametrize("strategy_name,precision,xla", EVERY_CELL, ids=IDS)
 def test_pretraining_trains_in_every_cell(strategy_name, precision, xla, strategy_for):
     trains_in_cell(strategy_for(strategy_name), precision, xla, small_config())
 
@@ -125,7 +129,7 @@ def trains_in_cell(strategy, precision, xla, config):
     check_compiled_as_asked(pretrainer, strategy, xla)
 
 
-@pytest.mark.parametrize("strategy_name,precision,xla", CELLS, ids=IDS)
+@pytest.mark.parametrize("strategy_name,precision,xla", EVERY_CELL, ids=IDS)
 def test_finetuning_trains_in_every_cell(strategy_name, precision, xla, strategy_for):
     from electra_tf.finetuning.text.models import ElectraClassifier
     from electra_tf.models.embeddings import ElectraEmbeddings
