@@ -161,17 +161,14 @@ class ClassificationTask(FinetuningTask):
         train = None
         if data.task.train is not None:
             labels = tf.constant(data.task.train.labels, tf.float32 if data.task.labels.num_classes == 1 else tf.int32)
-            train = training_batches(_features(data.task.train), labels, len(data.task.train), preprocessor,
+            train = training_batches(text_features(data.task.train), labels, len(data.task.train), preprocessor,
                                      self.config.run.update_batch_size, seed)
-        return train, dataclasses.replace(data, evaluation=self._part(data.task.eval, preprocessor))
-
-    def _part(self, examples, preprocessor) -> EvaluationPart:
-        return EvaluationPart(evaluation_batches(_features(examples), preprocessor, self.config.run.update_batch_size),
-                              examples.labels)
+        return train, dataclasses.replace(data, evaluation=labelled_batches(data.task.eval, preprocessor, self.config.run.update_batch_size))
 
     def evaluation_part(self, path: str, data: LabelledText, tokenizer, max_seq_length: int) -> EvaluationPart:
         columns = None if data.glue else self.config.task.columns
-        return self._part(read_examples(path, data.task.labels, columns, data.glue), data.preprocessor)
+        return labelled_batches(read_examples(path, data.task.labels, columns, data.glue), data.preprocessor,
+                                self.config.run.update_batch_size)
 
     def score(self, model, data: LabelledText, part: EvaluationPart):
         return predicted_metrics(model, part.inputs, part.labels, self.metric_names(data),
@@ -209,5 +206,11 @@ class ClassificationTask(FinetuningTask):
         return summary
 
 
-def _features(examples):
+def text_features(examples):
+    """A file's texts as a preprocessor takes them: the texts, or (texts, pairs)."""
     return examples.texts if examples.text_pairs is None else (examples.texts, examples.text_pairs)
+
+
+def labelled_batches(examples, preprocessor, batch_size: int) -> EvaluationPart:
+    """A file's examples as evaluation batches of model inputs, beside their labels."""
+    return EvaluationPart(evaluation_batches(text_features(examples), preprocessor, batch_size), examples.labels)

@@ -23,8 +23,9 @@ import tensorflow as tf
 
 from electra_tf.finetuning.pretrained import saved_model_class
 from electra_tf.finetuning.task import FinetuningTask
-from electra_tf.finetuning.text.classification import EvaluationPart, LabelledText, default_epochs
-from electra_tf.finetuning.text.inputs import evaluation_batches, training_batches
+from electra_tf.finetuning.text.classification import (EvaluationPart, LabelledText, default_epochs,
+                                                       labelled_batches, text_features)
+from electra_tf.finetuning.text.inputs import training_batches
 from electra_tf.finetuning.text.metrics import compute
 from electra_tf.finetuning.text.prompt_model import ElectraPromptClassifier
 from electra_tf.finetuning.text.prompts import LabelWords, PromptPreprocessor, Template
@@ -108,16 +109,13 @@ class PromptTask(FinetuningTask):
         data = dataclasses.replace(data, preprocessor=preprocessor)
         train = None
         if data.task.train is not None:
-            train = training_batches(_features(data.task.train), tf.constant(data.task.train.labels, tf.int32),
+            train = training_batches(text_features(data.task.train), tf.constant(data.task.train.labels, tf.int32),
                                      len(data.task.train), preprocessor, self.config.run.update_batch_size, seed)
-        return train, dataclasses.replace(data, evaluation=self._part(data.task.eval, preprocessor))
-
-    def _part(self, examples, preprocessor) -> EvaluationPart:
-        return EvaluationPart(evaluation_batches(_features(examples), preprocessor, self.config.run.update_batch_size),
-                              examples.labels)
+        return train, dataclasses.replace(data, evaluation=labelled_batches(data.task.eval, preprocessor, self.config.run.update_batch_size))
 
     def evaluation_part(self, path: str, data: LabelledText, tokenizer, max_seq_length: int) -> EvaluationPart:
-        return self._part(read_examples(path, data.task.labels, self.config.task.columns), data.preprocessor)
+        return labelled_batches(read_examples(path, data.task.labels, self.config.task.columns), data.preprocessor,
+                                self.config.run.update_batch_size)
 
     def score(self, model, data: LabelledText, part: EvaluationPart):
         logits = model.predict(part.inputs, verbose=0)
@@ -161,7 +159,3 @@ class PromptTask(FinetuningTask):
         return {"labels": data.task.labels.names, "template": config.template,
                 "label_words": config.words.spec(), "shots": config.shots,
                 "zero_shot": data.task.train is None}
-
-
-def _features(examples):
-    return examples.texts if examples.text_pairs is None else (examples.texts, examples.text_pairs)
