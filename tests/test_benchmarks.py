@@ -15,7 +15,7 @@ from tests.cli_runs import environment
 from tests.scripts import REPO, load_script
 
 SCRIPTS = ("build_data", "gpu", "input_pipeline", "keras_hub_parity", "litert_latency", "pretrain_step",
-           "reference_parity", "serving_latency", "transformers_step")
+           "reference_parity", "scaling", "serving_latency", "transformers_step")
 
 
 def benchmark(name: str, *args: str, timeout: int = 600) -> str:

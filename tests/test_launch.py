@@ -168,6 +168,27 @@ def free_port_pair() -> int:
     raise AssertionError("no two free ports")
 
 
+def run_cluster(argvs, engine):
+    """One process per command line, each with the environment srun gives a task (`slurm`) or a
+    Kubernetes Indexed Job's pod, the peers' names mapped to local ports (`kubernetes`), and no
+    TF_CONFIG; (the processes, their outputs) once all have ended."""
+    base = free_port_pair()
+    workers = []
+    for index, argv in enumerate(argvs):
+        env = {key: value for key, value in environment().items() if key != "TF_CONFIG"}
+        env.update(CUDA_VISIBLE_DEVICES="-1", TF_NUM_INTRAOP_THREADS="1", TF_NUM_INTEROP_THREADS="1",
+                   OMP_NUM_THREADS="1")
+        if engine == "slurm":
+            env.update(SLURM_PROCID=str(index), SLURM_STEP_NUM_TASKS=str(len(argvs)),
+                       SLURM_STEP_NODELIST="127.0.0.1", SLURM_STEP_TASKS_PER_NODE=str(len(argvs)),
+                       ELECTRA_TF_PORT=str(base))
+        else:
+            env.update(ELECTRA_TF_CLUSTER="kubernetes", JOB_COMPLETION_INDEX=str(index),
+                       ELECTRA_TF_WORKERS=str(len(argvs)), ELECTRA_TF_WORKER_ADDRESS=f"127.0.0.1:{base // 10}{{index}}")
+        workers.append(subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    return workers, [worker.communicate(timeout=900)[0] for worker in workers]
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("engine", ["slurm", "kubernetes"])
 def test_two_processes_given_slurms_or_a_pods_environment_train_as_the_launcher_does(engine, data_dir,
@@ -175,26 +196,38 @@ def test_two_processes_given_slurms_or_a_pods_environment_train_as_the_launcher_
     """Two `pretrain` commands with the environment srun gives each task (or a Kubernetes Indexed
     Job's pod, the peers' names mapped to local ports) and no TF_CONFIG: the package finds the
     cluster, and the run ends with the launcher's two-worker weights."""
-    base = free_port_pair()
     argv = command(data_dir, tmp_path / "model", tmp_path / "exports")
     argv = [sys.executable, "-m", "electra_tf.pretrain", *argv[argv.index("--") + 1:]]
-    workers = []
-    for index in range(2):
-        env = {key: value for key, value in environment().items() if key != "TF_CONFIG"}
-        env.update(CUDA_VISIBLE_DEVICES="-1", TF_NUM_INTRAOP_THREADS="1", TF_NUM_INTEROP_THREADS="1",
-                   OMP_NUM_THREADS="1")
-        if engine == "slurm":
-            env.update(SLURM_PROCID=str(index), SLURM_STEP_NUM_TASKS="2", SLURM_STEP_NODELIST="127.0.0.1",
-                       SLURM_STEP_TASKS_PER_NODE="2", ELECTRA_TF_PORT=str(base))
-        else:
-            env.update(ELECTRA_TF_CLUSTER="kubernetes", JOB_COMPLETION_INDEX=str(index), ELECTRA_TF_WORKERS="2",
-                       ELECTRA_TF_WORKER_ADDRESS=f"127.0.0.1:{base // 10}{{index}}")
-        workers.append(subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
-    outputs = [worker.communicate(timeout=900)[0] for worker in workers]
+    workers, outputs = run_cluster([argv, argv], engine)
     assert [worker.returncode for worker in workers] == [0, 0], outputs[0][-3000:] + outputs[1][-3000:]
     assert "this process: worker 0 of 2 (chief)" in outputs[0] and "this process: worker 1 of 2" in outputs[1]
     final = weights(tmp_path / "model" / "checkpoints" / f"ckpt-{STEPS}")
     expected = weights(reference_run[0] / "model" / "checkpoints" / f"ckpt-{STEPS}")
     assert final.keys() == expected.keys()
+    for key in expected:
+        np.testing.assert_allclose(final[key], expected[key], rtol=1e-5, atol=1e-7, err_msg=key)
+
+
+@pytest.mark.slow
+def test_a_run_folder_one_worker_cannot_see_stops_every_worker_before_training(data_dir, reference_run, tmp_path):
+    """Worker 1 given its own folder (as a model_dir on each machine's local disk would be): both
+    workers stop before training with an error naming worker 1 and the folder, the chief's folder
+    keeps nothing a rerun trips on, and the rerun on one folder ends with the two-worker weights."""
+    argv = command(data_dir, tmp_path / "model", tmp_path / "exports")
+    argv = [sys.executable, "-m", "electra_tf.pretrain", *argv[argv.index("--") + 1:]]
+    local = list(argv)
+    local[local.index("--model_dir") + 1] = str(tmp_path / "worker_1_local_disk")
+    workers, outputs = run_cluster([argv, local], "kubernetes")
+    assert [worker.returncode for worker in workers] != [0, 0]
+    for output in outputs:
+        assert "worker 1 of 2 cannot read" in output and "shared storage" in output, output[-3000:]
+        assert "step 1" not in output.lower()
+    assert not (tmp_path / "model" / "checkpoints").exists()
+    assert not (tmp_path / "model" / ".workers-see-this").exists()
+
+    workers, outputs = run_cluster([argv, argv], "kubernetes")
+    assert [worker.returncode for worker in workers] == [0, 0], outputs[0][-3000:] + outputs[1][-3000:]
+    final = weights(tmp_path / "model" / "checkpoints" / f"ckpt-{STEPS}")
+    expected = weights(reference_run[0] / "model" / "checkpoints" / f"ckpt-{STEPS}")
     for key in expected:
         np.testing.assert_allclose(final[key], expected[key], rtol=1e-5, atol=1e-7, err_msg=key)

@@ -12,7 +12,9 @@ TF_CONFIG one (`runtime/cluster.py`).
 process killed, its node lost) or its command fails, Ray stops the group and starts it again,
 and the same command resumes from the newest checkpoint every worker saved, so a restart loses at
 most the steps since it. The model_dir must be on storage every Ray node sees; Ray's own
-results go to `--storage` (default: Ray's, ~/ray_results).
+results go to `--storage` (default: Ray's, ~/ray_results). Each command runs in the folder
+`launch` was started in, where the worker's node has it (relative paths then mean what they
+mean to the user); on a cluster of several nodes give absolute paths on shared storage.
 
 A cluster with fewer CPUs or GPUs than asked is refused before anything starts: Ray's placement
 would otherwise wait for them for ever.
@@ -51,7 +53,7 @@ def launch_ray(module: str, arguments: list[str], workers: int, cpus_per_worker:
     per_worker = {"CPU": cpus_per_worker, **({"GPU": gpus_per_worker} if gpus_per_worker else {})}
     trainer = TensorflowTrainer(
         run_command, train_loop_config={"command": [sys.executable, "-m", module, *arguments],
-                                        "threads": max(1, int(cpus_per_worker))},
+                                        "threads": max(1, int(cpus_per_worker)), "directory": os.getcwd()},
         scaling_config=ScalingConfig(num_workers=workers, use_gpu=gpus_per_worker > 0,
                                      resources_per_worker=per_worker),
         run_config=RunConfig(name=name, storage_path=storage, failure_config=FailureConfig(max_failures=max_failures)))
@@ -89,7 +91,10 @@ def run_command(config: dict) -> None:
     threads = str(config["threads"])
     env.update(TF_NUM_INTRAOP_THREADS=threads, TF_NUM_INTEROP_THREADS=threads, OMP_NUM_THREADS=threads,
                PYTHONUNBUFFERED="1")
-    status = subprocess.run(config["command"], env=env, preexec_fn=_die_with_parent).returncode
+    # Ray starts its workers in a folder of its own; the command's relative paths (--model_dir
+    # runs/x, the bundled sample's runs/data) mean the launching folder, where a node has it.
+    directory = config["directory"] if os.path.isdir(config["directory"]) else None
+    status = subprocess.run(config["command"], env=env, cwd=directory, preexec_fn=_die_with_parent).returncode
     if status != 0:
         raise RuntimeError(f"{' '.join(config['command'][1:3])} exited with status {status}")
 

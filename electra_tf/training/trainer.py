@@ -4,7 +4,8 @@ What every run shares is here, once: the folder's lock, the runtime (strategy, p
 and its compile cache, chosen before the model exists), the checkpoint manager and exact
 resume (tasks whose plan is resumable), SIGTERM/SIGINT, progress lines and TensorBoard, the
 evaluations during training (and the best one's weights, where the task keeps the best), the
-run's history across processes and its metrics.json, and a multi-worker run's lost peers.
+run's history across processes and its metrics.json, and a multi-worker run's folder (checked
+to be one every worker sees, before anything is built) and lost peers.
 What differs between tasks, the task says (`Task`). Exporting is not the trainer's: a command
 passes `after_training`, which the chief runs on `task.served_model(...)` once training is
 saved, inside the same signal and worker guards (`python -m electra_tf.pretrain` exports the
@@ -40,7 +41,7 @@ from electra_tf.training.evaluation import PeriodicEvaluation, write_scalars
 from electra_tf.training.history import RunHistory
 from electra_tf.training.resumable_input import InputTracker
 from electra_tf.training.task import RunContext, Task, TaskReport, TrainingPlan
-from electra_tf.training.workers import barrier, lost_workers_reported, per_worker
+from electra_tf.training.workers import barrier, check_shared_folder, lost_workers_reported, per_worker
 from electra_tf.utils.errors import RunError
 from electra_tf.utils.files import atomic_write_text
 from electra_tf.utils.locking import FolderLock
@@ -199,6 +200,9 @@ class Trainer:
     def _run(self, role, closing, after_training) -> RunResult:
         started = time.monotonic()
         runtime, cache = start_runtime(self.runtime_config, role, self.task.model_width, self.config.steps_per_loop)
+        if role.is_multi_worker:
+            with lost_workers_reported(role):
+                check_shared_folder(runtime.strategy, role, self.run_dir)
         context = RunContext(self.run_dir, role, runtime, self.config, closing)
         inputs = self.task.build_inputs(context)
         plan = self.task.plan(inputs)

@@ -1,7 +1,7 @@
 """`python -m electra_tf.launch --engine ray`: a job the cluster cannot place is refused before
 anything starts; under -m slow (with the `.[ray]` extra) a two-worker Ray Train job on a local Ray
-cluster, one worker's actor process killed with SIGKILL mid-run, restarts the group and ends with
-the weights of the launcher's uninterrupted two-worker run."""
+cluster, given relative folders, one worker's actor process killed with SIGKILL mid-run, restarts
+the group and ends with the weights of the launcher's uninterrupted two-worker run."""
 
 import importlib.util
 import os
@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -45,11 +46,12 @@ def test_without_ray_the_engine_names_the_extra(monkeypatch, capsys):
 def test_a_killed_worker_makes_ray_restart_the_group_and_the_run_ends_as_an_uninterrupted_one(
         data_dir, reference_run, tmp_path):  # noqa: F811
     model_dir = tmp_path / "model"
-    argv = command(data_dir, model_dir, tmp_path / "exports")
+    # Relative folders, started in tmp_path: each worker's command runs where launch was started.
+    argv = command(data_dir, Path("model"), Path("exports"))
     argv = [sys.executable, "-m", "electra_tf.launch", "--engine", "ray", "--workers", "2", "--max_failures", "1",
             "--storage", str(tmp_path / "ray"), *argv[argv.index("--"):]]
     env = {key: value for key, value in environment().items() if key not in ("RAY_ADDRESS", "TF_CONFIG")}
-    job = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    job = subprocess.Popen(argv, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     lines = []
     reader = threading.Thread(target=lambda: lines.extend(job.stdout), daemon=True)
     reader.start()
