@@ -3,6 +3,7 @@ training as one worker, and a killed worker that stops the job and resumes exact
 
 import io
 import json
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -129,12 +130,15 @@ POD = {"ELECTRA_TF_CLUSTER": "kubernetes", "JOB_COMPLETION_INDEX": "1", "ELECTRA
        "ELECTRA_TF_WORKER_ADDRESS": "pretrain-{index}.pretrain:2222"}
 
 
-def test_the_cluster_is_found_in_tf_config_then_kubernetes_then_slurm():
+def test_the_cluster_is_found_in_tf_config_then_kubernetes_then_slurm(monkeypatch, tmp_path):
     assert cluster.find_cluster({}) == cluster.Cluster("none")
     found = cluster.find_cluster(POD)
     assert found == cluster.Cluster("Kubernetes", ("pretrain-0.pretrain:2222", "pretrain-1.pretrain:2222",
                                                    "pretrain-2.pretrain:2222"), 1)
     assert "3 workers from Kubernetes" in found.describe() and "pretrain-1.pretrain:2222 (this process)" in found.describe()
+    # A compressed node list with no scontrol on the PATH: TensorFlow's resolver expands it itself.
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert shutil.which("scontrol") is None
     slurm = cluster.find_cluster({**SLURM_STEP, "ELECTRA_TF_PORT": "12345"})
     assert slurm == cluster.Cluster("SLURM", ("gpu07:12345", "gpu07:12346", "gpu08:12345", "gpu08:12346"), 3)
     # An explicit TF_CONFIG comes first (Ray Train and the local launcher write one); then Kubernetes, asked for.
