@@ -154,7 +154,7 @@ def test_a_rerun_with_xla_compiles_nothing(topic_csv, pretrained_dir, tmp_path):
     train = topic_csv(tmp_path / "data" / "train.csv")
     argv = [sys.executable, "-m", "electra_tf.finetune", "--pretrained", str(pretrained_dir), "--train", str(train),
             "--eval", str(train), "--output_dir", str(tmp_path / "out"), "--overwrite", "--batch_size", "4",
-            "--epochs", "2", "--xla", "--strategy", "one_device"]
+            "--epochs", "1", "--xla", "--strategy", "one_device"]
     env = dict(environment(), ELECTRA_TF_COMPILE_CACHE=str(tmp_path / "cache"))
 
     def run():

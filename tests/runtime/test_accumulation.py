@@ -31,7 +31,8 @@ def train(config, batches, steps, xla=False):
     return [v.numpy() for v in pretrainer.trainable_variables], logs
 
 
-@pytest.mark.parametrize("objective", ["electra", "mlm"])
+# The masked-LM baseline under -m slow: its loss is the generator's, which the electra case sums too.
+@pytest.mark.parametrize("objective", ["electra", pytest.param("mlm", marks=pytest.mark.slow)])
 def test_four_micro_batches_of_8_update_as_one_batch_of_32(objective):
     config = exact_config(objective)
     batches = [masked_batch(config, 32, seed=seed) for seed in range(3)]

@@ -39,15 +39,25 @@ PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
 CELLS = (list(itertools.product(("one_device", "mirrored"), PRECISIONS, (False, True)))
          + [("mirrored_one_replica", "float32", True), ("mirrored_one_replica", "mixed_float16", True)])
 IDS = [f"{strategy}-{precision}-{'xla' if xla else 'no_xla'}" for strategy, precision, xla in CELLS]
-# One device, float32, no XLA is what every command run of the suite trains in (tests/test_pretrain.py,
-# tests/test_finetune.py, ...): here under -m slow, every other cell by default.
-EVERY_CELL = [pytest.param(*cell, marks=pytest.mark.slow) if cell == ("one_device", "float32", False)
-              else pytest.param(*cell) for cell in CELLS]
+# Under -m slow, with what covers them by default: one device, float32, no XLA is what every
+# command run of the suite trains in (tests/test_pretrain.py, tests/test_finetune.py, ...); one
+# device in bfloat16 is float32's path with another dtype policy, which the mirrored bfloat16
+# cells train in (and one_device float32 XLA compiles the whole step); two replicas in bfloat16
+# without XLA likewise (float32's two-replica path, below; bfloat16 in the mirrored XLA cell). Two replicas in float32
+# without XLA: tests/pretraining/test_pretrainer.py (one and two replicas, the same update),
+# tests/runtime/test_accumulation.py (two replicas accumulating), tests/finetuning/text/test_models.py
+# (fine-tuning under two replicas); with XLA, the mirrored bfloat16 XLA cell compiles the same
+# per-replica gradients and the one-replica float32 XLA cell the float32 ones.
+SLOW_CELLS = {("one_device", "float32", False), ("one_device", "mixed_bfloat16", False),
+              ("one_device", "mixed_bfloat16", True), ("mirrored", "float32", False), ("mirrored", "float32", True),
+              ("mirrored", "mixed_bfloat16", False)}
+EVERY_CELL = [pytest.param(*cell, marks=pytest.mark.slow) if cell in SLOW_CELLS else pytest.param(*cell)
+              for cell in CELLS]
 BATCHES = 4
 UPDATES = 4  # at least, in every cell
 # float16 starts at Keras' loss scale 2**15, at which the first steps' gradients overflow and are
-# skipped (each halves the scale): enough batches that updates follow.
-FLOAT16_BATCHES = 16
+# skipped (each halves the scale; 3 of them in the one-device cell): enough batches that updates follow.
+FLOAT16_BATCHES = 10
 
 
 def batches_for(precision):
