@@ -50,7 +50,8 @@ REFERENCE_SEQUENCES_PER_SECOND = 955.0
 REFERENCE_BATCH = 176
 PUBLISHED_8_GPU_SPEEDUP = 7.87
 # Bus bandwidths (bytes/s) of the links projected over: the all-reduce time of B bytes over N
-# workers is 2 (N - 1) / N x B / bus bandwidth (nccl-tests' definition of "busbw").
+# workers is 2 (N - 1) / N x B / bus bandwidth (nccl-tests' definition of "busbw"). The NVSwitch
+# figure is an assumption (not measured here); the 100 GB/s row shows how much the check rests on it.
 LINKS = {"NVSwitch, DGX A100 (230 GB/s)": 230e9, "NVSwitch at 100 GB/s": 100e9,
          "100 Gb/s Ethernet/InfiniBand": 12.5e9, "25 Gb/s Ethernet": 3.125e9, "10 Gb/s Ethernet": 1.25e9}
 PRESETS = ("electra_small", "electra_base", "electra_large")
