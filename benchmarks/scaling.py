@@ -10,9 +10,9 @@ as one process, as `python -m electra_tf.launch --workers 2` and as `--engine ra
 (needs the `.[ray]` extra), in `--rounds` alternating rounds after an untimed two-step run (it
 prepares the bundled sample once); each row is the median of the chief's steady-state step time
 (metrics.json's `step_seconds`: from the end of the first step to the last) and of the command's
-wall time. Two local workers share this machine's cores, one
-thread each against the one process's two, so the rows measure what the multi-worker path
-costs (the gradients' all-reduce through gRPC, coordination), not a speed-up.
+wall time. Local workers share this machine's cores (each its share of the threads), so the
+rows measure what the multi-worker path costs (the gradients' all-reduce through gRPC,
+coordination), not a speed-up.
 
 Projected: a step's gradients are all-reduced once, in float32 (the variables' dtype in every
 precision), after the backward pass (no overlap), so with N workers
@@ -35,13 +35,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 import common
 
@@ -57,6 +57,18 @@ LINKS = {"NVSwitch, DGX A100 (230 GB/s)": 230e9, "NVSwitch at 100 GB/s": 100e9,
 PRESETS = ("electra_small", "electra_base", "electra_large")
 WORKER_COUNTS = (2, 8, 32)
 ACCUMULATION = 4  # gradient_accumulation_steps of the last column
+
+
+class PresetVolume(NamedTuple):
+    """What the projection needs of a preset: its all-reduce volume and one worker's step."""
+
+    parameters: int
+    gradient_bytes: int  # float32, every trainable variable
+    compute_seconds: float  # a step of REFERENCE_BATCH x 128 tokens on the reference GPU
+
+
+def preset_volume(preset: str) -> PresetVolume:
+    return PresetVolume(*gradient_bytes(preset), compute_seconds(preset, REFERENCE_BATCH))
 
 
 def gradient_bytes(preset: str) -> tuple[int, int]:
@@ -94,11 +106,11 @@ def speed_up(compute: float, bytes_: float, bandwidth: float, workers: int) -> f
 def projection() -> str:
     """Weak-scaling speed-ups per link: each preset on 8 workers, Base on 2 to 32; above the
     table each preset's gradient volume and reference step."""
-    sizes = {preset: (*gradient_bytes(preset), compute_seconds(preset, REFERENCE_BATCH)) for preset in PRESETS}
+    sizes = {preset: preset_volume(preset) for preset in PRESETS}
     # (preset, workers, micro-batches per update): accumulation all-reduces once per update.
     columns = ([(preset, 8, 1) for preset in PRESETS] + [("electra_base", n, 1) for n in WORKER_COUNTS if n != 8]
                + [("electra_base", 8, ACCUMULATION)])
-    rows = [[link] + [f"{speed_up(k * sizes[preset][2], sizes[preset][1], bandwidth, n):.2f}x"
+    rows = [[link] + [f"{speed_up(k * sizes[preset].compute_seconds, sizes[preset].gradient_bytes, bandwidth, n):.2f}x"
                       for preset, n, k in columns] for link, bandwidth in LINKS.items()]
     short = {preset: preset.removeprefix("electra_").capitalize() for preset in PRESETS}
     lines = [f"{short[preset]}: {count / 1e6:.1f}M parameters, {bytes_ / 1e6:.0f} MB of gradients a step, "
@@ -107,8 +119,8 @@ def projection() -> str:
     names = [f"{short[preset]}, {n} workers" + (f", accumulation {k}" if k > 1 else "") for preset, n, k in columns]
     table = common.markdown_table(["link"] + names, rows)
     base = sizes["electra_base"]
-    check = "; ".join(f"{link}: {speed_up(base[2], base[1], bandwidth, 8):.2f}x" for link, bandwidth in LINKS.items()
-                      if link.startswith("NVSwitch"))
+    check = "; ".join(f"{link}: {speed_up(base.compute_seconds, base.gradient_bytes, bandwidth, 8):.2f}x"
+                      for link, bandwidth in LINKS.items() if link.startswith("NVSwitch"))
     return "\n".join(lines) + "\n\n" + table + (f"\n\nCheck, ELECTRA-Base on 8 A100s: {check} projected; "
                                                 f"{PUBLISHED_8_GPU_SPEEDUP}x published")
 
@@ -123,16 +135,16 @@ def arm_command(arm: str, model_dir: Path, steps: int, workers: int) -> list[str
 
 
 def measure_arm(arm: str, steps: int, workers: int, log: Path) -> dict:
-    model_dir = Path(tempfile.mkdtemp(prefix=f"scaling_{arm}_"))
-    started = time.perf_counter()
-    with log.open("a") as output:
-        status = subprocess.run(arm_command(arm, model_dir / "run", steps, workers), stdout=output,
+    """One run of `arm`: the chief's steady step and first step (metrics.json), the command's wall time."""
+    with tempfile.TemporaryDirectory(prefix=f"scaling_{arm}_") as folder, log.open("a") as output:
+        run_dir = Path(folder) / "run"
+        started = time.perf_counter()
+        status = subprocess.run(arm_command(arm, run_dir, steps, workers), stdout=output,
                                 stderr=subprocess.STDOUT).returncode
-    wall = time.perf_counter() - started
-    if status != 0:
-        raise SystemExit(f"{arm}: exited with status {status}; its output is in {log}")
-    metrics = json.loads((model_dir / "run" / "metrics.json").read_text())
-    shutil.rmtree(model_dir, ignore_errors=True)
+        wall = time.perf_counter() - started
+        if status != 0:
+            raise SystemExit(f"{arm}: exited with status {status}; its output is in {log}")
+        metrics = json.loads((run_dir / "metrics.json").read_text())
     return {"step": metrics["step_seconds"], "first": metrics["first_step_seconds"], "wall": wall}
 
 
@@ -146,8 +158,8 @@ def measurement(arms: list[str], steps: int, rounds: int, workers: int) -> str:
             results[arm].append(measure_arm(arm, steps, workers, log))
             print(f"  round {round_ + 1}/{rounds} {arm}: step {results[arm][-1]['step'] * 1e3:.0f} ms, "
                   f"wall {results[arm][-1]['wall']:.0f} s", flush=True)
-    names = {"one": "one process (2 threads)", "launch": f"launch --workers {workers} (1 thread each)",
-             "ray": f"launch --engine ray --workers {workers} (1 CPU each)"}
+    names = {"one": "one process", "launch": f"launch --workers {workers}",
+             "ray": f"launch --engine ray --workers {workers} --cpus_per_worker 1"}
     base = statistics.median(run["step"] for run in results[arms[0]])
     rows = []
     for arm in arms:
@@ -155,7 +167,7 @@ def measurement(arms: list[str], steps: int, rounds: int, workers: int) -> str:
         rows.append([names[arm], f"{step * 1e3:.0f}", f"{step / base:.2f}",
                      f"{statistics.median(run['first'] for run in results[arm]):.1f}",
                      f"{statistics.median(run['wall'] for run in results[arm]):.0f}"])
-    header = ["engine", "step ms (median)", f"vs {names[arms[0]].split(' (')[0]}", "first step s", "command wall s"]
+    header = ["engine", "step ms (median)", f"vs {names[arms[0]]}", "first step s", "command wall s"]
     return common.markdown_table(header, rows)
 
 
