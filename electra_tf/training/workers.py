@@ -34,12 +34,7 @@ def per_worker(strategy, role, dataset):
 
 def barrier(strategy) -> None:
     """Returns once every worker has reached it (one scalar all-reduce)."""
-
-    @tf.function(autograph=False)
-    def all_reduce_one():
-        return strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(lambda: tf.ones([])), axis=None)
-
-    all_reduce_one()
+    _all_reduce_sum(strategy, 1, [0.0])
 
 
 # The file the chief writes into the run folder for the other workers to read back.
