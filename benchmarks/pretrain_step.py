@@ -50,7 +50,6 @@ PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
 def build(config, batch: dict, precision: str, xla: bool, accumulation: int = 1):
     """(the pre-trainer, seconds to its first update): built, compiled and trained one step."""
     import keras
-    import tensorflow as tf
 
     from electra_tf.pretraining.pretrainer import ElectraPretrainer
     from electra_tf.pretraining.pretrainer import pretraining_optimizer

@@ -135,7 +135,8 @@ def test_the_cluster_is_found_in_tf_config_then_kubernetes_then_slurm(monkeypatc
     found = cluster.find_cluster(POD)
     assert found == cluster.Cluster("Kubernetes", ("pretrain-0.pretrain:2222", "pretrain-1.pretrain:2222",
                                                    "pretrain-2.pretrain:2222"), 1)
-    assert "3 workers from Kubernetes" in found.describe() and "pretrain-1.pretrain:2222 (this process)" in found.describe()
+    described = found.describe()
+    assert "3 workers from Kubernetes" in described and "pretrain-1.pretrain:2222 (this process)" in described
     # A compressed node list with no scontrol on the PATH: TensorFlow's resolver expands it itself.
     monkeypatch.setenv("PATH", str(tmp_path))
     assert shutil.which("scontrol") is None

@@ -137,7 +137,9 @@ def test_sentencepiece_and_cased_vocabularies_tokenize_as_the_saved_model(senten
         np.testing.assert_array_equal(theirs["token_ids"], saved_model_outputs(saved, text=texts)["token_ids"])
 
 
-@pytest.mark.slow  # BERT_RULE's agreement by default: the sentencepiece and cased test above; here the V1 rule's documented differences
+# -m slow: the V1 rule's documented differences; BERT_RULE's agreement runs by default (the sentencepiece
+# and cased test above).
+@pytest.mark.slow
 def test_where_the_tokenizers_differ(tmp_path):
     """A vocabulary of BERT_RULE tokenizes in its LiteRT file as in its SavedModel; one written before
     it (V1_RULE) keeps its SavedModel's ids, and its LiteRT file splits words as BERT does where

@@ -163,7 +163,8 @@ class ClassificationTask(FinetuningTask):
             labels = tf.constant(data.task.train.labels, tf.float32 if data.task.labels.num_classes == 1 else tf.int32)
             train = training_batches(text_features(data.task.train), labels, len(data.task.train), preprocessor,
                                      self.config.run.update_batch_size, seed)
-        return train, dataclasses.replace(data, evaluation=labelled_batches(data.task.eval, preprocessor, self.config.run.update_batch_size))
+        evaluation = labelled_batches(data.task.eval, preprocessor, self.config.run.update_batch_size)
+        return train, dataclasses.replace(data, evaluation=evaluation)
 
     def evaluation_part(self, path: str, data: LabelledText, tokenizer, max_seq_length: int) -> EvaluationPart:
         columns = None if data.glue else self.config.task.columns

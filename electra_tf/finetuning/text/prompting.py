@@ -111,7 +111,8 @@ class PromptTask(FinetuningTask):
         if data.task.train is not None:
             train = training_batches(text_features(data.task.train), tf.constant(data.task.train.labels, tf.int32),
                                      len(data.task.train), preprocessor, self.config.run.update_batch_size, seed)
-        return train, dataclasses.replace(data, evaluation=labelled_batches(data.task.eval, preprocessor, self.config.run.update_batch_size))
+        evaluation = labelled_batches(data.task.eval, preprocessor, self.config.run.update_batch_size)
+        return train, dataclasses.replace(data, evaluation=evaluation)
 
     def evaluation_part(self, path: str, data: LabelledText, tokenizer, max_seq_length: int) -> EvaluationPart:
         return labelled_batches(read_examples(path, data.task.labels, self.config.task.columns), data.preprocessor,
