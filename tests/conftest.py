@@ -199,6 +199,20 @@ def _restore_the_global_dtype_policy():
     keras.config.set_dtype_policy(policy)
 
 
+
+@pytest.fixture(autouse=True)
+def _no_signal_handler_outlives_its_test():
+    """A run that ends, however it ends, gives SIGTERM/SIGINT back to the handlers it found: one
+    left behind would swallow the next Ctrl-C or preemption notice in that process."""
+    import signal
+
+    before = {number: signal.getsignal(number) for number in (signal.SIGTERM, signal.SIGINT)}
+    yield
+    after = {number: signal.getsignal(number) for number in before}
+    for number, handler in before.items():
+        signal.signal(number, handler)
+    assert after == before, f"the test left signal handlers installed: {after}"
+
 def pretrained_run_argv(root: Path) -> list[str]:
     """The arguments of `pretrained_run` (no --export_dir: it exports inside its model_dir)."""
     return ["--data", str(root / "data"), "--model_dir", str(root / "electra_tiny"), "--steps", "4",

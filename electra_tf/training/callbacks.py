@@ -21,6 +21,7 @@ and these callbacks only read the input's state, so their order does not matter.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import signal
@@ -244,30 +245,55 @@ class Pause:
 
 class StopOnSignal(keras.callbacks.Callback):
     """SIGTERM/SIGINT stop training after the step in which they arrive (`received` holds the
-    number); a second one falls back to the default behaviour (e.g. Ctrl-C twice quits). Put it
-    before a `CheckpointSaver`, which then saves that step."""
+    number); a second one falls back to the handler from before (e.g. Ctrl-C twice quits). Put it
+    before a `CheckpointSaver`, which then saves that step.
+
+    As a plain callback it listens from `on_train_begin` to `on_train_end`. Keras skips
+    `on_train_end` when `fit` raises, so a run of several `fit` calls listens with `listening()`
+    around all of them: no gap between calls, and the earlier handlers back however it ends."""
 
     def __init__(self, signals=(signal.SIGTERM, signal.SIGINT)):
         super().__init__()
         self.signals = signals
         self.received: int | None = None
-        self._previous = {}
+        self._previous: dict | None = None  # the handlers replaced while listening
+        self._installed_by_fit = False
 
-    def on_train_begin(self, logs=None):
-        for number in self.signals:
-            self._previous[number] = signal.signal(number, self._on_signal)
+    @contextlib.contextmanager
+    def listening(self):
+        installed = self._install()
+        try:
+            yield self
+        finally:
+            if installed:
+                self._restore()
+
+    def _install(self) -> bool:
+        if self._previous is not None:
+            return False
+        self._previous = {number: signal.signal(number, self._on_signal) for number in self.signals}
+        return True
+
+    def _restore(self) -> None:
+        for number, previous in (self._previous or {}).items():
+            signal.signal(number, previous)
+        self._previous = None
 
     def _on_signal(self, number, frame):
         self.received = number
-        signal.signal(number, self._previous.get(number, signal.SIG_DFL))
+        signal.signal(number, (self._previous or {}).get(number, signal.SIG_DFL))
+
+    def on_train_begin(self, logs=None):
+        self._installed_by_fit = self._install()
 
     def on_train_batch_end(self, batch, logs=None):
         if self.received is not None:
             self.model.stop_training = True
 
     def on_train_end(self, logs=None):
-        for number, previous in self._previous.items():
-            signal.signal(number, previous)
+        if self._installed_by_fit:
+            self._restore()
+            self._installed_by_fit = False
 
 
 class CheckpointSaver(keras.callbacks.Callback):

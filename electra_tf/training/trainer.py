@@ -210,7 +210,8 @@ class Trainer:
         run = self._prepare(context, inputs, plan, model, cache, cached_programs(cache), started)
         self._print_header(run)
         loop = self._callbacks(run)
-        self._train(run, loop)
+        with loop.stop.listening():
+            self._train(run, loop)
         if loop.monitor.diverged_at is not None:
             self._record(run, loop, "diverged")
             return self._result(run, "diverged", diverged_at=loop.monitor.diverged_at,

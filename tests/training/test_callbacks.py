@@ -7,6 +7,7 @@ import types
 
 import keras
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from electra_tf.training.callbacks import (MAX_CONSECUTIVE_SKIPS, CheckpointSaver, ProgressPlan, StopOnSignal,
@@ -144,6 +145,32 @@ def test_saver_saves_on_schedule_and_after_a_signal_then_restores_handlers():
     assert saved == [2, 3]
     assert stop.received == signal.SIGUSR1 and model.stop_training
     assert saver.saved_paths == noted == ["ckpt-2", "ckpt-3"]
+    assert signal.getsignal(signal.SIGUSR1) == previous
+
+
+def test_a_fit_that_raises_leaves_the_handlers_it_found():
+    """Keras skips on_train_end when fit raises (here a full disk at a save); the handler must
+    not outlive the run, or the next Ctrl-C in that process is only recorded."""
+    model = keras.Sequential([keras.Input((1,)), keras.layers.Dense(1)])
+    model.compile(optimizer="sgd", loss="mse")
+    data = (np.zeros((8, 1), "float32"), np.zeros((8, 1), "float32"))
+
+    class FullDisk(keras.callbacks.Callback):
+        def on_train_batch_end(self, batch, logs=None):
+            raise OSError("No space left on device")
+
+    previous = signal.getsignal(signal.SIGUSR1)
+    stop = StopOnSignal(signals=(signal.SIGUSR1,))
+    with pytest.raises(OSError, match="No space"), stop.listening():
+        model.fit(*data, batch_size=4, epochs=1, verbose=0, callbacks=[stop, FullDisk()])
+    assert signal.getsignal(signal.SIGUSR1) == previous
+    # Listening spans several fits with no gap between them; a fit on its own listens during itself.
+    with stop.listening():
+        for _ in range(2):
+            model.fit(*data, batch_size=4, epochs=1, verbose=0, callbacks=[stop])
+            assert signal.getsignal(signal.SIGUSR1) != previous
+    assert signal.getsignal(signal.SIGUSR1) == previous
+    model.fit(*data, batch_size=4, epochs=1, verbose=0, callbacks=[stop])
     assert signal.getsignal(signal.SIGUSR1) == previous
 
 
