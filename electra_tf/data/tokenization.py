@@ -60,6 +60,7 @@ first NUL, so V1_RULE makes it a space first (`normalize`).
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import keras_hub
@@ -83,6 +84,50 @@ CJK_PATTERN = (r"[\x{4E00}-\x{9FFF}]|[\x{3400}-\x{4DBF}]|[\x{20000}-\x{2A6DF}]|[
 # control character), which a space before splitting does without that.
 NUL_PATTERN = r"\x00"
 
+# A tagger's words: runs between the characters of Unicode's White_Space property under
+# BERT_RULE (where its tokenizer splits too), between ASCII whitespace under V1_RULE.
+UNICODE_WHITE_SPACE = "\t\n\v\f\r \x85\xa0\u1680" + "".join(map(chr, range(0x2000, 0x200B))) + "\u2028\u2029\u202f\u205f\u3000"
+ASCII_WHITE_SPACE = "\t\n\v\f\r "
+
+
+def whitespace_words(text, white_space: str = UNICODE_WHITE_SPACE):
+    """A batch of strings -> (words, starts, ends), ragged [batch, (words)]: the runs of
+    characters other than `white_space` and their byte offsets in the text, found over the texts'
+    bytes with ops LiteRT has kernels for, so the SavedModel and the LiteRT file find the same
+    words (tf-text's WhitespaceTokenizer ends a word before a multi-byte space at that space's
+    last byte, and `regex_split` ends a text at a NUL). Invalid UTF-8 bytes are word bytes."""
+    splitter = tf_text.ByteSplitter()
+    split = splitter.split(text)  # ragged uint8 [batch, (bytes)]
+    values, rows = tf.cast(split.flat_values, tf.int32), tf.cast(split.value_rowids(), tf.int32)
+    count = tf.shape(values)[0]
+
+    def ahead(flat, by: int, fill):  # flat[i + by], `fill` past the end
+        return tf.concat([flat, tf.fill([by], fill)], 0)[by:] if by else flat
+
+    def behind(flat, by: int, fill):  # flat[i - by], `fill` before the start
+        return tf.concat([tf.fill([by], fill), flat], 0)[:count]
+
+    # [position of a character's j-th byte] in the same text: 3 bytes cover every space here.
+    nexts = [tf.where(ahead(rows, j, -1) == rows, ahead(values, j, -1), -1) for j in range(3)]
+    space = tf.zeros_like(values, tf.bool)
+    for character in white_space:
+        encoded = character.encode("utf-8")
+        starts_here = functools.reduce(tf.logical_and, [nexts[j] == byte for j, byte in enumerate(encoded)])
+        for j in range(len(encoded)):  # the character's every byte is space
+            space |= behind(starts_here, j, False)
+    word = ~space
+    starts = word & (behind(space, 1, True) | (behind(rows, 1, -1) != rows))
+    ends = word & (ahead(space, 1, True) | (ahead(rows, 1, -1) != rows))  # a word's last byte
+    row_starts = tf.gather(tf.cast(split.row_splits, tf.int32), rows)
+    word_splits = tf.gather(tf.concat([[0], tf.cumsum(tf.cast(starts, tf.int32))], 0), split.row_splits)
+
+    def offsets(flags, plus: int):
+        positions = tf.cast(tf.where(flags)[:, 0], tf.int32)
+        relative = positions - tf.gather(row_starts, positions) + plus
+        return tf.RaggedTensor.from_row_splits(relative, tf.cast(word_splits, tf.int64), validate=False)
+
+    word_starts, word_ends = offsets(starts, 0), offsets(ends, 1)
+    return splitter.split_by_offsets(text, word_starts, word_ends), word_starts, word_ends
 
 def split_patterns(split_cjk: bool) -> tuple[str, str]:
     """(delimiters, delimiters kept as words) for `tensorflow_text.regex_split` (V1_RULE)."""
@@ -207,6 +252,13 @@ class ElectraTokenizer:
     @property
     def vocabulary_size(self) -> int:
         return len(self.vocabulary)
+
+    @property
+    def word_white_space(self) -> str:
+        """The characters between a tagger's words in served text (`whitespace_words`): every
+        Unicode space under BERT_RULE, where its tokenizer splits too; ASCII whitespace for
+        V1_RULE and SentencePiece vocabularies, as their served taggers always split."""
+        return UNICODE_WHITE_SPACE if self.normalizer is not None else ASCII_WHITE_SPACE
 
     def sentencepiece_op(self):
         """tf-text's `SentencepieceTokenizer` over this vocabulary's model, made in the graph being

@@ -25,7 +25,7 @@ from __future__ import annotations
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from electra_tf.data.tokenization import bert_wordpiece
+from electra_tf.data.tokenization import bert_wordpiece, whitespace_words
 from electra_tf.data.vocabulary_files import SENTENCEPIECE
 from electra_tf.models.preprocessing import pair_lengths
 from electra_tf.utils.errors import ElectraError
@@ -63,7 +63,7 @@ class LiteRTTokenizer:
     def accepts(self, text):
         """A scalar bool, true, computed from the tokenizer's first op on `text`: that op refuses
         a text input of another rank than 1 ("Input values shape must be rank 1"), which ops such
-        as WhitespaceTokenizer read silently; a function whose outputs use this refuses it too."""
+        as ByteSplitter read silently; a function whose outputs use this refuses it too."""
         first = (self.normalizer.normalize(text) if self.normalizer is not None
                  else self.sentencepiece.tokenize(text).row_lengths())
         return tf.shape(first)[0] >= 0
@@ -120,13 +120,13 @@ def pack_pair(pieces_a, pieces_b, tokenizer, length: int) -> dict:
 
 
 def pack_whitespace_words(text, lite_tokenizer, length: int):
-    """A tagger's input: the text's whitespace-separated words, each tokenized on its own (an
+    """A tagger's input: the text's words (`ElectraTokenizer.word_white_space` between them), each tokenized on its own (an
     empty one as [UNK], a SentencePiece word's bare word start dropped, as
     `preprocessing.pack_words`). Returns (inputs, word_positions [b, words]: each word's first
     piece, or -1 when cut off, word_start, word_end [b, words]: its bytes in the text, -1 past
     the last word)."""
     tokenizer, slots = lite_tokenizer.tokenizer, length - 2
-    words, starts, ends = tf_text.WhitespaceTokenizer().tokenize_with_offsets(text)
+    words, starts, ends = whitespace_words(text, tokenizer.word_white_space)
     word_count = tf.minimum(tf.cast(words.row_lengths(), tf.int32), slots)
     batch = tf.shape(word_count)[0]
     # Every word's pieces, then [batch, words, pieces]: LiteRT pads ragged numbers, not strings.

@@ -13,6 +13,8 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
+from electra_tf.models.transformer import gelu
+
 
 def truncated_normal(stddev: float) -> keras.initializers.Initializer:
     return keras.initializers.TruncatedNormal(stddev=stddev)
@@ -42,9 +44,11 @@ class ReplacedTokenDetectionHead(keras.layers.Layer):
         super().__init__(**kwargs)
         self.hidden_size = hidden_size
         self.initializer_range = initializer_range
+        # GELU is the encoder's (`transformer.gelu`): computed in float32, and traced in the form
+        # an export asks for (a runtime without erfc).
         self.dense = keras.layers.Dense(
-            hidden_size, activation="gelu", kernel_initializer=truncated_normal(initializer_range),
-            dtype=self.dtype_policy, name="dense")
+            hidden_size, kernel_initializer=truncated_normal(initializer_range), dtype=self.dtype_policy,
+            name="dense")
         # Official: `tf.layers.dense(hidden, units=1)`, no initializer given.
         self.dense_prediction = keras.layers.Dense(
             1, kernel_initializer=OFFICIAL_DEFAULT_DENSE_INIT,
@@ -56,7 +60,7 @@ class ReplacedTokenDetectionHead(keras.layers.Layer):
         self.built = True
 
     def call(self, sequence_output):
-        logits = self.dense_prediction(self.dense(sequence_output))
+        logits = self.dense_prediction(gelu(self.dense(sequence_output)))
         return keras.ops.squeeze(logits, axis=-1)
 
     def get_config(self):
@@ -79,10 +83,9 @@ class MaskedLMHead(keras.layers.Layer):
                  initializer_range: float = 0.02, **kwargs):
         super().__init__(**kwargs)
         self.word_embeddings = word_embeddings
-        self.dense = keras.layers.Dense(
-            word_embeddings.output_dim, activation="gelu",
-            kernel_initializer=truncated_normal(initializer_range), dtype=self.dtype_policy,
-            name="dense")
+        self.dense = keras.layers.Dense(  # then the encoder's GELU, as the discriminator's head
+            word_embeddings.output_dim, kernel_initializer=truncated_normal(initializer_range),
+            dtype=self.dtype_policy, name="dense")
         self.layer_norm = keras.layers.LayerNormalization(
             epsilon=layer_norm_epsilon, dtype=self.dtype_policy, name="layer_norm")
 
@@ -97,6 +100,6 @@ class MaskedLMHead(keras.layers.Layer):
         # [B, L, H] at [B, N] -> [B, N, H]. A batched gather on int32 positions (keras.ops'
         # take_along_axis computes its indices in int64, which oneDNN warns about on every run).
         x = tf.gather(sequence_output, tf.cast(mask_positions, tf.int32), batch_dims=1)
-        x = self.layer_norm(self.dense(x))
+        x = self.layer_norm(gelu(self.dense(x)))
         logits = self.word_embeddings(x, reverse=True)
         return keras.ops.cast(logits, "float32") + keras.ops.cast(self.output_bias, "float32")

@@ -41,9 +41,10 @@ ID_INPUTS = [(name, [None, None], "int32") for name in ("token_ids", "segment_id
 
 def discriminator_endpoints(discriminator, tokenizer, max_seq_length: int) -> dict:
     """{signature: (fn, inputs)} for the pre-trained discriminator."""
-    vocabulary = tf.constant(tokenizer.vocabulary)
-
     def outputs(token_ids, segment_ids, padding_mask):
+        # The vocabulary made in each traced graph, not captured from outside it: tf2onnx cannot
+        # import a function that captures a string tensor, even one its outputs do not use.
+        vocabulary = tf.constant(tokenizer.vocabulary)
         result = discriminator({"token_ids": token_ids, "segment_ids": segment_ids,
                                 "padding_mask": padding_mask}, training=False)
         mask = tf.cast(padding_mask, tf.float32)

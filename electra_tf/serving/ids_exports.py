@@ -163,7 +163,7 @@ class ONNXFormat(IdsExport):
         try:
             tf2onnx.convert.from_function(function, input_signature=function.input_signature, opset=17,
                                           output_path=str(folder / "model.onnx"))
-        except ValueError as error:  # tf2onnx's graph import; the tagger's and discriminator's graphs fail there
+        except ValueError as error:  # tf2onnx's graph import ("Failed to import metagraph")
             raise IdsExportError(f"tf2onnx could not convert the model ({error}); nothing was written. Export it "
                                  "--format openvino, or as a SavedModel.") from None
 

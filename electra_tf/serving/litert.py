@@ -7,9 +7,9 @@ device runs, a larger one works after `resize_tensor_input`):
     classifier     text (and text_pair)  -> probabilities [b, classes], label_names [classes]
     regression     text (and text_pair)  -> score [b]
     tagger         text                  -> tag_probabilities [b, words, tags], word_start and
-                                            word_end [b, words] (byte offsets of the
-                                            whitespace-separated words, -1 past the last
-                                            word kept), tag_names [tags]
+                                            word_end [b, words] (byte offsets of the words,
+                                            split at spaces as the SavedModel splits them,
+                                            -1 past the last word kept), tag_names [tags]
     discriminator  text                  -> replaced_probability, token_ids, padding_mask
                                             [b, length], cls_hidden_state [b, hidden]
 
@@ -29,7 +29,8 @@ so a file needs no Select TF ops (Flex) runtime, only tensorflow-text's custom-o
 (`tensorflow_text.tflite_registrar.SELECT_TFTEXT_OPS` in Python; the same kernels, registered by
 the registrar's `Add...` functions, in an app). Invalid UTF-8 is not repaired first, as the
 SavedModel repairs it, nor is a text cut to MAX_CHARACTERS_PER_POSITION per position (LiteRT has
-no kernel for either): docs/serving.md says what each gives. The tagger splits words with `WhitespaceTokenizer`. The transformer's
+no kernel for either): docs/serving.md says what each gives. The tagger finds words over the text's bytes
+(`data/tokenization.whitespace_words`, tf-text's `ByteSplitter`). The transformer's
 GELU is traced as the one op LiteRT has a kernel for (`models/transformer.gelu_form("one_op")`).
 
 `quantize="dynamic"`: 8-bit weights, float activations (dynamic-range quantization, no calibration

@@ -2,11 +2,13 @@
 special tokens, tokenizing inside tf.data, settings that come with the vocabulary."""
 
 import json
+import re
 
 import pytest
 import tensorflow as tf
+import tensorflow_text as tf_text
 
-from electra_tf.data.tokenization import ElectraTokenizer
+from electra_tf.data.tokenization import ASCII_WHITE_SPACE, UNICODE_WHITE_SPACE, ElectraTokenizer, whitespace_words
 from electra_tf.data.vocabulary_files import SPECIAL_TOKENS, VocabularyError
 
 
@@ -65,3 +67,22 @@ def test_settings_travel_beside_the_vocabulary_file(tmp_path):
         "do_lower_case=True, strip_accents=False, tokenize_chinese_chars=True, electra_tf_v1 word splitting")
 
 
+
+
+def test_a_taggers_words_are_the_runs_between_unicode_spaces_with_their_bytes():
+    # The characters tf-text's WhitespaceTokenizer (ICU's White_Space) splits at, over the BMP.
+    characters = [chr(c) for c in range(0x10000) if not 0xD800 <= c < 0xE000]
+    split = tf_text.WhitespaceTokenizer().tokenize(tf.constant([f"a{c}b" for c in characters])).row_lengths()
+    assert {c for c, n in zip(characters, split.numpy()) if n != 1} == set(UNICODE_WHITE_SPACE)
+    texts = ["10\u00a0000\u202fkm", " Paris\u3000\u3000Lyon\u2028", "x\u200by\x00z", "", "\t\u2009 ",
+             "caf\u00e9\u2003!", "a\x1cb"]
+    for white_space in (UNICODE_WHITE_SPACE, ASCII_WHITE_SPACE):
+        words, starts, ends = whitespace_words(tf.constant(texts), white_space)
+        for text, row, begin, end in zip(texts, words.to_list(), starts.to_list(), ends.to_list()):
+            expected = [w for w in re.split(f"[{white_space}]+", text) if w]
+            assert [w.decode() for w in row] == expected, (text, row)
+            assert [text.encode()[b:e] for b, e in zip(begin, end)] == row
+    assert whitespace_words(tf.constant(["10\u00a0000"]), ASCII_WHITE_SPACE)[0].to_list() == [["10\u00a0000".encode()]]
+    # Bytes, not characters: invalid UTF-8 stays inside a word, and a text's bytes never join the next's.
+    words, starts, ends = whitespace_words(tf.constant([b"ab\xe2\x80", b"\x80x y"]))
+    assert words.to_list() == [[b"ab\xe2\x80"], [b"\x80x", b"y"]] and ends.to_list() == [[4], [2, 4]]

@@ -111,8 +111,10 @@ def test_hidden_states_differ_only_by_the_gelu_form(presets, loaded_elsewhere, n
     assert exact < 2e-2
     if name == "wide":  # weights large enough for the GELU forms to matter: the whole difference is theirs
         assert exact > 1e-3 and exact > 50 * tanh
-    # The replaced-token head beside the backbone gives a keras-hub user our logits (what prompting reads).
-    logits = with_tanh_gelu(our_replaced_logits, ours, theirs["ids"], theirs["mask"])
+    # The replaced-token head beside the backbone (a plain Keras model: exact GELU) on keras-hub's
+    # hidden states gives a keras-hub user our logits (what prompting reads).
+    hidden = with_tanh_gelu(our_hidden_states, ours, theirs["ids"], theirs["mask"])
+    logits = ours.discriminator.head(hidden).numpy()
     np.testing.assert_allclose(theirs["replaced_logits"][real], logits[real], atol=1e-4)
 
 

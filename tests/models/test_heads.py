@@ -30,7 +30,7 @@ def test_masked_lm_head_gathers_masked_positions_and_uses_the_embedding_table():
     changed[0, 3] += 10.0
     np.testing.assert_allclose(head(changed, positions).numpy(), logits.numpy(), atol=1e-6)
     # The output layer is the word-embedding table itself (tied), plus a bias of its own.
-    x = head.layer_norm(head.dense(tf.gather(sequence, positions, batch_dims=1)))
+    x = head.layer_norm(tf.nn.gelu(head.dense(tf.gather(sequence, positions, batch_dims=1)), approximate=False))
     table = embeddings.word_embeddings.embeddings.numpy()
     np.testing.assert_allclose(logits.numpy(), x.numpy() @ table.T + head.output_bias.numpy(), atol=1e-4)
     assert not any(v is head.output_bias for v in embeddings.weights)

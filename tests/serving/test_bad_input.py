@@ -162,8 +162,8 @@ def compare(exports, kind, folder, cases: dict) -> tuple[dict, dict]:
                                              for kind in ("tagger", "regression", "discriminator"))])
 def test_every_form_answers_bad_input_the_same_documented_way(exports, kind, tmp_path):
     ours, theirs = compare(exports, kind, tmp_path, {**CASES, "500 texts": BATCH})
-    # a tagger's words are runs between ASCII whitespace: one of control or format characters only is a
-    # word (read as [UNK]), so only the empty and all-space texts have none
+    # a tagger's words are runs between spaces: one of control or format characters only is a word
+    # (read as [UNK]), so only the empty and all-space texts have none
     assert ours["no word"]["no_text"] == ([True, True, False, False] if kind == "tagger" else [True] * 4)
     assert not any(ours["nul"]["no_text"] + ours["emoji"]["no_text"])
     assert ours["invalid utf-8"]["no_text"] == [False] * 3

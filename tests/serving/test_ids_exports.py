@@ -1,4 +1,5 @@
-"""The OpenVINO and ONNX exports: a classifier's ids signature in each runtime's files, run in a
+"""The OpenVINO and ONNX exports: a classifier's ids signature in each runtime's files (a tagger's and
+the discriminator's written and checked too), run in a
 process with the runtime and tensorflow-text only (no electra_tf, no model code), fed ids packed as
 docs/serving.md tells a client to, answers as the SavedModel answers the same texts."""
 
@@ -13,7 +14,7 @@ import pytest
 
 from electra_tf import export
 from electra_tf.finetuning.pretrained import load_pretrained
-from electra_tf.finetuning.text.models import ElectraClassifier
+from electra_tf.finetuning.text.models import ElectraClassifier, ElectraTokenClassifier
 from electra_tf.serving.exports import FORMATS
 from electra_tf.serving.ids_exports import IdsExportError
 from electra_tf.serving.publish import export_model
@@ -87,7 +88,19 @@ print(json.dumps(f(text=tf.constant({TEXTS!r}))["probabilities"].numpy().tolist(
         exporter.write_folder(classifier, backbone.tokenizer, backbone.config, folder)
 
 
-@pytest.mark.parametrize("runtime", RUNTIMES[:1])  # the discriminator; tf2onnx fails on its graph (docs)
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_a_tagger_is_written_and_checked_against_the_model(runtime, pretrained_run, tmp_path):
+    backbone = load_pretrained(pretrained_run)
+    tags = ["O", "B-PER", "I-PER"]
+    tagger = ElectraTokenClassifier(backbone.discriminator, len(tags), label_names=tags)
+    # write_folder runs the files on real ids against the model (within 1e-4) before naming the folder
+    folder = FORMATS[runtime]().write_folder(tagger, backbone.tokenizer, backbone.config, tmp_path / runtime)
+    meta = json.loads((folder / "export.json").read_text())
+    assert meta["outputs"] == ["tag_probabilities"]  # per word piece; the names are in export.json
+    assert meta["label_names"] == tags
+
+
+@pytest.mark.parametrize("runtime", RUNTIMES)  # the discriminator
 def test_the_command_exports_a_run_and_refuses_an_existing_folder(runtime, pretrained_run, tmp_path, capsys):
     argv = ["--model_dir", str(pretrained_run), "--format", runtime, "--export_dir", str(tmp_path)]
     assert export.main(argv) == 0

@@ -6,6 +6,7 @@ truncates them, an empty string answered. SentencePiece and cased vocabularies t
 run and stay close; what has no LiteRT kernel is refused with nothing written."""
 
 import importlib.util
+import re
 from pathlib import Path
 
 import numpy as np
@@ -13,7 +14,7 @@ import pytest
 
 from electra_tf import export, finetune
 from electra_tf.data.corpus import sample_paragraphs
-from electra_tf.data.tokenization import ElectraTokenizer
+from electra_tf.data.tokenization import UNICODE_WHITE_SPACE, ElectraTokenizer
 from electra_tf.data.vocabulary_files import V1_RULE, TokenizerSettings
 from electra_tf.finetuning.pretrained import load_pretrained
 from electra_tf.finetuning.question_answering.model import ElectraQuestionAnswerer
@@ -96,9 +97,9 @@ def test_a_tagger_gives_each_words_tags_and_its_place_in_the_text(backbone, tmp_
     tags = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
     lite, saved = both_ways(ElectraTokenClassifier(backbone.discriminator, len(tags), label_names=tags), backbone,
                             tmp_path, "tagger")
-    # Words are runs between ASCII whitespace; LiteRT's WhitespaceTokenizer also splits at other
-    # Unicode spaces, and inside their UTF-8 bytes (docs/serving.md): texts with one are left out.
-    texts = [t for t in TEXTS if not any(c.isspace() and not c.isascii() for c in t)]
+    # Words are runs between Unicode spaces (the vocabulary splits as BERT does), found by the
+    # same ops in both forms: every text, those with no-break, thin and ideographic spaces too.
+    texts = TEXTS + ["10\u00a0000\u202fkm", "Paris\u3000Lyon \u2028Nice"]
     theirs = run_litert_only(lite, [{"text": t} for t in texts], tmp_path / "out.npz")
     ours = saved_model_outputs(saved, text=texts)
     words = ours["tag_probabilities"].shape[1]
@@ -112,6 +113,8 @@ def test_a_tagger_gives_each_words_tags_and_its_place_in_the_text(backbone, tmp_
         assert (theirs["word_start"][row] >= 0).sum() == n
         spans = [text.encode()[s:e].decode() for s, e in zip(theirs["word_start"][row][:n], theirs["word_end"][row][:n])]
         assert spans == [w.decode() for w in ours["words"][row][:n]]
+        assert spans == [w for w in re.split(f"[{UNICODE_WHITE_SPACE}]+", text) if w][:n]
+    assert list(ours["words"][-2][:4]) == [b"10", b"000", b"km", b""]
     assert list(theirs["tag_names"]) == tags
 
 

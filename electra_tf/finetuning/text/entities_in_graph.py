@@ -1,9 +1,9 @@
 """Entities from a served tagger, in graph: the chunks of `finetuning/text/entities.py`'s default
 (conlleval) rules over the predicted word tags, with their text and character offsets.
 
-`words_with_offsets(text)` splits on whitespace exactly as the tagger's text signature does
-(`tf.strings.split`: ASCII space, tab, newline, carriage return, vertical tab, form feed) and
-keeps each word's characters (Python string indexing of the UTF-8-repaired text).
+`words_with_offsets(text, white_space)` splits text into words exactly as the tagger's text
+signature and LiteRT file do (`data/tokenization.whitespace_words`) and keeps each word's
+characters (Python string indexing of the UTF-8-repaired text).
 `entity_outputs(text, tags, starts, ends)` turns per-word tag strings into `entity_text`,
 `entity_type`, `entity_start`, `entity_end` per text, padded to the batch's largest count
 with "" and -1, so `text[entity_start:entity_end] == entity_text`.
@@ -17,23 +17,18 @@ tests compare them).
 from __future__ import annotations
 
 import tensorflow as tf
-import tensorflow_text as tf_text
 
-WHITESPACE = r"[ \t\n\r\v\f]+"
+from electra_tf.data.tokenization import whitespace_words
 
 
-def words_with_offsets(text):
-    """(words [B, W] ragged strings, starts, ends [B, W] ragged int32 characters)."""
-    # tf-text's regex_split ends a text at its first NUL byte: split a copy where it is another
-    # control character (one byte for one, so the offsets hold), and cut the words from the text.
-    _, begin, end = tf_text.regex_split_with_offsets(tf.strings.regex_replace(text, r"\x00", "\x01"),
-                                                     WHITESPACE)  # byte offsets
-    words = begin.with_flat_values(tf.strings.substr(tf.gather(text, begin.value_rowids()), begin.flat_values,
-                                                     end.flat_values - begin.flat_values))
+def words_with_offsets(text, white_space: str):
+    """(words [B, W] ragged strings, starts, ends [B, W] ragged int32 characters): the runs
+    between `white_space` characters (`ElectraTokenizer.word_white_space`)."""
+    words, begin, end = whitespace_words(text, white_space)  # byte offsets
     characters = tf.strings.unicode_decode_with_offsets(text, "UTF-8", errors="replace")[1]  # each char's byte
     beyond = tf.int64.max
-    starts = tf.searchsorted(characters.to_tensor(beyond), begin.to_tensor(0), side="left")
-    ends = tf.searchsorted(characters.to_tensor(beyond), end.to_tensor(0), side="left")
+    starts = tf.searchsorted(characters.to_tensor(beyond), tf.cast(begin.to_tensor(0), tf.int64), side="left")
+    ends = tf.searchsorted(characters.to_tensor(beyond), tf.cast(end.to_tensor(0), tf.int64), side="left")
     lengths = words.row_lengths()
     return (words, tf.RaggedTensor.from_tensor(tf.cast(starts, tf.int32), lengths=lengths),
             tf.RaggedTensor.from_tensor(tf.cast(ends, tf.int32), lengths=lengths))

@@ -2,7 +2,8 @@
 
 A classifier returns `probabilities` [batch, classes], `label` (the most probable name) and
 `label_names`, or `score` for regression; its text signature takes `text`, and `text_pair` for
-pair tasks. A tagger's text signature splits `text` on whitespace into words and returns per
+pair tasks. A tagger's text signature splits `text` into words at spaces
+(`ElectraTokenizer.word_white_space`) and returns per
 word `words`, `tags` and `tag_probabilities` ([batch, max words, tags]; "" and 0 past a
 sentence's end or for words cut off by max_seq_length) plus `tag_names`; a tagger of entity
 tags (B-/I-/E-/S-) also returns the entities, by conlleval's chunk rules: `entity_text`,
@@ -59,22 +60,24 @@ def classifier_endpoints(classifier, tokenizer, max_seq_length: int, label_names
 
 
 def tagger_endpoints(tagger, tokenizer, max_seq_length: int, tag_names) -> dict:
-    """{signature: (fn, inputs)} for a fine-tuned `ElectraTokenClassifier`."""
-    names = tf.constant(list(tag_names))
+    """{signature: (fn, inputs)} for a fine-tuned `ElectraTokenClassifier`. The tag names are
+    made in each traced graph (see `models/signatures.discriminator_endpoints`)."""
+    tag_names = list(tag_names)
     with_entities = is_entity_tag_set(tag_names)
 
     def per_piece(token_ids, segment_ids, padding_mask):
         logits = tf.cast(tagger({"token_ids": token_ids, "segment_ids": segment_ids,
                                  "padding_mask": padding_mask}, training=False), tf.float32)
         probabilities = tf.nn.softmax(logits, axis=-1) * tf.cast(padding_mask, tf.float32)[..., tf.newaxis]
-        return probabilities, tf.where(padding_mask > 0, tf.gather(names, tf.argmax(logits, axis=-1)), "")
+        tags = tf.gather(tf.constant(tag_names), tf.argmax(logits, axis=-1))
+        return probabilities, tf.where(padding_mask > 0, tags, "")
 
     def with_names(outputs, batch):
-        return {**outputs, "tag_names": tf.tile(names[tf.newaxis], [batch, 1])}
+        return {**outputs, "tag_names": tf.tile(tf.constant(tag_names)[tf.newaxis], [batch, 1])}
 
     def text_endpoint(text):
         text = cut_text(repair_utf8(batch_of_strings(text, "text")), max_seq_length)
-        words, word_starts, word_ends = words_with_offsets(text)  # the words of tf.strings.split
+        words, word_starts, word_ends = words_with_offsets(text, tokenizer.word_white_space)
         inputs, starts = pack_words_with_starts(tokenizer, max_seq_length, words)
         probabilities, tags = per_piece(inputs["token_ids"], inputs["segment_ids"], inputs["padding_mask"])
         kept = (starts >= 0).to_tensor(False)
@@ -123,8 +126,8 @@ def classifier_litert_endpoint(classifier, lite_tokenizer, length: int):
 
 def tagger_litert_endpoint(tagger, lite_tokenizer, length: int):
     """A LiteRT file's function for a fine-tuned `ElectraTokenClassifier`: text -> tag_probabilities
-    [b, words, tags], word_start and word_end [b, words] (byte offsets of the whitespace-separated
-    words, -1 past the last word kept), tag_names [tags]; returns (function, input names)."""
+    [b, words, tags], word_start and word_end [b, words] (byte offsets of the words, split as the
+    SavedModel splits them, -1 past the last word kept), tag_names [tags]; returns (function, input names)."""
     def endpoint(text):
         inputs, positions, word_start, word_end = pack_whitespace_words(text, lite_tokenizer, length)
         probabilities = tf.nn.softmax(tf.cast(tagger(inputs, training=False), tf.float32), axis=-1)

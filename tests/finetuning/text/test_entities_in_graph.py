@@ -3,6 +3,7 @@ text cut from the original string by character offsets."""
 
 import tensorflow as tf
 
+from electra_tf.data.tokenization import UNICODE_WHITE_SPACE
 from electra_tf.finetuning.text.entities import entities
 from electra_tf.finetuning.text.entities_in_graph import entity_outputs, words_with_offsets
 
@@ -12,7 +13,7 @@ TAGS = [["B-PER", "I-PER", "O", "O", "B-LOC"], ["O", "O", "B-LOC", "O", "I-LOC"]
 
 def test_words_keep_their_characters_and_entities_are_the_python_scorers():
     text = tf.constant(TEXTS)
-    words, starts, ends = words_with_offsets(text)
+    words, starts, ends = words_with_offsets(text, UNICODE_WHITE_SPACE)
     assert [[w.decode() for w in row] for row in words.to_list()] == [t.split() for t in TEXTS]
     outputs = entity_outputs(text, tf.ragged.constant(TAGS, tf.string), starts, ends)
     for row, source in enumerate(TEXTS):
