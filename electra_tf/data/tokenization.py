@@ -86,7 +86,8 @@ NUL_PATTERN = r"\x00"
 
 # A tagger's words: runs between the characters of Unicode's White_Space property under
 # BERT_RULE (where its tokenizer splits too), between ASCII whitespace under V1_RULE.
-UNICODE_WHITE_SPACE = "\t\n\v\f\r \x85\xa0\u1680" + "".join(map(chr, range(0x2000, 0x200B))) + "\u2028\u2029\u202f\u205f\u3000"
+UNICODE_WHITE_SPACE = ("\t\n\v\f\r \x85\xa0\u1680" + "".join(map(chr, range(0x2000, 0x200B)))
+                       + "\u2028\u2029\u202f\u205f\u3000")
 ASCII_WHITE_SPACE = "\t\n\v\f\r "
 
 
@@ -128,6 +129,7 @@ def whitespace_words(text, white_space: str = UNICODE_WHITE_SPACE):
 
     word_starts, word_ends = offsets(starts, 0), offsets(ends, 1)
     return splitter.split_by_offsets(text, word_starts, word_ends), word_starts, word_ends
+
 
 def split_patterns(split_cjk: bool) -> tuple[str, str]:
     """(delimiters, delimiters kept as words) for `tensorflow_text.regex_split` (V1_RULE)."""

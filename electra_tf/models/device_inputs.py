@@ -120,9 +120,9 @@ def pack_pair(pieces_a, pieces_b, tokenizer, length: int) -> dict:
 
 
 def pack_whitespace_words(text, lite_tokenizer, length: int):
-    """A tagger's input: the text's words (`ElectraTokenizer.word_white_space` between them), each tokenized on its own (an
-    empty one as [UNK], a SentencePiece word's bare word start dropped, as
-    `preprocessing.pack_words`). Returns (inputs, word_positions [b, words]: each word's first
+    """A tagger's input: the text's words (`ElectraTokenizer.word_white_space` between them), each
+    tokenized on its own (an empty one as [UNK], a SentencePiece word's bare word start dropped,
+    as `preprocessing.pack_words`). Returns (inputs, word_positions [b, words]: each word's first
     piece, or -1 when cut off, word_start, word_end [b, words]: its bytes in the text, -1 past
     the last word)."""
     tokenizer, slots = lite_tokenizer.tokenizer, length - 2

@@ -29,9 +29,9 @@ so a file needs no Select TF ops (Flex) runtime, only tensorflow-text's custom-o
 (`tensorflow_text.tflite_registrar.SELECT_TFTEXT_OPS` in Python; the same kernels, registered by
 the registrar's `Add...` functions, in an app). Invalid UTF-8 is not repaired first, as the
 SavedModel repairs it, nor is a text cut to MAX_CHARACTERS_PER_POSITION per position (LiteRT has
-no kernel for either): docs/serving.md says what each gives. The tagger finds words over the text's bytes
-(`data/tokenization.whitespace_words`, tf-text's `ByteSplitter`). The transformer's
-GELU is traced as the one op LiteRT has a kernel for (`models/transformer.gelu_form("one_op")`).
+no kernel for either): docs/serving.md says what each gives. The tagger finds words over the
+text's bytes as its SavedModel does (`data/tokenization.whitespace_words`). The transformer's GELU
+is traced as the one op LiteRT has a kernel for (`models/transformer.gelu_form("one_op")`).
 
 `quantize="dynamic"`: 8-bit weights, float activations (dynamic-range quantization, no calibration
 data). A model without a `litert_endpoint` (question answering: its windows over a long context
