@@ -199,7 +199,6 @@ def _restore_the_global_dtype_policy():
     keras.config.set_dtype_policy(policy)
 
 
-
 @pytest.fixture(autouse=True)
 def _no_signal_handler_outlives_its_test():
     """A run that ends, however it ends, gives SIGTERM/SIGINT back to the handlers it found: one
@@ -212,6 +211,7 @@ def _no_signal_handler_outlives_its_test():
     for number, handler in before.items():
         signal.signal(number, handler)
     assert after == before, f"the test left signal handlers installed: {after}"
+
 
 def pretrained_run_argv(root: Path) -> list[str]:
     """The arguments of `pretrained_run` (no --export_dir: it exports inside its model_dir)."""
